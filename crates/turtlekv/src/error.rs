@@ -1,0 +1,90 @@
+//! The one error type of the engine.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in TurtleKV.
+///
+/// Input errors (`EmptyKey`, `KeyTooLarge`, `ValueTooLarge`, `InvalidOptions`)
+/// are detected before anything is written, so they never change the database.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The operating system reported an I/O failure.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+
+    /// Stored bytes failed a checksum or a structural check. Never returned as data.
+    #[error("corruption in {} at offset {offset}: {reason}", file.display())]
+    Corruption {
+        /// The file holding the damaged bytes.
+        file: PathBuf,
+        /// Byte offset of the damaged record or page in that file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+
+    /// Keys must hold at least one byte.
+    #[error("empty key: keys must be 1..={max} bytes", max = crate::MAX_KEY_SIZE)]
+    EmptyKey,
+
+    /// The key is longer than [`crate::MAX_KEY_SIZE`].
+    #[error("key of {len_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
+    KeyTooLarge {
+        /// Length of the rejected key.
+        len_bytes: usize,
+        /// [`crate::MAX_KEY_SIZE`].
+        max_bytes: usize,
+    },
+
+    /// The value is longer than [`crate::MAX_VALUE_SIZE`].
+    #[error("value of {len_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
+    ValueTooLarge {
+        /// Length of the rejected value.
+        len_bytes: usize,
+        /// [`crate::MAX_VALUE_SIZE`].
+        max_bytes: usize,
+    },
+
+    /// A write batch is too large to be logged as one record.
+    #[error("write batch of {len_bytes} encoded bytes exceeds the maximum of {max_bytes} bytes")]
+    BatchTooLarge {
+        /// Encoded size of the rejected batch.
+        len_bytes: usize,
+        /// Largest batch the log accepts.
+        max_bytes: usize,
+    },
+
+    /// An [`crate::Options`] field is out of range or inconsistent.
+    #[error("invalid options: {0}")]
+    InvalidOptions(String),
+
+    /// Another handle (in this or another process) holds the database's `LOCK` file.
+    #[error("database at {} is locked by another handle", .0.display())]
+    Locked(PathBuf),
+
+    /// An earlier write or fsync failed, so the handle refuses further writes.
+    /// Reads keep working. Reopen the database to recover.
+    #[error("database refuses writes after an earlier I/O failure: {cause}")]
+    Poisoned {
+        /// The failure that poisoned the handle.
+        cause: String,
+    },
+}
+
+/// `Result` with [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn corruption(
+        file: impl Into<PathBuf>,
+        offset: u64,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,569 @@
+//! An in-memory file system that fails on command and simulates crashes.
+//!
+//! Each file keeps two images: what reads see now, and what would survive a
+//! power failure (the state at its last `sync_data`, plus, for new files, only
+//! once their directory was synced). Writes since the last sync are kept as an
+//! ordered list, so a crash can drop them all, keep a random subset, or tear
+//! the last one at a 512-byte boundary.
+
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use super::{File, FileSystem, LockGuard, OpenOptions};
+
+/// Which error an injected fault raises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultKind {
+    /// `EIO`.
+    Eio,
+    /// `ENOSPC`.
+    NoSpace,
+}
+
+/// Which operations an injected fault applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultOn {
+    /// `write_at` and `set_len`.
+    Write,
+    /// `sync_data` and `sync_dir`.
+    Sync,
+    /// Any write or sync.
+    WriteOrSync,
+}
+
+/// A planned failure: the first `after` matching operations succeed, the next
+/// one fails, and with `persistent` every later one too.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    /// Operations the fault counts.
+    pub on: FaultOn,
+    /// Matching operations that still succeed.
+    pub after: u64,
+    /// Error raised.
+    pub kind: FaultKind,
+    /// Keep failing after the first failure (a dead disk, or a crashed process).
+    pub persistent: bool,
+    /// Only files whose path contains this string are affected.
+    pub path_contains: Option<String>,
+}
+
+/// What survives a simulated crash of unsynced writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashMode {
+    /// Only synced data survives.
+    DropUnsynced,
+    /// Each unsynced write survives or not, chosen by a seeded coin.
+    KeepRandomSubset {
+        /// Seed of the coin flips.
+        seed: u64,
+    },
+    /// Every unsynced write survives except the last, which is cut at a
+    /// 512-byte boundary chosen by the seed.
+    TearLastWrite {
+        /// Seed of the cut position.
+        seed: u64,
+    },
+}
+
+#[derive(Debug, Clone)]
+enum Pending {
+    Write { op_seq: u64, offset: u64, data: Vec<u8> },
+    SetLen { len: u64 },
+}
+
+#[derive(Debug, Default)]
+struct FileData {
+    current: Vec<u8>,
+    durable: Vec<u8>,
+    unsynced: Vec<Pending>,
+    entry_durable: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    files: HashMap<PathBuf, Arc<Mutex<FileData>>>,
+    dirs: HashSet<PathBuf>,
+    locks: HashSet<PathBuf>,
+    fault: Option<Fault>,
+    fault_matches: u64,
+    fault_fired: bool,
+    writes: u64,
+    syncs: u64,
+    space_limit_bytes: Option<u64>,
+}
+
+/// The fault-injecting in-memory file system. Clones share one state.
+#[derive(Debug, Clone, Default)]
+pub struct FaultFs {
+    state: Arc<Mutex<State>>,
+}
+
+#[derive(Debug)]
+struct FaultFile {
+    fs: FaultFs,
+    path: PathBuf,
+    data: Arc<Mutex<FileData>>,
+    writable: bool,
+}
+
+#[derive(Debug)]
+struct FaultLock {
+    fs: FaultFs,
+    path: PathBuf,
+}
+
+impl LockGuard for FaultLock {}
+
+impl Drop for FaultLock {
+    fn drop(&mut self) {
+        self.fs.state.lock().locks.remove(&self.path);
+    }
+}
+
+impl FaultFs {
+    /// An empty file system.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Plans a failure; replaces any earlier plan and restarts its count.
+    pub fn inject(&self, fault: Fault) {
+        let mut s = self.state.lock();
+        s.fault = Some(fault);
+        s.fault_matches = 0;
+        s.fault_fired = false;
+    }
+
+    /// Removes the planned failure.
+    pub fn clear_fault(&self) {
+        self.state.lock().fault = None;
+    }
+
+    /// `true` once the planned failure has been raised.
+    pub fn fault_fired(&self) -> bool {
+        self.state.lock().fault_fired
+    }
+
+    /// Total size of all files beyond which writes fail with `ENOSPC`.
+    pub fn set_space_limit_bytes(&self, limit: Option<u64>) {
+        self.state.lock().space_limit_bytes = limit;
+    }
+
+    /// Writes and syncs performed so far.
+    pub fn op_counts(&self) -> (u64, u64) {
+        let s = self.state.lock();
+        (s.writes, s.syncs)
+    }
+
+    /// The file system as it would be found after a power failure now.
+    /// The returned one shares nothing with `self`; handles into `self`
+    /// stay usable but no longer affect what the new one holds.
+    pub fn crash(&self, mode: CrashMode) -> FaultFs {
+        let s = self.state.lock();
+        let last_op = s
+            .files
+            .values()
+            .flat_map(|f| {
+                f.lock()
+                    .unsynced
+                    .iter()
+                    .filter_map(|p| match p {
+                        Pending::Write { op_seq, .. } => Some(*op_seq),
+                        Pending::SetLen { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .max();
+        let mut rng = SplitMix(match mode {
+            CrashMode::DropUnsynced => 0,
+            CrashMode::KeepRandomSubset { seed } | CrashMode::TearLastWrite { seed } => seed,
+        });
+        let mut files = HashMap::new();
+        let mut paths: Vec<_> = s.files.keys().cloned().collect();
+        paths.sort();
+        for path in paths {
+            let f = s.files[&path].lock();
+            if !f.entry_durable {
+                continue;
+            }
+            let mut image = f.durable.clone();
+            for p in &f.unsynced {
+                replay_after_crash(&mut image, p, mode, last_op, &mut rng);
+            }
+            let data = FileData {
+                current: image.clone(),
+                durable: image,
+                unsynced: Vec::new(),
+                entry_durable: true,
+            };
+            files.insert(path, Arc::new(Mutex::new(data)));
+        }
+        let state = State {
+            files,
+            dirs: s.dirs.clone(),
+            ..State::default()
+        };
+        FaultFs {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
+    /// Flips one bit of a file, as media corruption would (test helper).
+    pub fn flip_bit(&self, path: &Path, bit_offset: u64) -> io::Result<()> {
+        let s = self.state.lock();
+        let file = s.files.get(path).ok_or(io::ErrorKind::NotFound)?;
+        let mut f = file.lock();
+        let byte = usize::try_from(bit_offset / 8).map_err(io::Error::other)?;
+        let mask = 1u8 << (bit_offset % 8);
+        if byte >= f.current.len() {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        f.current[byte] ^= mask;
+        if byte < f.durable.len() {
+            f.durable[byte] ^= mask;
+        }
+        Ok(())
+    }
+
+    /// Counts the operation and raises the planned fault if it is due.
+    fn check_fault(&self, is_sync: bool, path: &Path) -> io::Result<()> {
+        let mut s = self.state.lock();
+        if is_sync {
+            s.syncs += 1;
+        } else {
+            s.writes += 1;
+        }
+        let Some(fault) = s.fault.clone() else {
+            return Ok(());
+        };
+        let kind_matches = match fault.on {
+            FaultOn::Write => !is_sync,
+            FaultOn::Sync => is_sync,
+            FaultOn::WriteOrSync => true,
+        };
+        let path_matches = fault
+            .path_contains
+            .as_deref()
+            .is_none_or(|needle| path.to_string_lossy().contains(needle));
+        if !kind_matches || !path_matches {
+            return Ok(());
+        }
+        if s.fault_fired && fault.persistent {
+            return Err(fault_error(fault.kind));
+        }
+        s.fault_matches += 1;
+        if s.fault_matches == fault.after + 1 {
+            s.fault_fired = true;
+            return Err(fault_error(fault.kind));
+        }
+        Ok(())
+    }
+
+    fn used_bytes(&self) -> u64 {
+        let s = self.state.lock();
+        s.files.values().map(|f| f.lock().current.len() as u64).sum()
+    }
+
+    fn check_space(&self, growth_bytes: u64) -> io::Result<()> {
+        let limit = self.state.lock().space_limit_bytes;
+        match limit {
+            Some(limit) if growth_bytes > 0 && self.used_bytes() + growth_bytes > limit => {
+                Err(fault_error(FaultKind::NoSpace))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn next_op_seq(&self) -> u64 {
+        let s = self.state.lock();
+        s.writes + s.syncs
+    }
+}
+
+fn replay_after_crash(
+    image: &mut Vec<u8>,
+    pending: &Pending,
+    mode: CrashMode,
+    last_op: Option<u64>,
+    rng: &mut SplitMix,
+) {
+    match (pending, mode) {
+        (Pending::SetLen { len }, _) => image.resize(*len as usize, 0),
+        (Pending::Write { .. }, CrashMode::DropUnsynced) => {}
+        (Pending::Write { offset, data, .. }, CrashMode::KeepRandomSubset { .. }) => {
+            if rng.next() & 1 == 1 {
+                apply_write(image, *offset, data);
+            }
+        }
+        (Pending::Write { op_seq, offset, data }, CrashMode::TearLastWrite { .. }) => {
+            if Some(*op_seq) != last_op {
+                apply_write(image, *offset, data);
+                return;
+            }
+            // Keep the bytes up to a 512-byte boundary of the file strictly
+            // inside the write, so a torn write never looks complete.
+            let first_boundary = (offset / 512 + 1) * 512;
+            let end = offset + data.len() as u64;
+            if first_boundary >= end {
+                return;
+            }
+            let boundaries = (end - 1 - first_boundary) / 512 + 1;
+            let cut = first_boundary + (rng.next() % boundaries) * 512;
+            apply_write(image, *offset, &data[..(cut - offset) as usize]);
+        }
+    }
+}
+
+fn apply_write(image: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let start = offset as usize;
+    let end = start + data.len();
+    if image.len() < end {
+        image.resize(end, 0);
+    }
+    image[start..end].copy_from_slice(data);
+}
+
+fn fault_error(kind: FaultKind) -> io::Error {
+    match kind {
+        FaultKind::Eio => io::Error::from_raw_os_error(libc::EIO),
+        FaultKind::NoSpace => io::Error::from_raw_os_error(libc::ENOSPC),
+    }
+}
+
+/// A tiny deterministic generator, so crash images depend only on the seed.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+}
+
+impl FileSystem for FaultFs {
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.state.lock();
+        for dir in path.ancestors() {
+            s.dirs.insert(dir.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
+        let mut s = self.state.lock();
+        let parent = path.parent().unwrap_or(Path::new(""));
+        if !s.dirs.contains(parent) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        let data = match s.files.get(path) {
+            Some(_) if options.create_new => return Err(io::ErrorKind::AlreadyExists.into()),
+            Some(data) => data.clone(),
+            None if options.create || options.create_new => {
+                let data = Arc::new(Mutex::new(FileData::default()));
+                s.files.insert(path.to_path_buf(), data.clone());
+                data
+            }
+            None => return Err(io::ErrorKind::NotFound.into()),
+        };
+        Ok(Arc::new(FaultFile {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+            data,
+            writable: options.write,
+        }))
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.state.lock();
+        s.files
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| io::ErrorKind::NotFound.into())
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let s = self.state.lock();
+        if !s.dirs.contains(path) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        let files = s.files.keys().filter(|p| p.parent() == Some(path));
+        let dirs = s.dirs.iter().filter(|p| p.parent() == Some(path));
+        Ok(files
+            .chain(dirs)
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect())
+    }
+
+    fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.check_fault(true, path)?;
+        let s = self.state.lock();
+        for (p, f) in &s.files {
+            if p.parent() == Some(path) {
+                f.lock().entry_durable = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
+        let mut s = self.state.lock();
+        if !s.locks.insert(path.to_path_buf()) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(FaultLock {
+            fs: self.clone(),
+            path: path.to_path_buf(),
+        })))
+    }
+}
+
+impl FaultFile {
+    fn check_writable(&self) -> io::Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(libc::EBADF))
+        }
+    }
+}
+
+impl File for FaultFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let f = self.data.lock();
+        let start = (offset as usize).min(f.current.len());
+        let n = buf.len().min(f.current.len() - start);
+        buf[..n].copy_from_slice(&f.current[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.fs.check_fault(false, &self.path)?;
+        let current_len = self.data.lock().current.len() as u64;
+        self.fs
+            .check_space((offset + buf.len() as u64).saturating_sub(current_len))?;
+        let op_seq = self.fs.next_op_seq();
+        let mut f = self.data.lock();
+        apply_write(&mut f.current, offset, buf);
+        f.unsynced.push(Pending::Write {
+            op_seq,
+            offset,
+            data: buf.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn sync_data(&self) -> io::Result<()> {
+        self.fs.check_fault(true, &self.path)?;
+        let mut f = self.data.lock();
+        f.durable = f.current.clone();
+        f.unsynced.clear();
+        Ok(())
+    }
+
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.data.lock().current.len() as u64)
+    }
+
+    fn set_len(&self, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.fs.check_fault(false, &self.path)?;
+        let current_len = self.data.lock().current.len() as u64;
+        self.fs.check_space(len.saturating_sub(current_len))?;
+        let mut f = self.data.lock();
+        f.current.resize(len as usize, 0);
+        f.unsynced.push(Pending::SetLen { len });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (FaultFs, Arc<dyn File>) {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let f = fs
+            .open(Path::new("/db/f"), OpenOptions::read_write_create())
+            .unwrap();
+        (fs, f)
+    }
+
+    fn contents(fs: &FaultFs) -> Option<Vec<u8>> {
+        let f = fs.open(Path::new("/db/f"), OpenOptions::read_only()).ok()?;
+        Some(super::super::read_all(&*f).unwrap())
+    }
+
+    #[test]
+    fn unsynced_new_file_vanishes_and_synced_data_stays() {
+        let (fs, f) = setup();
+        f.write_at(b"hello", 0).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(contents(&fs.crash(CrashMode::DropUnsynced)), None);
+        fs.sync_dir(Path::new("/db")).unwrap();
+        f.write_at(b" world", 5).unwrap();
+        let after = fs.crash(CrashMode::DropUnsynced);
+        assert_eq!(contents(&after).unwrap(), b"hello");
+        let torn = fs.crash(CrashMode::TearLastWrite { seed: 1 });
+        assert_eq!(contents(&torn).unwrap(), b"hello");
+    }
+
+    #[test]
+    fn torn_write_keeps_a_sector_aligned_prefix() {
+        let (fs, f) = setup();
+        fs.sync_dir(Path::new("/db")).unwrap();
+        f.write_at(&[7u8; 2000], 100).unwrap();
+        for seed in 0..20 {
+            let c = contents(&fs.crash(CrashMode::TearLastWrite { seed })).unwrap();
+            assert!(c.len() % 512 == 0 && c.len() > 100 && c.len() < 2100, "{}", c.len());
+        }
+    }
+
+    #[test]
+    fn faults_fire_on_schedule_and_persist() {
+        let (fs, f) = setup();
+        fs.inject(Fault {
+            on: FaultOn::Sync,
+            after: 1,
+            kind: FaultKind::Eio,
+            persistent: true,
+            path_contains: None,
+        });
+        f.write_at(b"a", 0).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(f.sync_data().unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert!(f.sync_data().is_err());
+        f.write_at(b"b", 1).unwrap();
+        fs.clear_fault();
+        f.sync_data().unwrap();
+    }
+
+    #[test]
+    fn space_limit_gives_enospc() {
+        let (fs, f) = setup();
+        fs.set_space_limit_bytes(Some(10));
+        f.write_at(&[1u8; 10], 0).unwrap();
+        let err = f.write_at(&[1u8; 1], 10).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+        f.write_at(&[2u8; 5], 0).unwrap();
+    }
+
+    #[test]
+    fn lock_is_exclusive_until_dropped() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let guard = fs.lock(Path::new("/db/LOCK")).unwrap();
+        assert!(guard.is_some());
+        assert!(fs.lock(Path::new("/db/LOCK")).unwrap().is_none());
+        drop(guard);
+        assert!(fs.lock(Path::new("/db/LOCK")).unwrap().is_some());
+    }
+}

@@ -1,0 +1,97 @@
+//! The file layer: every byte the engine reads or writes goes through these
+//! two traits, so tests can swap the real file system for one that injects
+//! faults and simulates crashes ([`FaultFs`]).
+
+mod fault;
+mod real;
+
+use std::fmt::Debug;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+pub use fault::{CrashMode, FaultFs, FaultKind};
+pub use real::RealFs;
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Create the file when missing.
+    pub create: bool,
+    /// Fail when the file exists already (with `create`).
+    pub create_new: bool,
+    /// Open for writing as well as reading.
+    pub write: bool,
+}
+
+impl OpenOptions {
+    /// Read-only access to an existing file.
+    pub fn read_only() -> Self {
+        Self::default()
+    }
+
+    /// Read-write access, creating the file when missing.
+    pub fn read_write_create() -> Self {
+        OpenOptions {
+            create: true,
+            create_new: false,
+            write: true,
+        }
+    }
+}
+
+/// A directory tree of files.
+pub trait FileSystem: Send + Sync + Debug {
+    /// Creates `path` and its missing parents.
+    fn create_dir_all(&self, path: &Path) -> io::Result<()>;
+    /// Opens a file.
+    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Names (not paths) of the entries of a directory.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
+    /// Makes the directory's entries (created, removed files) durable.
+    fn sync_dir(&self, path: &Path) -> io::Result<()>;
+    /// Takes an exclusive lock on `path` (creating it). `Ok(None)` means that
+    /// another handle holds it. The lock is held until the guard is dropped.
+    fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
+}
+
+/// An open file with positioned I/O.
+pub trait File: Send + Sync + Debug {
+    /// Reads up to `buf.len()` bytes at `offset`; returns how many were read
+    /// (fewer only at end of file).
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+    /// Writes all of `buf` at `offset`, extending the file as needed.
+    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()>;
+    /// Makes every write so far durable (`fdatasync`).
+    fn sync_data(&self) -> io::Result<()>;
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Truncates or extends (with zeros) to `len` bytes.
+    fn set_len(&self, len: u64) -> io::Result<()>;
+}
+
+/// Held while a [`FileSystem::lock`] is in force.
+pub trait LockGuard: Send + Sync + Debug {}
+
+/// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
+pub fn read_exact_at(file: &dyn File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+    while !buf.is_empty() {
+        let n = file.read_at(buf, offset)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        buf = &mut buf[n..];
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Reads the whole file.
+pub fn read_all(file: &dyn File) -> io::Result<Vec<u8>> {
+    let len = usize::try_from(file.len()?).map_err(|_| io::Error::other("file too large"))?;
+    let mut buf = vec![0u8; len];
+    read_exact_at(file, &mut buf, 0)?;
+    Ok(buf)
+}

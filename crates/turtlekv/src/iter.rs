@@ -1,0 +1,234 @@
+//! Range iteration: a merge of every source of the read view, resolved to the
+//! newest version per key, with tombstones hidden. Both ends can be consumed
+//! (`DoubleEndedIterator`); they meet without overlapping.
+
+use std::collections::VecDeque;
+use std::ops::{Bound, RangeBounds};
+
+use bytes::Bytes;
+
+use crate::Result;
+use crate::memtable::{Direction, MemTable, Versioned};
+use crate::state::ReadView;
+
+/// Keys fetched from one source per refill: amortises the descent.
+const CHUNK_KEYS: usize = 64;
+
+/// Iterator over `(key, value)` pairs of a range at one point in time.
+/// Returned by [`crate::Db::range`], [`crate::Db::prefix`] and their
+/// [`crate::Snapshot`] twins.
+#[derive(Debug)]
+pub struct Iter {
+    view: ReadView,
+    lower: Bound<Bytes>,
+    upper: Bound<Bytes>,
+    front: Vec<Cursor>,
+    back: Vec<Cursor>,
+}
+
+/// Buffered position in one source, for one direction.
+#[derive(Debug)]
+struct Cursor {
+    buf: VecDeque<Versioned>,
+    /// Where the next refill starts (exclusive of what was already fetched).
+    resume: Bound<Bytes>,
+    exhausted: bool,
+}
+
+impl Cursor {
+    fn new(start: Bound<Bytes>) -> Self {
+        Cursor {
+            buf: VecDeque::new(),
+            resume: start,
+            exhausted: false,
+        }
+    }
+
+    fn peek(&mut self, source: &dyn MemTable, end: &Bound<Bytes>, seq: u64, dir: Direction) -> Option<&Bytes> {
+        if self.buf.is_empty() && !self.exhausted {
+            let mut out = Vec::with_capacity(CHUNK_KEYS);
+            let (lo, hi) = match dir {
+                Direction::Forward => (as_ref(&self.resume), as_ref(end)),
+                Direction::Reverse => (as_ref(end), as_ref(&self.resume)),
+            };
+            source.scan(lo, hi, seq, dir, CHUNK_KEYS, &mut out);
+            self.exhausted = out.len() < CHUNK_KEYS;
+            if let Some((last, _)) = out.last() {
+                self.resume = Bound::Excluded(last.clone());
+            }
+            self.buf.extend(out);
+        }
+        self.buf.front().map(|(k, _)| k)
+    }
+}
+
+fn as_ref(bound: &Bound<Bytes>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Converts caller bounds into owned byte bounds.
+pub(crate) fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Bytes>, Bound<Bytes>) {
+    let own = |b: Bound<&K>| match b {
+        Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    (own(range.start_bound()), own(range.end_bound()))
+}
+
+/// The range of keys starting with `prefix`.
+pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
+    let lower = Bound::Included(Bytes::copy_from_slice(prefix));
+    // The successor of a prefix: drop trailing 0xff bytes, increment the last.
+    let mut succ = prefix.to_vec();
+    while succ.last() == Some(&0xff) {
+        succ.pop();
+    }
+    let upper = match succ.last_mut() {
+        Some(last) => {
+            *last += 1;
+            Bound::Excluded(Bytes::from(succ))
+        }
+        None => Bound::Unbounded,
+    };
+    (lower, upper)
+}
+
+/// `true` when no key can lie between the bounds.
+fn is_empty_range(lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
+    match (lower, upper) {
+        (Bound::Included(l), Bound::Included(u)) => l > u,
+        (Bound::Included(l) | Bound::Excluded(l), Bound::Excluded(u))
+        | (Bound::Excluded(l), Bound::Included(u)) => l >= u,
+        _ => false,
+    }
+}
+
+fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
+    match upper {
+        Bound::Included(u) => key <= &u[..],
+        Bound::Excluded(u) => key < &u[..],
+        Bound::Unbounded => true,
+    }
+}
+
+fn above_lower(key: &[u8], lower: &Bound<Bytes>) -> bool {
+    match lower {
+        Bound::Included(l) => key >= &l[..],
+        Bound::Excluded(l) => key > &l[..],
+        Bound::Unbounded => true,
+    }
+}
+
+impl Iter {
+    pub(crate) fn new(view: ReadView, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Self {
+        let sources = if is_empty_range(&lower, &upper) {
+            0
+        } else {
+            view.state.memtables().count()
+        };
+        Iter {
+            front: (0..sources).map(|_| Cursor::new(lower.clone())).collect(),
+            back: (0..sources).map(|_| Cursor::new(upper.clone())).collect(),
+            view,
+            lower,
+            upper,
+        }
+    }
+
+    /// Takes the smallest (forward) or largest (reverse) key across sources;
+    /// on equal keys the newest source's version wins and the rest are dropped.
+    fn step(&mut self, dir: Direction) -> Option<Versioned> {
+        let view = &self.view;
+        let (cursors, end) = match dir {
+            Direction::Forward => (&mut self.front, &self.upper),
+            Direction::Reverse => (&mut self.back, &self.lower),
+        };
+        let mut best: Option<(usize, Bytes)> = None;
+        for (i, (cursor, source)) in cursors.iter_mut().zip(view.state.memtables()).enumerate() {
+            let Some(key) = cursor.peek(&**source, end, view.seq, dir) else {
+                continue;
+            };
+            let better = match &best {
+                None => true,
+                Some((_, b)) => match dir {
+                    Direction::Forward => key < b,
+                    Direction::Reverse => key > b,
+                },
+            };
+            if better {
+                best = Some((i, key.clone()));
+            }
+        }
+        let (winner, key) = best?;
+        let mut item = None;
+        for (i, cursor) in cursors.iter_mut().enumerate() {
+            if cursor.buf.front().is_some_and(|(k, _)| *k == key) {
+                let popped = cursor.buf.pop_front();
+                if i == winner {
+                    item = popped;
+                }
+            }
+        }
+        item
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let (key, value) = self.step(Direction::Forward)?;
+            if !below_upper(&key, &self.upper) {
+                self.front.clear();
+                return None;
+            }
+            self.lower = Bound::Excluded(key.clone());
+            if let Some(value) = value {
+                return Some(Ok((key, value)));
+            }
+        }
+    }
+}
+
+impl DoubleEndedIterator for Iter {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        loop {
+            let (key, value) = self.step(Direction::Reverse)?;
+            if !above_lower(&key, &self.lower) {
+                self.back.clear();
+                return None;
+            }
+            self.upper = Bound::Excluded(key.clone());
+            if let Some(value) = value {
+                return Some(Ok((key, value)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_successor() {
+        let (_, upper) = prefix_bounds(b"ab\xff");
+        assert_eq!(upper, Bound::Excluded(Bytes::from_static(b"ac")));
+        let (_, upper) = prefix_bounds(b"\xff\xff");
+        assert_eq!(upper, Bound::Unbounded);
+    }
+
+    #[test]
+    fn empty_ranges() {
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        assert!(is_empty_range(&Bound::Included(b("b")), &Bound::Excluded(b("a"))));
+        assert!(is_empty_range(&Bound::Included(b("a")), &Bound::Excluded(b("a"))));
+        assert!(!is_empty_range(&Bound::Included(b("a")), &Bound::Included(b("a"))));
+    }
+}

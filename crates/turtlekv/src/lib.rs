@@ -1,0 +1,43 @@
+//! TurtleKV: an embedded, durable, ordered key-value store.
+//!
+//! Writes go to a write-ahead log and a big MemTable; checkpoints move them
+//! into a TurtleTree (a B-epsilon-plus tree with level-tiered node buffers).
+//! See `docs/` in the repository for formats and durability promises.
+//!
+//! ```
+//! use turtlekv::{Db, Options, WriteBatch, WriteOptions};
+//! # let dir = tempfile::tempdir().unwrap();
+//! let db = Db::open(dir.path(), Options::default())?;
+//! db.put(b"apple", b"red")?;
+//! let mut batch = WriteBatch::new();
+//! batch.put(b"banana", b"yellow").delete(b"apple");
+//! db.write(batch, &WriteOptions { sync: true })?;
+//! assert_eq!(db.get(b"apple")?, None);
+//! let keys: Vec<_> = db.prefix(b"ban").map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
+//! assert_eq!(keys, vec![&b"banana"[..]]);
+//! # Ok::<(), turtlekv::Error>(())
+//! ```
+
+mod batch;
+mod db;
+mod error;
+mod filter;
+pub mod io;
+mod iter;
+mod memtable;
+mod options;
+mod page;
+mod snapshot;
+mod state;
+mod stats;
+mod tree;
+mod wal;
+
+pub use batch::WriteBatch;
+pub use bytes::Bytes;
+pub use db::{Db, LOCK_FILE_NAME};
+pub use error::{Error, Result};
+pub use iter::Iter;
+pub use options::{MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteOptions};
+pub use snapshot::Snapshot;
+pub use stats::Stats;

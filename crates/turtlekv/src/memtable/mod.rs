@@ -1,0 +1,57 @@
+//! MemTables: concurrent, ordered, multi-version buffers of recent writes.
+//!
+//! Each entry is keyed by (user key, sequence number); a reader at sequence
+//! number `s` sees, per key, the newest version with a number `<= s`.
+
+mod skiplist;
+
+use std::fmt::Debug;
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+pub(crate) use skiplist::SkipListMemTable;
+
+/// Bytes charged per entry on top of key and value: the skiplist node,
+/// its tower and the two `Bytes` handles.
+pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
+/// The newest visible version of one key: `None` is a tombstone.
+pub(crate) type Versioned = (Bytes, Option<Bytes>);
+
+/// Scan direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Direction {
+    Forward,
+    Reverse,
+}
+
+/// What a MemTable must offer; kept small so that other structures (an
+/// adaptive radix tree) can be measured against the skiplist.
+pub(crate) trait MemTable: Send + Sync + Debug {
+    /// Adds a version. Sequence numbers of one key are unique.
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>);
+
+    /// The newest version of `key` visible at `seq`: `None` when there is
+    /// none, `Some(None)` for a tombstone.
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>>;
+
+    /// Appends to `out` up to `limit` keys within `(lower, upper)`, each with
+    /// its newest version visible at `seq` (tombstones included), in
+    /// `direction` order starting from the matching end of the range.
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    );
+
+    /// Bytes charged for all versions, overwrites and tombstones included.
+    fn size_bytes(&self) -> u64;
+
+    /// Number of versions held.
+    fn len(&self) -> usize;
+}

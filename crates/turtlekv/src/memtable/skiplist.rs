@@ -1,0 +1,265 @@
+//! The MemTable on `crossbeam-skiplist`: lock-free inserts and reads.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+
+use super::{Direction, ENTRY_OVERHEAD_BYTES, MemTable, Versioned};
+
+/// Orders versions by user key ascending, then sequence number descending,
+/// so the newest version of a key comes first.
+trait VersionKey {
+    fn user_key(&self) -> &[u8];
+    fn seq(&self) -> u64;
+}
+
+#[derive(Debug)]
+struct InternalKey {
+    user_key: Bytes,
+    seq: u64,
+}
+
+/// A borrowed lookup key, so reads do not allocate.
+struct Probe<'a> {
+    user_key: &'a [u8],
+    seq: u64,
+}
+
+impl VersionKey for InternalKey {
+    fn user_key(&self) -> &[u8] {
+        &self.user_key
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl VersionKey for Probe<'_> {
+    fn user_key(&self) -> &[u8] {
+        self.user_key
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+}
+
+impl Ord for dyn VersionKey + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.user_key()
+            .cmp(other.user_key())
+            .then_with(|| other.seq().cmp(&self.seq()))
+    }
+}
+impl PartialOrd for dyn VersionKey + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for dyn VersionKey + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for dyn VersionKey + '_ {}
+
+impl Ord for InternalKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (self as &dyn VersionKey).cmp(other as &dyn VersionKey)
+    }
+}
+impl PartialOrd for InternalKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl PartialEq for InternalKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for InternalKey {}
+
+impl<'a> Borrow<dyn VersionKey + 'a> for InternalKey {
+    fn borrow(&self) -> &(dyn VersionKey + 'a) {
+        self
+    }
+}
+
+/// Concurrent skiplist of versions.
+#[derive(Debug, Default)]
+pub(crate) struct SkipListMemTable {
+    map: SkipMap<InternalKey, Option<Bytes>>,
+    size_bytes: AtomicU64,
+}
+
+impl SkipListMemTable {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// Maps a user-key bound to a version-key bound covering every version.
+fn lower_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
+    match bound {
+        Bound::Included(k) => Bound::Included(Probe { user_key: k, seq: u64::MAX }),
+        Bound::Excluded(k) => Bound::Excluded(Probe { user_key: k, seq: 0 }),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn upper_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
+    match bound {
+        Bound::Included(k) => Bound::Included(Probe { user_key: k, seq: 0 }),
+        Bound::Excluded(k) => Bound::Excluded(Probe { user_key: k, seq: u64::MAX }),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn as_dyn<'p, 'a>(bound: &'p Bound<Probe<'a>>) -> Bound<&'p (dyn VersionKey + 'a)> {
+    match bound {
+        Bound::Included(p) => Bound::Included(p as &dyn VersionKey),
+        Bound::Excluded(p) => Bound::Excluded(p as &dyn VersionKey),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+impl MemTable for SkipListMemTable {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+        let bytes = key.len() as u64 + value.as_ref().map_or(0, |v| v.len() as u64);
+        self.map.insert(InternalKey { user_key: key, seq }, value);
+        self.size_bytes
+            .fetch_add(bytes + ENTRY_OVERHEAD_BYTES, AtomicOrdering::Relaxed);
+    }
+
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        let probe = Probe { user_key: key, seq };
+        let entry = self.map.lower_bound(Bound::Included(&probe as &dyn VersionKey))?;
+        (entry.key().user_key == key).then(|| entry.value().clone())
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        let (lo, hi) = (lower_probe(lower), upper_probe(upper));
+        let range = self.map.range::<dyn VersionKey, _>((as_dyn(&lo), as_dyn(&hi)));
+        let target = out.len() + limit;
+        match direction {
+            Direction::Forward => {
+                let mut last: Option<&[u8]> = None;
+                for entry in range {
+                    let k = entry.key();
+                    if k.seq > seq || last == Some(&k.user_key[..]) {
+                        continue;
+                    }
+                    out.push((k.user_key.clone(), entry.value().clone()));
+                    if out.len() == target {
+                        return;
+                    }
+                    last = out.last().map(|(k, _)| &k[..]);
+                }
+            }
+            Direction::Reverse => {
+                // Versions of one key arrive oldest first; the last one at or
+                // below `seq` before the key changes is the visible one.
+                let mut pending: Option<Versioned> = None;
+                for entry in range.rev() {
+                    let k = entry.key();
+                    if pending.as_ref().is_some_and(|(pk, _)| *pk != k.user_key) {
+                        out.extend(pending.take());
+                        if out.len() == target {
+                            return;
+                        }
+                    }
+                    if k.seq <= seq {
+                        pending = Some((k.user_key.clone(), entry.value().clone()));
+                    }
+                }
+                out.extend(pending);
+            }
+        }
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(AtomicOrdering::Relaxed)
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &str) -> Bytes {
+        Bytes::copy_from_slice(s.as_bytes())
+    }
+
+    fn table() -> SkipListMemTable {
+        let t = SkipListMemTable::new();
+        t.insert(b("a"), 1, Some(b("a1")));
+        t.insert(b("a"), 5, Some(b("a5")));
+        t.insert(b("b"), 2, None);
+        t.insert(b("b"), 1, Some(b("b1")));
+        t.insert(b("c"), 7, Some(b("c7")));
+        t
+    }
+
+    #[test]
+    fn get_sees_the_newest_visible_version() {
+        let t = table();
+        assert_eq!(t.get(b"a", 4), Some(Some(b("a1"))));
+        assert_eq!(t.get(b"a", 5), Some(Some(b("a5"))));
+        assert_eq!(t.get(b"a", 0), None);
+        assert_eq!(t.get(b"b", 9), Some(None));
+        assert_eq!(t.get(b"b", 1), Some(Some(b("b1"))));
+        assert_eq!(t.get(b"c", 6), None);
+        assert_eq!(t.get(b"d", 9), None);
+    }
+
+    fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
+        let mut out = Vec::new();
+        t.scan(Bound::Unbounded, Bound::Unbounded, seq, dir, limit, &mut out);
+        out
+    }
+
+    #[test]
+    fn scans_resolve_versions_both_ways() {
+        let t = table();
+        let fwd = scan(&t, 6, Direction::Forward, 10);
+        assert_eq!(fwd, vec![(b("a"), Some(b("a5"))), (b("b"), None)]);
+        let rev = scan(&t, 6, Direction::Reverse, 10);
+        assert_eq!(rev, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+        let rev = scan(&t, 1, Direction::Reverse, 1);
+        assert_eq!(rev, vec![(b("b"), Some(b("b1")))]);
+    }
+
+    #[test]
+    fn scan_bounds_cover_all_versions() {
+        let t = table();
+        let mut out = Vec::new();
+        t.scan(Bound::Excluded(b"a"), Bound::Included(b"c"), 9, Direction::Forward, 10, &mut out);
+        assert_eq!(out, vec![(b("b"), None), (b("c"), Some(b("c7")))]);
+        out.clear();
+        t.scan(Bound::Included(b"a"), Bound::Excluded(b"c"), 9, Direction::Reverse, 10, &mut out);
+        assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+    }
+
+    #[test]
+    fn size_counts_every_version() {
+        let t = table();
+        assert_eq!(t.len(), 5);
+        assert_eq!(t.size_bytes(), 5 * ENTRY_OVERHEAD_BYTES + 5 + 8);
+    }
+}

@@ -1,0 +1,166 @@
+//! Tuning and durability options.
+
+use crate::{Error, Result};
+
+/// Longest key accepted, in bytes.
+pub const MAX_KEY_SIZE: usize = 512;
+/// Longest value accepted, in bytes.
+pub const MAX_VALUE_SIZE: usize = 256 * 1024;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// Options for [`crate::Db::open`]. `Options::default()` is a sound start.
+///
+/// Page sizes shape the on-disk format and are fixed when a database is
+/// created; the memory knobs can also be changed while the database runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// Create the directory and an empty database when none exists.
+    pub create_if_missing: bool,
+    /// Byte budget of the page cache.
+    pub cache_capacity_bytes: u64,
+    /// MemTable capacity: bytes of updates gathered before one checkpoint.
+    pub checkpoint_distance_bytes: u64,
+    /// Largest leaf page, in bytes (multiple of 4 KiB).
+    pub leaf_size_bytes: u64,
+    /// Size of a node page, in bytes (power of two).
+    pub node_size_bytes: u64,
+    /// Bits per key of the per-leaf filters; 0 disables filters.
+    pub filter_bits_per_key: u32,
+    /// Read and write pages with `O_DIRECT`, bypassing the OS page cache.
+    pub direct_io: bool,
+    /// A WAL segment is closed and a new one started past this size.
+    pub wal_segment_size_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            cache_capacity_bytes: 256 * MIB,
+            checkpoint_distance_bytes: 64 * MIB,
+            leaf_size_bytes: 2 * MIB,
+            node_size_bytes: 4 * KIB,
+            filter_bits_per_key: 10,
+            direct_io: false,
+            wal_segment_size_bytes: 64 * MIB,
+        }
+    }
+}
+
+impl Options {
+    /// Checks every field; [`crate::Db::open`] calls this before touching disk.
+    pub fn validate(&self) -> Result<()> {
+        let invalid = |msg: String| Err(Error::InvalidOptions(msg));
+        if !self.node_size_bytes.is_power_of_two() || !(512..=64 * KIB).contains(&self.node_size_bytes)
+        {
+            return invalid(format!(
+                "node_size_bytes = {} must be a power of two in 512..=65536",
+                self.node_size_bytes
+            ));
+        }
+        if self.leaf_size_bytes % (4 * KIB) != 0 || !(4 * KIB..=64 * MIB).contains(&self.leaf_size_bytes)
+        {
+            return invalid(format!(
+                "leaf_size_bytes = {} must be a multiple of 4096 in 4 KiB..=64 MiB",
+                self.leaf_size_bytes
+            ));
+        }
+        if self.checkpoint_distance_bytes < 4 * KIB {
+            return invalid(format!(
+                "checkpoint_distance_bytes = {} must be at least 4096",
+                self.checkpoint_distance_bytes
+            ));
+        }
+        if self.cache_capacity_bytes < 64 * KIB {
+            return invalid(format!(
+                "cache_capacity_bytes = {} must be at least 65536",
+                self.cache_capacity_bytes
+            ));
+        }
+        if self.filter_bits_per_key > 32 {
+            return invalid(format!(
+                "filter_bits_per_key = {} must be in 0..=32",
+                self.filter_bits_per_key
+            ));
+        }
+        if !(64 * KIB..=4 * 1024 * MIB).contains(&self.wal_segment_size_bytes) {
+            return invalid(format!(
+                "wal_segment_size_bytes = {} must be in 64 KiB..=4 GiB",
+                self.wal_segment_size_bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Per-write durability, as in RocksDB.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `true`: return only once the write is on stable storage (`fdatasync`).
+    /// `false`: the write is handed to the OS before returning, so it survives
+    /// a process crash (`kill -9`) but may be lost on power failure.
+    pub sync: bool,
+}
+
+/// Rejects keys and values outside the documented limits.
+pub(crate) fn validate_entry(key: &[u8], value: Option<&[u8]>) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::EmptyKey);
+    }
+    if key.len() > MAX_KEY_SIZE {
+        return Err(Error::KeyTooLarge {
+            len_bytes: key.len(),
+            max_bytes: MAX_KEY_SIZE,
+        });
+    }
+    match value {
+        Some(v) if v.len() > MAX_VALUE_SIZE => Err(Error::ValueTooLarge {
+            len_bytes: v.len(),
+            max_bytes: MAX_VALUE_SIZE,
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_options_are_valid() {
+        Options::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_page_sizes_are_rejected() {
+        let o = Options {
+            node_size_bytes: 1000,
+            ..Options::default()
+        };
+        assert!(matches!(o.validate(), Err(Error::InvalidOptions(_))));
+        let o = Options {
+            leaf_size_bytes: 5000,
+            ..Options::default()
+        };
+        assert!(matches!(o.validate(), Err(Error::InvalidOptions(_))));
+    }
+
+    #[test]
+    fn entry_limits() {
+        assert!(matches!(validate_entry(b"", None), Err(Error::EmptyKey)));
+        let long_key = vec![0u8; MAX_KEY_SIZE + 1];
+        assert!(matches!(
+            validate_entry(&long_key, None),
+            Err(Error::KeyTooLarge { len_bytes: 513, .. })
+        ));
+        let long_value = vec![0u8; MAX_VALUE_SIZE + 1];
+        assert!(matches!(
+            validate_entry(b"k", Some(&long_value)),
+            Err(Error::ValueTooLarge { .. })
+        ));
+        validate_entry(&vec![1u8; MAX_KEY_SIZE], Some(&vec![0u8; MAX_VALUE_SIZE])).unwrap();
+    }
+}

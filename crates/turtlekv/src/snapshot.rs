@@ -1,0 +1,52 @@
+//! Point-in-time read views.
+
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use crate::db::DbInner;
+use crate::iter::{Iter, owned_bounds, prefix_bounds};
+use crate::options::validate_entry;
+use crate::state::ReadView;
+use crate::stats::bump;
+use crate::Result;
+
+/// A frozen view of the database at the moment [`crate::Db::snapshot`] was
+/// called. Later writes are invisible to it; it costs a reference count.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    db: Arc<DbInner>,
+    view: ReadView,
+}
+
+impl Snapshot {
+    pub(crate) fn new(db: Arc<DbInner>, view: ReadView) -> Self {
+        Snapshot { db, view }
+    }
+
+    /// The value of `key` at the snapshot's point in time.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        let key = key.as_ref();
+        validate_entry(key, None)?;
+        bump(&self.db.stats.gets, 1);
+        Ok(self.view.get(key))
+    }
+
+    /// Iterates over a key range at the snapshot's point in time.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        let (lower, upper) = owned_bounds(&range);
+        Iter::new(self.view.clone(), lower, upper)
+    }
+
+    /// Iterates over the keys starting with `prefix` at the snapshot's point in time.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let (lower, upper) = prefix_bounds(prefix.as_ref());
+        Iter::new(self.view.clone(), lower, upper)
+    }
+
+    /// Sequence number of the newest write the snapshot sees.
+    pub fn sequence(&self) -> u64 {
+        self.view.seq
+    }
+}

@@ -1,0 +1,101 @@
+//! Group commit: writers queue their batches; whoever finds no leader at
+//! work becomes the leader, takes every queued batch, and commits them with
+//! one `write` (and at most one `fdatasync`) while the others wait.
+
+use std::collections::{HashMap, VecDeque};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::{Error, Result, WriteBatch};
+
+/// Caps one group so a leader's latency stays bounded under heavy load.
+const MAX_GROUP_BYTES: u64 = 4 << 20;
+
+/// One writer's batch, waiting for a leader.
+#[derive(Debug)]
+pub(crate) struct Request {
+    ticket: u64,
+    pub batch: WriteBatch,
+    pub sync: bool,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    next_ticket: u64,
+    waiting: VecDeque<Request>,
+    done: HashMap<u64, Result<()>>,
+    leader_active: bool,
+}
+
+/// The queue writers meet in.
+#[derive(Debug, Default)]
+pub(crate) struct GroupCommit {
+    queue: Mutex<Queue>,
+    changed: Condvar,
+}
+
+impl GroupCommit {
+    /// Queues `batch` and returns once a leader (perhaps this caller) has
+    /// committed it. `lead` commits a whole group; only one runs at a time,
+    /// so it can own the log and publish sequence numbers in order.
+    pub fn submit(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        lead: impl Fn(&[Request]) -> Result<()>,
+    ) -> Result<()> {
+        let mut q = self.queue.lock();
+        let ticket = q.next_ticket;
+        q.next_ticket += 1;
+        q.waiting.push_back(Request {
+            ticket,
+            batch,
+            sync,
+        });
+        loop {
+            if let Some(result) = q.done.remove(&ticket) {
+                return result;
+            }
+            if q.leader_active {
+                self.changed.wait(&mut q);
+                continue;
+            }
+            q.leader_active = true;
+            let group = take_group(&mut q.waiting);
+            drop(q);
+            let result = lead(&group);
+            q = self.queue.lock();
+            q.leader_active = false;
+            for req in &group {
+                q.done.insert(req.ticket, share(&result));
+            }
+            self.changed.notify_all();
+        }
+    }
+}
+
+fn take_group(waiting: &mut VecDeque<Request>) -> Vec<Request> {
+    let mut group = Vec::new();
+    let mut bytes = 0;
+    while let Some(req) = waiting.front() {
+        if !group.is_empty() && bytes + req.batch.user_bytes() > MAX_GROUP_BYTES {
+            break;
+        }
+        bytes += req.batch.user_bytes();
+        group.extend(waiting.pop_front());
+    }
+    group
+}
+
+/// Each writer of a failed group gets its own copy of the error.
+fn share(result: &Result<()>) -> Result<()> {
+    match result {
+        Ok(()) => Ok(()),
+        Err(Error::Io(e)) => Err(Error::Io(std::io::Error::new(e.kind(), e.to_string()))),
+        Err(Error::Poisoned { cause }) => Err(Error::Poisoned {
+            cause: cause.clone(),
+        }),
+        // A leader only fails with the two kinds above; keep the text if not.
+        Err(other) => Err(Error::Io(std::io::Error::other(other.to_string()))),
+    }
+}

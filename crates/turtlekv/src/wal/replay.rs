@@ -1,0 +1,159 @@
+//! Recovery: reads every segment in order and hands valid records to the caller.
+//!
+//! Only the newest segment may end in a torn tail, because a segment is synced
+//! before the next one is created. In the newest segment, an invalid frame is
+//! a torn tail unless a later valid frame says that the bytes at the damaged
+//! offset had been synced when it was written; then it is corruption.
+
+use std::path::Path;
+
+use crate::batch::BatchOp;
+use crate::io::{FileSystem, OpenOptions, read_all};
+use crate::wal::record::{self, FRAME_MAGIC, Frame};
+use crate::wal::segment::{SEGMENT_HEADER_BYTES, check_header, list_segments, segment_file_name};
+use crate::{Error, Result};
+
+/// What replay found.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct ReplayOutcome {
+    /// Highest sequence number in the log, or `covered_seq` when none is higher.
+    pub last_seq: u64,
+    /// Id for the next segment to create.
+    pub next_segment_id: u64,
+    /// Records handed to the caller.
+    pub records_applied: u64,
+    /// Bytes of torn tail cut off the newest segment.
+    pub tail_bytes_dropped: u64,
+}
+
+struct Progress {
+    covered_seq: u64,
+    expected_next_seq: Option<u64>,
+    outcome: ReplayOutcome,
+}
+
+/// Replays records above `covered_seq` (older ones are already in the tree)
+/// in sequence order, and cuts a torn tail off the newest segment.
+pub(crate) fn replay(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    covered_seq: u64,
+    apply: &mut dyn FnMut(u64, &[BatchOp]),
+) -> Result<ReplayOutcome> {
+    let ids = list_segments(fs, dir)?;
+    let mut progress = Progress {
+        covered_seq,
+        expected_next_seq: None,
+        outcome: ReplayOutcome {
+            last_seq: covered_seq,
+            next_segment_id: ids.last().map_or(1, |id| id + 1),
+            ..ReplayOutcome::default()
+        },
+    };
+    for (i, &id) in ids.iter().enumerate() {
+        let is_newest = i + 1 == ids.len();
+        replay_segment(fs, dir, id, is_newest, &mut progress, apply)?;
+    }
+    Ok(progress.outcome)
+}
+
+fn replay_segment(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    id: u64,
+    is_newest: bool,
+    progress: &mut Progress,
+    apply: &mut dyn FnMut(u64, &[BatchOp]),
+) -> Result<()> {
+    let path = dir.join(segment_file_name(id));
+    let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
+    if let Err(reason) = check_header(&buf, id) {
+        if !is_newest {
+            return Err(Error::corruption(&path, 0, reason));
+        }
+        // A crash while the segment was being created: it holds no record.
+        fs.remove_file(&path)?;
+        fs.sync_dir(dir)?;
+        progress.outcome.tail_bytes_dropped += buf.len() as u64;
+        return Ok(());
+    }
+    let mut offset = SEGMENT_HEADER_BYTES as usize;
+    while offset < buf.len() {
+        match record::decode(&buf[offset..]) {
+            Frame::Valid(rec, len) => {
+                apply_record(progress, rec, &path, offset, apply)?;
+                offset += len;
+            }
+            Frame::Malformed(reason) => {
+                return Err(Error::corruption(&path, offset as u64, reason));
+            }
+            Frame::Truncated | Frame::Invalid(_) if is_newest => {
+                if let Some(reason) = damage_before_synced_data(&buf, offset) {
+                    return Err(Error::corruption(&path, offset as u64, reason));
+                }
+                cut_torn_tail(fs, &path, offset as u64)?;
+                progress.outcome.tail_bytes_dropped += (buf.len() - offset) as u64;
+                return Ok(());
+            }
+            Frame::Truncated => {
+                return Err(Error::corruption(&path, offset as u64, "record cut short"));
+            }
+            Frame::Invalid(reason) => {
+                return Err(Error::corruption(&path, offset as u64, reason));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn apply_record(
+    progress: &mut Progress,
+    rec: record::Record,
+    path: &Path,
+    offset: usize,
+    apply: &mut dyn FnMut(u64, &[BatchOp]),
+) -> Result<()> {
+    let first = rec.first_seq;
+    let gap = match progress.expected_next_seq {
+        Some(expected) => first != expected,
+        // The oldest surviving record may predate the checkpoint, but none
+        // after the checkpoint may be missing.
+        None => first > progress.covered_seq + 1,
+    };
+    if gap {
+        return Err(Error::corruption(
+            path,
+            offset as u64,
+            format!("sequence gap before record starting at {first}"),
+        ));
+    }
+    let next = first + rec.ops.len() as u64;
+    progress.expected_next_seq = Some(next);
+    if first > progress.covered_seq {
+        apply(first, &rec.ops);
+        progress.outcome.records_applied += 1;
+        progress.outcome.last_seq = next - 1;
+    }
+    Ok(())
+}
+
+/// A valid frame after `damaged_at` that was written once `damaged_at` had
+/// been synced proves the damage hit durable data, not a torn write.
+fn damage_before_synced_data(buf: &[u8], damaged_at: usize) -> Option<&'static str> {
+    let magic = FRAME_MAGIC.to_le_bytes();
+    (damaged_at + 1..buf.len().saturating_sub(3))
+        .filter(|&at| buf[at..at + 4] == magic)
+        .find_map(|at| match record::decode(&buf[at..]) {
+            Frame::Valid(rec, _) if rec.synced_through > damaged_at as u64 => {
+                Some("damaged record before data that was already synced")
+            }
+            _ => None,
+        })
+}
+
+fn cut_torn_tail(fs: &dyn FileSystem, path: &Path, valid_len: u64) -> Result<()> {
+    let file = fs.open(path, OpenOptions::read_write_create())?;
+    file.set_len(valid_len)?;
+    file.sync_data()?;
+    Ok(())
+}

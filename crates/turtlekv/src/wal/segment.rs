@@ -1,0 +1,144 @@
+//! WAL segment files: naming, header, and the appending writer.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::io::{File, FileSystem, OpenOptions};
+
+pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"TKVWAL\0\x01";
+pub(crate) const SEGMENT_FORMAT_VERSION: u32 = 1;
+pub(crate) const SEGMENT_HEADER_BYTES: u64 = 32;
+const SEGMENT_SUFFIX: &str = ".wal";
+
+/// File name of segment `id`: zero-padded so names sort by id.
+pub(crate) fn segment_file_name(id: u64) -> String {
+    format!("{id:020}{SEGMENT_SUFFIX}")
+}
+
+/// Ids of the segments in `dir`, ascending.
+pub(crate) fn list_segments(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u64>> {
+    let mut ids: Vec<u64> = fs
+        .list_dir(dir)?
+        .iter()
+        .filter_map(|name| name.strip_suffix(SEGMENT_SUFFIX)?.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+pub(crate) fn encode_header(id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
+    h[0..8].copy_from_slice(SEGMENT_MAGIC);
+    h[8..12].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    h[16..24].copy_from_slice(&id.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..24]);
+    h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// Checks a segment header; `Err` carries the reason it is unusable.
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<(), &'static str> {
+    if header.len() < SEGMENT_HEADER_BYTES as usize {
+        return Err("segment header cut short");
+    }
+    if crc32c::crc32c(&header[0..24]).to_le_bytes() != header[24..28] {
+        return Err("segment header checksum mismatch");
+    }
+    if &header[0..8] != SEGMENT_MAGIC {
+        return Err("not a TurtleKV WAL segment");
+    }
+    if header[8..12] != SEGMENT_FORMAT_VERSION.to_le_bytes() {
+        return Err("unsupported WAL format version");
+    }
+    if header[16..24] != id.to_le_bytes() {
+        return Err("segment id does not match its file name");
+    }
+    Ok(())
+}
+
+/// Appends records to the newest segment and rotates past the size limit.
+#[derive(Debug)]
+pub(crate) struct SegmentWriter {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    file: Arc<dyn File>,
+    id: u64,
+    len_bytes: u64,
+    synced_len_bytes: u64,
+    segment_size_bytes: u64,
+}
+
+impl SegmentWriter {
+    /// Creates segment `id` with a durable header and directory entry.
+    pub fn create(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        id: u64,
+        segment_size_bytes: u64,
+    ) -> io::Result<Self> {
+        let path = dir.join(segment_file_name(id));
+        let options = OpenOptions {
+            create_new: true,
+            write: true,
+            ..OpenOptions::default()
+        };
+        let file = fs.open(&path, options)?;
+        file.write_at(&encode_header(id), 0)?;
+        file.sync_data()?;
+        fs.sync_dir(dir)?;
+        Ok(SegmentWriter {
+            fs,
+            dir: dir.to_path_buf(),
+            file,
+            id,
+            len_bytes: SEGMENT_HEADER_BYTES,
+            synced_len_bytes: SEGMENT_HEADER_BYTES,
+            segment_size_bytes,
+        })
+    }
+
+    /// Bytes of the current segment known durable; records carry it so that
+    /// recovery can tell a torn tail from damage to synced data.
+    pub fn synced_len_bytes(&self) -> u64 {
+        self.synced_len_bytes
+    }
+
+    /// Starts a new segment first when the current one is full. The full one
+    /// is synced before the new one exists, so only the newest segment can
+    /// ever hold a torn tail.
+    pub fn rotate_if_full(&mut self) -> io::Result<()> {
+        if self.len_bytes < self.segment_size_bytes {
+            return Ok(());
+        }
+        self.sync()?;
+        *self = SegmentWriter::create(
+            self.fs.clone(),
+            &self.dir,
+            self.id + 1,
+            self.segment_size_bytes,
+        )?;
+        Ok(())
+    }
+
+    /// Hands `bytes` to the OS at the end of the segment.
+    pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_at(bytes, self.len_bytes)?;
+        self.len_bytes += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Makes everything appended so far durable.
+    pub fn sync(&mut self) -> io::Result<()> {
+        if self.synced_len_bytes < self.len_bytes {
+            self.file.sync_data()?;
+            self.synced_len_bytes = self.len_bytes;
+        }
+        Ok(())
+    }
+
+    /// `true` when some appended bytes are not yet durable.
+    pub fn has_unsynced(&self) -> bool {
+        self.synced_len_bytes < self.len_bytes
+    }
+}
