@@ -10,7 +10,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
-pub use fault::{CrashMode, FaultFs, FaultKind};
+pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 pub use real::RealFs;
 
 /// How to open a file.
