@@ -91,7 +91,10 @@ fn take_group(waiting: &mut VecDeque<Request>) -> Vec<Request> {
 fn share(result: &Result<()>) -> Result<()> {
     match result {
         Ok(()) => Ok(()),
-        Err(Error::Io(e)) => Err(Error::Io(std::io::Error::new(e.kind(), e.to_string()))),
+        Err(Error::Io(e)) => Err(Error::Io(match e.raw_os_error() {
+            Some(code) => std::io::Error::from_raw_os_error(code),
+            None => std::io::Error::new(e.kind(), e.to_string()),
+        })),
         Err(Error::Poisoned { cause }) => Err(Error::Poisoned {
             cause: cause.clone(),
         }),

@@ -1,0 +1,244 @@
+//! The public API: basic operations, bad input, locking, poisoning.
+
+mod common;
+
+use std::path::Path;
+
+use common::{contents, open_fault, small_options};
+use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+use turtlekv::{Db, Error, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions};
+
+const SYNC: WriteOptions = WriteOptions { sync: true };
+
+#[test]
+fn put_get_delete_and_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"k1", b"v1").unwrap();
+    db.put(b"k2", b"v2").unwrap();
+    db.put(b"k1", b"v1b").unwrap();
+    db.delete(b"k2").unwrap();
+    db.delete(b"never-written").unwrap();
+    assert_eq!(db.get(b"k1").unwrap().as_deref(), Some(&b"v1b"[..]));
+    assert_eq!(db.get(b"k2").unwrap(), None);
+    let stats = db.stats();
+    assert_eq!((stats.puts, stats.deletes, stats.gets), (3, 2, 2));
+    assert_eq!(stats.user_bytes_written, 4 + 4 + 5 + 2 + 13);
+    drop(db);
+
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"k1").unwrap().as_deref(), Some(&b"v1b"[..]));
+    assert_eq!(db.get(b"k2").unwrap(), None);
+    assert_eq!(db.stats().wal_records_replayed, 5);
+    assert_eq!(db.stats().last_sequence, 5);
+}
+
+#[test]
+fn bad_input_is_rejected_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let before = db.stats();
+
+    assert!(matches!(db.put(b"", b"x"), Err(Error::EmptyKey)));
+    assert!(matches!(db.delete(b""), Err(Error::EmptyKey)));
+    assert!(matches!(db.get(b""), Err(Error::EmptyKey)));
+    let long_key = vec![b'k'; MAX_KEY_SIZE + 1];
+    assert!(matches!(
+        db.put(&long_key, b"x"),
+        Err(Error::KeyTooLarge { len_bytes, max_bytes }) if len_bytes == MAX_KEY_SIZE + 1 && max_bytes == MAX_KEY_SIZE
+    ));
+    let long_value = vec![0u8; MAX_VALUE_SIZE + 1];
+    assert!(matches!(db.put(b"b", &long_value), Err(Error::ValueTooLarge { .. })));
+
+    let mut batch = WriteBatch::new();
+    batch.put(b"c", b"3").delete(b"a").put(&long_key, b"bad").put(b"d", b"4");
+    assert!(matches!(db.write(batch, &SYNC), Err(Error::KeyTooLarge { .. })));
+
+    assert_eq!(db.stats().last_sequence, before.last_sequence);
+    assert_eq!(db.stats().wal_bytes_written, before.wal_bytes_written);
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"c").unwrap(), None);
+    assert_eq!(db.get(b"d").unwrap(), None);
+
+    // The limits themselves are accepted.
+    db.put(vec![b'k'; MAX_KEY_SIZE], vec![7u8; MAX_VALUE_SIZE]).unwrap();
+    assert_eq!(db.get(vec![b'k'; MAX_KEY_SIZE]).unwrap().unwrap().len(), MAX_VALUE_SIZE);
+}
+
+#[test]
+fn invalid_options_are_rejected_before_touching_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut options = Options::default();
+    options.node_size_bytes = 3000;
+    assert!(matches!(Db::open(&path, options), Err(Error::InvalidOptions(_))));
+    assert!(!path.exists());
+}
+
+#[test]
+fn missing_database_without_create_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.create_if_missing = false;
+    let err = Db::open(dir.path().join("absent"), options).unwrap_err();
+    assert!(matches!(err, Error::Io(ref e) if e.kind() == std::io::ErrorKind::NotFound), "{err}");
+}
+
+#[test]
+fn second_open_in_the_same_process_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let err = Db::open(dir.path(), Options::default()).unwrap_err();
+    assert!(matches!(err, Error::Locked(ref p) if p == dir.path()), "{err}");
+    // A clone is the same handle and shares the lock.
+    let clone = db.clone();
+    drop(db);
+    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    drop(clone);
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+/// The child side of `second_open_in_another_process_is_locked`.
+#[test]
+fn lock_holder_child() {
+    let Ok(path) = std::env::var("TURTLEKV_LOCK_CHILD_DIR") else {
+        return;
+    };
+    let _db = Db::open(&path, Options::default()).unwrap();
+    println!("locked");
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn second_open_in_another_process_is_locked() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["lock_holder_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("TURTLEKV_LOCK_CHILD_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    for line in stdout.lines() {
+        if line.unwrap().contains("locked") {
+            break;
+        }
+    }
+    let result = Db::open(dir.path(), Options::default());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(matches!(result, Err(Error::Locked(_))), "{result:?}");
+    // The kernel drops the dead process's lock.
+    Db::open(dir.path(), Options::default()).unwrap();
+}
+
+#[test]
+fn failed_sync_poisons_writes_but_not_reads() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    db.put_opt(b"a", b"1", &SYNC).unwrap();
+    fs.inject(Fault {
+        on: FaultOn::Sync,
+        after: 0,
+        kind: FaultKind::Eio,
+        persistent: false,
+        path_contains: None,
+    });
+    let err = db.put_opt(b"b", b"2", &SYNC).unwrap_err();
+    assert!(matches!(err, Error::Io(_)), "{err}");
+    // The fault was one-shot, but the handle must not retry: fail-stop.
+    assert!(matches!(db.put(b"c", b"3"), Err(Error::Poisoned { .. })));
+    assert!(matches!(db.flush_wal(), Err(Error::Poisoned { .. })));
+    assert!(matches!(db.write(WriteBatch::new(), &SYNC), Err(Error::Poisoned { .. })));
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"b").unwrap(), None);
+    drop(db);
+
+    let db = open_fault(&fs.crash(CrashMode::DropUnsynced), small_options()).unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    db.put(b"c", b"3").unwrap();
+}
+
+#[test]
+fn failed_wal_write_poisons_and_acknowledged_data_survives() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    for i in 0..100u32 {
+        db.put_opt(i.to_be_bytes(), b"v", &SYNC).unwrap();
+    }
+    fs.inject(Fault {
+        on: FaultOn::Write,
+        after: 0,
+        kind: FaultKind::NoSpace,
+        persistent: true,
+        path_contains: Some("wal".into()),
+    });
+    let err = db.put(b"x", b"y").unwrap_err();
+    assert!(matches!(err, Error::Io(ref e) if e.raw_os_error() == Some(libc_enospc())), "{err}");
+    assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned { .. })));
+    assert_eq!(contents(&db).len(), 100);
+    drop(db);
+    fs.clear_fault();
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(contents(&db).len(), 100);
+    assert_eq!(db.get(b"x").unwrap(), None);
+}
+
+fn libc_enospc() -> i32 {
+    28
+}
+
+#[test]
+fn ranges_prefixes_and_reverse() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    for k in ["a", "ab", "abc", "abd", "b", "ba", "c"] {
+        db.put(k, k.to_uppercase()).unwrap();
+    }
+    db.delete("abd").unwrap();
+    fn keys(it: impl Iterator<Item = turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>>) -> Vec<String> {
+        it.map(|kv| String::from_utf8(kv.unwrap().0.to_vec()).unwrap()).collect()
+    }
+    assert_eq!(keys(db.prefix("ab")), ["ab", "abc"]);
+    assert_eq!(keys(db.prefix("ab").rev()), ["abc", "ab"]);
+    assert_eq!(keys(db.range("ab".."b")), ["ab", "abc"]);
+    assert_eq!(keys(db.range("ab"..="ba").rev()), ["ba", "b", "abc", "ab"]);
+    assert_eq!(keys(db.range::<&str, _>(..)).len(), 6);
+    assert_eq!(keys(db.range("c".."a")), Vec::<String>::new());
+    assert_eq!(keys(db.range("b".."b")), Vec::<String>::new());
+
+    // Both ends of one iterator meet without overlap.
+    let mut it = db.range::<&str, _>(..);
+    let mut seen = Vec::new();
+    loop {
+        match (it.next(), it.next_back()) {
+            (Some(a), Some(b)) => {
+                seen.push(a.unwrap().0);
+                seen.push(b.unwrap().0);
+            }
+            (Some(a), None) | (None, Some(a)) => seen.push(a.unwrap().0),
+            (None, None) => break,
+        }
+    }
+    seen.sort();
+    assert_eq!(seen.len(), 6);
+    seen.dedup();
+    assert_eq!(seen.len(), 6);
+}
+
+#[test]
+fn wal_rotates_into_segments_and_replays_them_all() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    for i in 0..2_000u32 {
+        db.put(i.to_be_bytes(), [i as u8; 100]).unwrap();
+    }
+    drop(db);
+    let segments = turtlekv::io::FileSystem::list_dir(&fs, Path::new("/db/wal")).unwrap();
+    assert!(segments.len() > 3, "{segments:?}");
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(contents(&db).len(), 2_000);
+    assert_eq!(db.get(1999u32.to_be_bytes()).unwrap().unwrap()[0], 1999u32 as u8);
+}

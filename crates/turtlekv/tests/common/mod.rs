@@ -1,0 +1,36 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use turtlekv::io::FaultFs;
+use turtlekv::{Bytes, Db, Options, Result};
+
+/// The model every test compares the engine against.
+pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// Small segments so rotation happens in tests.
+pub fn small_options() -> Options {
+    let mut o = Options::default();
+    o.wal_segment_size_bytes = 64 * 1024;
+    o
+}
+
+pub fn open_fault(fs: &FaultFs, options: Options) -> Result<Db> {
+    Db::open_with_fs("/db", options, Arc::new(fs.clone()))
+}
+
+/// Every key-value pair of the database, in order.
+pub fn contents(db: &Db) -> Model {
+    db.range::<&[u8], _>(..)
+        .map(|kv| {
+            let (k, v) = kv.expect("scan failed");
+            (k.to_vec(), v.to_vec())
+        })
+        .collect()
+}
+
+pub fn bytes(v: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(v)
+}

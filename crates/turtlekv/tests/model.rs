@@ -1,0 +1,157 @@
+//! Model-based test: random operations against the engine and a `BTreeMap`.
+
+mod common;
+
+use std::ops::Bound;
+
+use common::{Model, contents, open_fault, small_options};
+use proptest::prelude::*;
+use turtlekv::io::FaultFs;
+use turtlekv::{Db, WriteBatch, WriteOptions};
+
+#[derive(Debug, Clone)]
+enum Op {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    Get(Vec<u8>),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+    Prefix(Vec<u8>, bool),
+    Snapshot,
+    Reopen,
+}
+
+/// Few distinct bytes, so keys collide, share prefixes and hit 0xff edges.
+fn key() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(prop::sample::select(vec![0u8, b'a', b'b', 0xff]), 1..4)
+}
+
+fn value() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), 0..24)
+}
+
+fn bound() -> impl Strategy<Value = Bound<Vec<u8>>> {
+    prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
+        3 => key().prop_map(Op::Delete),
+        2 => prop::collection::vec((key(), prop::option::of(value())), 0..6).prop_map(Op::Batch),
+        3 => key().prop_map(Op::Get),
+        2 => (bound(), bound(), any::<bool>()).prop_map(|(l, u, r)| Op::Range(l, u, r)),
+        1 => (prop::collection::vec(prop::sample::select(vec![b'a', 0xff]), 0..3), any::<bool>())
+            .prop_map(|(p, r)| Op::Prefix(p, r)),
+        1 => Just(Op::Snapshot),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+fn collect(it: turtlekv::Iter, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let map = |kv: turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>| {
+        let (k, v) = kv.unwrap();
+        (k.to_vec(), v.to_vec())
+    };
+    if rev { it.rev().map(map).collect() } else { it.map(map).collect() }
+}
+
+fn model_range(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let inside = |k: &Vec<u8>| {
+        let above = match lo {
+            Bound::Included(l) => k >= l,
+            Bound::Excluded(l) => k > l,
+            Bound::Unbounded => true,
+        };
+        let below = match hi {
+            Bound::Included(h) => k <= h,
+            Bound::Excluded(h) => k < h,
+            Bound::Unbounded => true,
+        };
+        above && below
+    };
+    let mut out: Vec<_> = model.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    if rev {
+        out.reverse();
+    }
+    out
+}
+
+fn run(ops: Vec<Op>) {
+    let fs = FaultFs::new();
+    let mut db: Db = open_fault(&fs, small_options()).unwrap();
+    let mut model = Model::new();
+    let mut snapshots: Vec<(turtlekv::Snapshot, Model)> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Put(k, v) => {
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            Op::Delete(k) => {
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            Op::Batch(entries) => {
+                let mut batch = WriteBatch::new();
+                for (k, v) in &entries {
+                    match v {
+                        Some(v) => batch.put(k, v),
+                        None => batch.delete(k),
+                    };
+                }
+                db.write(batch, &WriteOptions { sync: entries.len() % 2 == 0 }).unwrap();
+                for (k, v) in entries {
+                    match v {
+                        Some(v) => model.insert(k, v),
+                        None => model.remove(&k),
+                    };
+                }
+            }
+            Op::Get(k) => {
+                assert_eq!(db.get(&k).unwrap().map(|v| v.to_vec()), model.get(&k).cloned());
+            }
+            Op::Range(lo, hi, rev) => {
+                let got = collect(db.range((lo.clone(), hi.clone())), rev);
+                assert_eq!(got, model_range(&model, &lo, &hi, rev));
+            }
+            Op::Prefix(p, rev) => {
+                let got = collect(db.prefix(&p), rev);
+                let want: Vec<_> = model_range(&model, &Bound::Unbounded, &Bound::Unbounded, rev)
+                    .into_iter()
+                    .filter(|(k, _)| k.starts_with(&p))
+                    .collect();
+                assert_eq!(got, want);
+            }
+            Op::Snapshot => snapshots.push((db.snapshot(), model.clone())),
+            Op::Reopen => {
+                snapshots.clear();
+                drop(db);
+                db = open_fault(&fs, small_options()).unwrap();
+            }
+        }
+        for (snap, frozen) in &snapshots {
+            let got: Model = collect(snap.range::<&[u8], _>(..), false).into_iter().collect();
+            assert_eq!(&got, frozen);
+        }
+    }
+    assert_eq!(contents(&db), model);
+    // Snapshots hold the database open, like any other handle.
+    snapshots.clear();
+    drop(db);
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(contents(&db), model);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn engine_matches_btreemap(ops in prop::collection::vec(op(), 1..120)) {
+        run(ops);
+    }
+}
