@@ -287,11 +287,14 @@ impl DbInner {
 
     fn apply_group(&self, group: &[Request], first_seq: u64) {
         let state = self.state.load();
-        let mut seqs = first_seq..;
+        let mut batch_first_seq = first_seq;
         for req in group {
-            for (seq, op) in (&mut seqs).zip(&req.batch.ops) {
+            // Numbering must match the WAL record exactly: entry i of the
+            // batch gets `batch_first_seq + i`.
+            for (seq, op) in (batch_first_seq..).zip(&req.batch.ops) {
                 state.active.insert(op.key.clone(), seq, op.value.clone());
             }
+            batch_first_seq += req.batch.len() as u64;
             let (puts, deletes) = req.batch.puts_and_deletes();
             bump(&self.stats.puts, puts);
             bump(&self.stats.deletes, deletes);

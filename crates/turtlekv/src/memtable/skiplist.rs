@@ -119,6 +119,20 @@ fn upper_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
     }
 }
 
+/// `true` when `key` lies on the inner side of `bound`.
+fn within(
+    key: &[u8],
+    bound: Bound<&[u8]>,
+    excluded: fn(&[u8], &[u8]) -> bool,
+    included: fn(&[u8], &[u8]) -> bool,
+) -> bool {
+    match bound {
+        Bound::Included(b) => included(key, b),
+        Bound::Excluded(b) => excluded(key, b),
+        Bound::Unbounded => true,
+    }
+}
+
 fn as_dyn<'p, 'a>(bound: &'p Bound<Probe<'a>>) -> Bound<&'p (dyn VersionKey + 'a)> {
     match bound {
         Bound::Included(p) => Bound::Included(p as &dyn VersionKey),
@@ -150,42 +164,44 @@ impl MemTable for SkipListMemTable {
         limit: usize,
         out: &mut Vec<Versioned>,
     ) {
-        let (lo, hi) = (lower_probe(lower), upper_probe(upper));
-        let range = self.map.range::<dyn VersionKey, _>((as_dyn(&lo), as_dyn(&hi)));
+        // One or two seeks per key rather than a walk over versions: a hot
+        // key may hold many versions older than the visible one.
         let target = out.len() + limit;
-        match direction {
-            Direction::Forward => {
-                let mut last: Option<&[u8]> = None;
-                for entry in range {
-                    let k = entry.key();
-                    if k.seq > seq || last == Some(&k.user_key[..]) {
-                        continue;
-                    }
-                    out.push((k.user_key.clone(), entry.value().clone()));
-                    if out.len() == target {
-                        return;
-                    }
-                    last = out.last().map(|(k, _)| &k[..]);
+        let mut resume: Option<Bytes> = None;
+        while out.len() < target {
+            let from = match (&resume, direction) {
+                (None, Direction::Forward) => lower_probe(lower),
+                (None, Direction::Reverse) => upper_probe(upper),
+                (Some(k), Direction::Forward) => Bound::Excluded(Probe { user_key: k, seq: 0 }),
+                (Some(k), Direction::Reverse) => {
+                    Bound::Excluded(Probe { user_key: k, seq: u64::MAX })
                 }
+            };
+            let entry = match direction {
+                Direction::Forward => self.map.lower_bound(as_dyn(&from)),
+                Direction::Reverse => self.map.upper_bound(as_dyn(&from)),
+            };
+            let Some(entry) = entry else {
+                return;
+            };
+            let key = entry.key().user_key.clone();
+            let inside = match direction {
+                Direction::Forward => within(&key, upper, |k, b| k < b, |k, b| k <= b),
+                Direction::Reverse => within(&key, lower, |k, b| k > b, |k, b| k >= b),
+            };
+            if !inside {
+                return;
             }
-            Direction::Reverse => {
-                // Versions of one key arrive oldest first; the last one at or
-                // below `seq` before the key changes is the visible one.
-                let mut pending: Option<Versioned> = None;
-                for entry in range.rev() {
-                    let k = entry.key();
-                    if pending.as_ref().is_some_and(|(pk, _)| *pk != k.user_key) {
-                        out.extend(pending.take());
-                        if out.len() == target {
-                            return;
-                        }
-                    }
-                    if k.seq <= seq {
-                        pending = Some((k.user_key.clone(), entry.value().clone()));
-                    }
-                }
-                out.extend(pending);
+            // Forward seeks land on the newest version, often the visible one.
+            let visible = if direction == Direction::Forward && entry.key().seq <= seq {
+                Some(entry.value().clone())
+            } else {
+                self.get(&key, seq)
+            };
+            if let Some(value) = visible {
+                out.push((key.clone(), value));
             }
+            resume = Some(key);
         }
     }
 
