@@ -167,7 +167,11 @@ impl Db {
         }
         self.inner.check_poison()?;
         if batch.is_empty() {
-            return if options.sync { self.flush_wal() } else { Ok(()) };
+            return if options.sync {
+                self.flush_wal()
+            } else {
+                Ok(())
+            };
         }
         let inner = &self.inner;
         inner

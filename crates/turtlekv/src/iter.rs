@@ -44,7 +44,13 @@ impl Cursor {
         }
     }
 
-    fn peek(&mut self, source: &dyn MemTable, end: &Bound<Bytes>, seq: u64, dir: Direction) -> Option<&Bytes> {
+    fn peek(
+        &mut self,
+        source: &dyn MemTable,
+        end: &Bound<Bytes>,
+        seq: u64,
+        dir: Direction,
+    ) -> Option<&Bytes> {
         if self.buf.is_empty() && !self.exhausted {
             let mut out = Vec::with_capacity(CHUNK_KEYS);
             let (lo, hi) = match dir {
@@ -71,7 +77,9 @@ fn as_ref(bound: &Bound<Bytes>) -> Bound<&[u8]> {
 }
 
 /// Converts caller bounds into owned byte bounds.
-pub(crate) fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(range: &R) -> (Bound<Bytes>, Bound<Bytes>) {
+pub(crate) fn owned_bounds<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    range: &R,
+) -> (Bound<Bytes>, Bound<Bytes>) {
     let own = |b: Bound<&K>| match b {
         Bound::Included(k) => Bound::Included(Bytes::copy_from_slice(k.as_ref())),
         Bound::Excluded(k) => Bound::Excluded(Bytes::copy_from_slice(k.as_ref())),
@@ -227,8 +235,17 @@ mod tests {
     #[test]
     fn empty_ranges() {
         let b = |s: &'static str| Bytes::from_static(s.as_bytes());
-        assert!(is_empty_range(&Bound::Included(b("b")), &Bound::Excluded(b("a"))));
-        assert!(is_empty_range(&Bound::Included(b("a")), &Bound::Excluded(b("a"))));
-        assert!(!is_empty_range(&Bound::Included(b("a")), &Bound::Included(b("a"))));
+        assert!(is_empty_range(
+            &Bound::Included(b("b")),
+            &Bound::Excluded(b("a"))
+        ));
+        assert!(is_empty_range(
+            &Bound::Included(b("a")),
+            &Bound::Excluded(b("a"))
+        ));
+        assert!(!is_empty_range(
+            &Bound::Included(b("a")),
+            &Bound::Included(b("a"))
+        ));
     }
 }

@@ -54,14 +54,16 @@ impl Options {
     /// Checks every field; [`crate::Db::open`] calls this before touching disk.
     pub fn validate(&self) -> Result<()> {
         let invalid = |msg: String| Err(Error::InvalidOptions(msg));
-        if !self.node_size_bytes.is_power_of_two() || !(512..=64 * KIB).contains(&self.node_size_bytes)
+        if !self.node_size_bytes.is_power_of_two()
+            || !(512..=64 * KIB).contains(&self.node_size_bytes)
         {
             return invalid(format!(
                 "node_size_bytes = {} must be a power of two in 512..=65536",
                 self.node_size_bytes
             ));
         }
-        if self.leaf_size_bytes % (4 * KIB) != 0 || !(4 * KIB..=64 * MIB).contains(&self.leaf_size_bytes)
+        if self.leaf_size_bytes % (4 * KIB) != 0
+            || !(4 * KIB..=64 * MIB).contains(&self.leaf_size_bytes)
         {
             return invalid(format!(
                 "leaf_size_bytes = {} must be a multiple of 4096 in 4 KiB..=64 MiB",

@@ -49,11 +49,21 @@ fn bad_input_is_rejected_and_changes_nothing() {
         Err(Error::KeyTooLarge { len_bytes, max_bytes }) if len_bytes == MAX_KEY_SIZE + 1 && max_bytes == MAX_KEY_SIZE
     ));
     let long_value = vec![0u8; MAX_VALUE_SIZE + 1];
-    assert!(matches!(db.put(b"b", &long_value), Err(Error::ValueTooLarge { .. })));
+    assert!(matches!(
+        db.put(b"b", &long_value),
+        Err(Error::ValueTooLarge { .. })
+    ));
 
     let mut batch = WriteBatch::new();
-    batch.put(b"c", b"3").delete(b"a").put(&long_key, b"bad").put(b"d", b"4");
-    assert!(matches!(db.write(batch, &SYNC), Err(Error::KeyTooLarge { .. })));
+    batch
+        .put(b"c", b"3")
+        .delete(b"a")
+        .put(&long_key, b"bad")
+        .put(b"d", b"4");
+    assert!(matches!(
+        db.write(batch, &SYNC),
+        Err(Error::KeyTooLarge { .. })
+    ));
 
     assert_eq!(db.stats().last_sequence, before.last_sequence);
     assert_eq!(db.stats().wal_bytes_written, before.wal_bytes_written);
@@ -62,8 +72,12 @@ fn bad_input_is_rejected_and_changes_nothing() {
     assert_eq!(db.get(b"d").unwrap(), None);
 
     // The limits themselves are accepted.
-    db.put(vec![b'k'; MAX_KEY_SIZE], vec![7u8; MAX_VALUE_SIZE]).unwrap();
-    assert_eq!(db.get(vec![b'k'; MAX_KEY_SIZE]).unwrap().unwrap().len(), MAX_VALUE_SIZE);
+    db.put(vec![b'k'; MAX_KEY_SIZE], vec![7u8; MAX_VALUE_SIZE])
+        .unwrap();
+    assert_eq!(
+        db.get(vec![b'k'; MAX_KEY_SIZE]).unwrap().unwrap().len(),
+        MAX_VALUE_SIZE
+    );
 }
 
 #[test]
@@ -72,7 +86,10 @@ fn invalid_options_are_rejected_before_touching_disk() {
     let path = dir.path().join("db");
     let mut options = Options::default();
     options.node_size_bytes = 3000;
-    assert!(matches!(Db::open(&path, options), Err(Error::InvalidOptions(_))));
+    assert!(matches!(
+        Db::open(&path, options),
+        Err(Error::InvalidOptions(_))
+    ));
     assert!(!path.exists());
 }
 
@@ -82,7 +99,10 @@ fn missing_database_without_create_is_an_error() {
     let mut options = Options::default();
     options.create_if_missing = false;
     let err = Db::open(dir.path().join("absent"), options).unwrap_err();
-    assert!(matches!(err, Error::Io(ref e) if e.kind() == std::io::ErrorKind::NotFound), "{err}");
+    assert!(
+        matches!(err, Error::Io(ref e) if e.kind() == std::io::ErrorKind::NotFound),
+        "{err}"
+    );
 }
 
 #[test]
@@ -90,11 +110,17 @@ fn second_open_in_the_same_process_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
     let err = Db::open(dir.path(), Options::default()).unwrap_err();
-    assert!(matches!(err, Error::Locked(ref p) if p == dir.path()), "{err}");
+    assert!(
+        matches!(err, Error::Locked(ref p) if p == dir.path()),
+        "{err}"
+    );
     // A clone is the same handle and shares the lock.
     let clone = db.clone();
     drop(db);
-    assert!(matches!(Db::open(dir.path(), Options::default()), Err(Error::Locked(_))));
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked(_))
+    ));
     drop(clone);
     Db::open(dir.path(), Options::default()).unwrap();
 }
@@ -115,7 +141,12 @@ fn second_open_in_another_process_is_locked() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["lock_holder_child", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "lock_holder_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("TURTLEKV_LOCK_CHILD_DIR", dir.path())
         .stdout(std::process::Stdio::piped())
         .spawn()
@@ -151,7 +182,10 @@ fn failed_sync_poisons_writes_but_not_reads() {
     // The fault was one-shot, but the handle must not retry: fail-stop.
     assert!(matches!(db.put(b"c", b"3"), Err(Error::Poisoned { .. })));
     assert!(matches!(db.flush_wal(), Err(Error::Poisoned { .. })));
-    assert!(matches!(db.write(WriteBatch::new(), &SYNC), Err(Error::Poisoned { .. })));
+    assert!(matches!(
+        db.write(WriteBatch::new(), &SYNC),
+        Err(Error::Poisoned { .. })
+    ));
     assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
     assert_eq!(db.get(b"b").unwrap(), None);
     drop(db);
@@ -176,7 +210,10 @@ fn failed_wal_write_poisons_and_acknowledged_data_survives() {
         path_contains: Some("wal".into()),
     });
     let err = db.put(b"x", b"y").unwrap_err();
-    assert!(matches!(err, Error::Io(ref e) if e.raw_os_error() == Some(libc_enospc())), "{err}");
+    assert!(
+        matches!(err, Error::Io(ref e) if e.raw_os_error() == Some(libc_enospc())),
+        "{err}"
+    );
     assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned { .. })));
     assert_eq!(contents(&db).len(), 100);
     drop(db);
@@ -198,8 +235,11 @@ fn ranges_prefixes_and_reverse() {
         db.put(k, k.to_uppercase()).unwrap();
     }
     db.delete("abd").unwrap();
-    fn keys(it: impl Iterator<Item = turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>>) -> Vec<String> {
-        it.map(|kv| String::from_utf8(kv.unwrap().0.to_vec()).unwrap()).collect()
+    fn keys(
+        it: impl Iterator<Item = turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>>,
+    ) -> Vec<String> {
+        it.map(|kv| String::from_utf8(kv.unwrap().0.to_vec()).unwrap())
+            .collect()
     }
     assert_eq!(keys(db.prefix("ab")), ["ab", "abc"]);
     assert_eq!(keys(db.prefix("ab").rev()), ["abc", "ab"]);
@@ -240,5 +280,8 @@ fn wal_rotates_into_segments_and_replays_them_all() {
     assert!(segments.len() > 3, "{segments:?}");
     let db = open_fault(&fs, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 2_000);
-    assert_eq!(db.get(1999u32.to_be_bytes()).unwrap().unwrap()[0], 1999u32 as u8);
+    assert_eq!(
+        db.get(1999u32.to_be_bytes()).unwrap().unwrap()[0],
+        1999u32 as u8
+    );
 }

@@ -29,12 +29,21 @@ fn group_counter(pairs: &[(Vec<u8>, Vec<u8>)], writer: u32) -> Option<u64> {
     if values.is_empty() {
         return None;
     }
-    assert_eq!(values.len(), KEYS_PER_GROUP as usize, "half a batch visible");
-    assert!(values.iter().all(|v| *v == values[0]), "half a batch visible: {values:?}");
+    assert_eq!(
+        values.len(),
+        KEYS_PER_GROUP as usize,
+        "half a batch visible"
+    );
+    assert!(
+        values.iter().all(|v| *v == values[0]),
+        "half a batch visible: {values:?}"
+    );
     Some(values[0])
 }
 
-fn scan_all(it: impl Iterator<Item = turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn scan_all(
+    it: impl Iterator<Item = turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     it.map(|kv| {
         let (k, v) = kv.unwrap();
         (k.to_vec(), v.to_vec())
@@ -158,7 +167,8 @@ impl File for SlowSyncFile {
 #[test]
 fn concurrent_sync_writers_share_fsyncs() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with_fs(dir.path(), Options::default(), Arc::new(SlowSyncFs(RealFs))).unwrap();
+    let db =
+        Db::open_with_fs(dir.path(), Options::default(), Arc::new(SlowSyncFs(RealFs))).unwrap();
     let threads = 4u32;
     let writes_per_thread = 60u32;
     let barrier = Arc::new(Barrier::new(threads as usize));
@@ -169,7 +179,8 @@ fn concurrent_sync_writers_share_fsyncs() {
                 barrier.wait();
                 for i in 0..writes_per_thread {
                     let key = format!("t{t}-{i}");
-                    db.put_opt(&key, b"v", &WriteOptions { sync: true }).unwrap();
+                    db.put_opt(&key, b"v", &WriteOptions { sync: true })
+                        .unwrap();
                 }
             })
         })
@@ -183,5 +194,8 @@ fn concurrent_sync_writers_share_fsyncs() {
     let syncs_per_write = stats.wal_syncs as f64 / writes as f64;
     eprintln!("syncs per write with {threads} sync writers: {syncs_per_write:.3}");
     // While a leader syncs, the other writers queue and share its next sync.
-    assert!(syncs_per_write < 0.6, "group commit did not group: {syncs_per_write}");
+    assert!(
+        syncs_per_write < 0.6,
+        "group commit did not group: {syncs_per_write}"
+    );
 }

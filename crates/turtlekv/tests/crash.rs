@@ -25,7 +25,8 @@ fn workload() -> Vec<(Vec<Entry>, bool)> {
             let entries = (0..1 + next() % 3)
                 .map(|_| {
                     let key = format!("key{:02}", next() % 16).into_bytes();
-                    let value = (next() % 4 != 0).then(|| vec![i as u8; 1 + (next() % 9000) as usize]);
+                    let value =
+                        (next() % 4 != 0).then(|| vec![i as u8; 1 + (next() % 9000) as usize]);
                     (key, value)
                 })
                 .collect();
@@ -67,7 +68,12 @@ fn run_until_failure(db: &Db, work: &[(Vec<Entry>, bool)]) -> (usize, usize) {
 
 /// Checks that `found` equals the model after some prefix of `work` of length
 /// in `min..=max`, and returns that length.
-fn matching_prefix(found: &Model, work: &[(Vec<Entry>, bool)], min: usize, max: usize) -> Option<usize> {
+fn matching_prefix(
+    found: &Model,
+    work: &[(Vec<Entry>, bool)],
+    min: usize,
+    max: usize,
+) -> Option<usize> {
     let mut model = Model::new();
     for (i, (entries, _)) in work.iter().enumerate().take(max + 1) {
         if i >= min && &model == found {

@@ -57,10 +57,19 @@ fn collect(it: turtlekv::Iter, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
         let (k, v) = kv.unwrap();
         (k.to_vec(), v.to_vec())
     };
-    if rev { it.rev().map(map).collect() } else { it.map(map).collect() }
+    if rev {
+        it.rev().map(map).collect()
+    } else {
+        it.map(map).collect()
+    }
 }
 
-fn model_range(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(
+    model: &Model,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    rev: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let inside = |k: &Vec<u8>| {
         let above = match lo {
             Bound::Included(l) => k >= l,
@@ -74,7 +83,11 @@ fn model_range(model: &Model, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, rev: boo
         };
         above && below
     };
-    let mut out: Vec<_> = model.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut out: Vec<_> = model
+        .iter()
+        .filter(|(k, _)| inside(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if rev {
         out.reverse();
     }
@@ -104,7 +117,13 @@ fn run(ops: Vec<Op>) {
                         None => batch.delete(k),
                     };
                 }
-                db.write(batch, &WriteOptions { sync: entries.len() % 2 == 0 }).unwrap();
+                db.write(
+                    batch,
+                    &WriteOptions {
+                        sync: entries.len() % 2 == 0,
+                    },
+                )
+                .unwrap();
                 for (k, v) in entries {
                     match v {
                         Some(v) => model.insert(k, v),
@@ -113,7 +132,10 @@ fn run(ops: Vec<Op>) {
                 }
             }
             Op::Get(k) => {
-                assert_eq!(db.get(&k).unwrap().map(|v| v.to_vec()), model.get(&k).cloned());
+                assert_eq!(
+                    db.get(&k).unwrap().map(|v| v.to_vec()),
+                    model.get(&k).cloned()
+                );
             }
             Op::Range(lo, hi, rev) => {
                 let got = collect(db.range((lo.clone(), hi.clone())), rev);
@@ -135,7 +157,9 @@ fn run(ops: Vec<Op>) {
             }
         }
         for (snap, frozen) in &snapshots {
-            let got: Model = collect(snap.range::<&[u8], _>(..), false).into_iter().collect();
+            let got: Model = collect(snap.range::<&[u8], _>(..), false)
+                .into_iter()
+                .collect();
             assert_eq!(&got, frozen);
         }
     }

@@ -105,16 +105,28 @@ impl SkipListMemTable {
 /// Maps a user-key bound to a version-key bound covering every version.
 fn lower_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
     match bound {
-        Bound::Included(k) => Bound::Included(Probe { user_key: k, seq: u64::MAX }),
-        Bound::Excluded(k) => Bound::Excluded(Probe { user_key: k, seq: 0 }),
+        Bound::Included(k) => Bound::Included(Probe {
+            user_key: k,
+            seq: u64::MAX,
+        }),
+        Bound::Excluded(k) => Bound::Excluded(Probe {
+            user_key: k,
+            seq: 0,
+        }),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
 
 fn upper_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
     match bound {
-        Bound::Included(k) => Bound::Included(Probe { user_key: k, seq: 0 }),
-        Bound::Excluded(k) => Bound::Excluded(Probe { user_key: k, seq: u64::MAX }),
+        Bound::Included(k) => Bound::Included(Probe {
+            user_key: k,
+            seq: 0,
+        }),
+        Bound::Excluded(k) => Bound::Excluded(Probe {
+            user_key: k,
+            seq: u64::MAX,
+        }),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
@@ -151,7 +163,9 @@ impl MemTable for SkipListMemTable {
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
         let probe = Probe { user_key: key, seq };
-        let entry = self.map.lower_bound(Bound::Included(&probe as &dyn VersionKey))?;
+        let entry = self
+            .map
+            .lower_bound(Bound::Included(&probe as &dyn VersionKey))?;
         (entry.key().user_key == key).then(|| entry.value().clone())
     }
 
@@ -172,10 +186,14 @@ impl MemTable for SkipListMemTable {
             let from = match (&resume, direction) {
                 (None, Direction::Forward) => lower_probe(lower),
                 (None, Direction::Reverse) => upper_probe(upper),
-                (Some(k), Direction::Forward) => Bound::Excluded(Probe { user_key: k, seq: 0 }),
-                (Some(k), Direction::Reverse) => {
-                    Bound::Excluded(Probe { user_key: k, seq: u64::MAX })
-                }
+                (Some(k), Direction::Forward) => Bound::Excluded(Probe {
+                    user_key: k,
+                    seq: 0,
+                }),
+                (Some(k), Direction::Reverse) => Bound::Excluded(Probe {
+                    user_key: k,
+                    seq: u64::MAX,
+                }),
             };
             let entry = match direction {
                 Direction::Forward => self.map.lower_bound(as_dyn(&from)),
@@ -246,7 +264,14 @@ mod tests {
 
     fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
         let mut out = Vec::new();
-        t.scan(Bound::Unbounded, Bound::Unbounded, seq, dir, limit, &mut out);
+        t.scan(
+            Bound::Unbounded,
+            Bound::Unbounded,
+            seq,
+            dir,
+            limit,
+            &mut out,
+        );
         out
     }
 
@@ -265,10 +290,24 @@ mod tests {
     fn scan_bounds_cover_all_versions() {
         let t = table();
         let mut out = Vec::new();
-        t.scan(Bound::Excluded(b"a"), Bound::Included(b"c"), 9, Direction::Forward, 10, &mut out);
+        t.scan(
+            Bound::Excluded(b"a"),
+            Bound::Included(b"c"),
+            9,
+            Direction::Forward,
+            10,
+            &mut out,
+        );
         assert_eq!(out, vec![(b("b"), None), (b("c"), Some(b("c7")))]);
         out.clear();
-        t.scan(Bound::Included(b"a"), Bound::Excluded(b"c"), 9, Direction::Reverse, 10, &mut out);
+        t.scan(
+            Bound::Included(b"a"),
+            Bound::Excluded(b"c"),
+            9,
+            Direction::Reverse,
+            10,
+            &mut out,
+        );
         assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
     }
 

@@ -75,7 +75,10 @@ pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops
             }
         }
     }
-    let crc = frame_crc(&out[start + 4..start + 8], &out[start + FRAME_HEADER_BYTES..]);
+    let crc = frame_crc(
+        &out[start + 4..start + 8],
+        &out[start + FRAME_HEADER_BYTES..],
+    );
     out[start + 8..start + 12].copy_from_slice(&crc.to_le_bytes());
     debug_assert_eq!(out.len() - start, payload_len + FRAME_HEADER_BYTES);
 }
