@@ -18,6 +18,11 @@
 //! # Ok::<(), turtlekv::Error>(())
 //! ```
 
+/// Compiles and runs the README's example, so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeExample;
+
 mod batch;
 mod db;
 mod error;
