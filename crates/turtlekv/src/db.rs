@@ -184,7 +184,7 @@ impl Db {
         let key = key.as_ref();
         validate_entry(key, None)?;
         bump(&self.inner.stats.gets, 1);
-        Ok(self.inner.read_view().get(key))
+        Ok(self.inner.get_latest(key))
     }
 
     /// Iterates over a key range, e.g. `db.range(b"a".as_slice()..b"m")` or
@@ -243,6 +243,19 @@ impl DbInner {
     fn poison_with(&self, e: io::Error) -> Error {
         self.poison.get_or_init(|| e.to_string());
         Error::Io(e)
+    }
+
+    /// Like `read_view().get(key)`, without taking a reference count on the
+    /// State: point reads are the hot path, and a shared counter would make
+    /// concurrent readers contend on one cache line.
+    fn get_latest(&self, key: &[u8]) -> Option<Bytes> {
+        loop {
+            let state = self.state.load();
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            if Arc::ptr_eq(&state, &self.state.load()) {
+                return state.get(key, seq);
+            }
+        }
     }
 
     /// A State and a sequence number that was visible while it was current.

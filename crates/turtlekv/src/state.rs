@@ -17,6 +17,11 @@ pub(crate) struct State {
 }
 
 impl State {
+    /// The value of `key` as of sequence number `seq`.
+    pub fn get(&self, key: &[u8], seq: u64) -> Option<Bytes> {
+        self.memtables().find_map(|m| m.get(key, seq)).flatten()
+    }
+
     /// MemTables newest first: a key's first hit is its newest version.
     pub fn memtables(&self) -> impl Iterator<Item = &Arc<dyn MemTable>> {
         std::iter::once(&self.active).chain(&self.frozen)
@@ -34,9 +39,6 @@ pub(crate) struct ReadView {
 impl ReadView {
     /// The value of `key` at this read point.
     pub fn get(&self, key: &[u8]) -> Option<Bytes> {
-        self.state
-            .memtables()
-            .find_map(|m| m.get(key, self.seq))
-            .flatten()
+        self.state.get(key, self.seq)
     }
 }
