@@ -88,13 +88,16 @@ impl Db {
                 memtable.insert(op.key.clone(), seq, op.value.clone());
             }
         })?;
-        let writer = SegmentWriter::create(
+        let mut writer = SegmentWriter::create(
             fs.clone(),
             &wal_dir,
             replayed.next_segment_id,
             options.wal_segment_size_bytes,
         )?;
         let stats = Counters::default();
+        let io = writer.take_io();
+        bump(&stats.wal_bytes_written, io.bytes_written);
+        bump(&stats.wal_syncs, io.syncs);
         bump(&stats.wal_records_replayed, replayed.records_applied);
         bump(&stats.wal_tail_bytes_dropped, replayed.tail_bytes_dropped);
         let state = State {
@@ -209,10 +212,8 @@ impl Db {
     pub fn flush_wal(&self) -> Result<()> {
         self.inner.check_poison()?;
         let mut wal = self.inner.wal.lock();
-        if wal.writer.has_unsynced() {
-            wal.writer.sync().map_err(|e| self.inner.poison_with(e))?;
-            bump(&self.inner.stats.wal_syncs, 1);
-        }
+        wal.writer.sync().map_err(|e| self.inner.poison_with(e))?;
+        self.inner.report_wal_io(&mut wal.writer);
         Ok(())
     }
 
@@ -269,6 +270,12 @@ impl DbInner {
         }
     }
 
+    fn report_wal_io(&self, writer: &mut SegmentWriter) {
+        let io = writer.take_io();
+        bump(&self.stats.wal_bytes_written, io.bytes_written);
+        bump(&self.stats.wal_syncs, io.syncs);
+    }
+
     /// Leader work: log the group with one write (and at most one sync),
     /// apply it to the MemTable, then make it visible in one step.
     fn commit_group(&self, group: &[Request]) -> Result<()> {
@@ -289,12 +296,11 @@ impl DbInner {
             seq += req.batch.len() as u64;
         }
         writer.append(encode_buf).map_err(|e| self.poison_with(e))?;
-        bump(&self.stats.wal_bytes_written, encode_buf.len() as u64);
         bump(&self.stats.wal_group_commits, 1);
-        if group.iter().any(|r| r.sync) && writer.has_unsynced() {
+        if group.iter().any(|r| r.sync) {
             writer.sync().map_err(|e| self.poison_with(e))?;
-            bump(&self.stats.wal_syncs, 1);
         }
+        self.report_wal_io(writer);
         *next_seq = seq;
         drop(wal);
         self.apply_group(group, first_seq);

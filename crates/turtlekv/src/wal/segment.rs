@@ -67,6 +67,15 @@ pub(crate) struct SegmentWriter {
     len_bytes: u64,
     synced_len_bytes: u64,
     segment_size_bytes: u64,
+    /// I/O not yet reported to the engine's counters.
+    unreported: WalIo,
+}
+
+/// Bytes written to and syncs of WAL segments, headers included.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WalIo {
+    pub bytes_written: u64,
+    pub syncs: u64,
 }
 
 impl SegmentWriter {
@@ -95,7 +104,16 @@ impl SegmentWriter {
             len_bytes: SEGMENT_HEADER_BYTES,
             synced_len_bytes: SEGMENT_HEADER_BYTES,
             segment_size_bytes,
+            unreported: WalIo {
+                bytes_written: SEGMENT_HEADER_BYTES,
+                syncs: 1,
+            },
         })
+    }
+
+    /// WAL I/O since the last call.
+    pub fn take_io(&mut self) -> WalIo {
+        std::mem::take(&mut self.unreported)
     }
 
     /// Bytes of the current segment known durable; records carry it so that
@@ -112,12 +130,15 @@ impl SegmentWriter {
             return Ok(());
         }
         self.sync()?;
-        *self = SegmentWriter::create(
+        let mut next = SegmentWriter::create(
             self.fs.clone(),
             &self.dir,
             self.id + 1,
             self.segment_size_bytes,
         )?;
+        next.unreported.bytes_written += self.unreported.bytes_written;
+        next.unreported.syncs += self.unreported.syncs;
+        *self = next;
         Ok(())
     }
 
@@ -125,6 +146,7 @@ impl SegmentWriter {
     pub fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.file.write_at(bytes, self.len_bytes)?;
         self.len_bytes += bytes.len() as u64;
+        self.unreported.bytes_written += bytes.len() as u64;
         Ok(())
     }
 
@@ -133,12 +155,8 @@ impl SegmentWriter {
         if self.synced_len_bytes < self.len_bytes {
             self.file.sync_data()?;
             self.synced_len_bytes = self.len_bytes;
+            self.unreported.syncs += 1;
         }
         Ok(())
-    }
-
-    /// `true` when some appended bytes are not yet durable.
-    pub fn has_unsynced(&self) -> bool {
-        self.synced_len_bytes < self.len_bytes
     }
 }
