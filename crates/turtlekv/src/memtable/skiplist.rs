@@ -13,45 +13,82 @@ use super::{Direction, ENTRY_OVERHEAD_BYTES, MemTable, Versioned};
 /// Orders versions by user key ascending, then sequence number descending,
 /// so the newest version of a key comes first.
 trait VersionKey {
-    fn user_key(&self) -> &[u8];
-    fn seq(&self) -> u64;
+    fn parts(&self) -> KeyParts<'_>;
+}
+
+/// What comparisons look at. `prefix` caches the key's first 8 bytes
+/// (big-endian, zero-padded) so most comparisons are one integer compare
+/// instead of a `memcmp` call.
+#[derive(Clone, Copy)]
+struct KeyParts<'a> {
+    prefix: u64,
+    user_key: &'a [u8],
+    seq: u64,
+}
+
+fn key_prefix(key: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    let n = key.len().min(8);
+    buf[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(buf)
+}
+
+fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {
+    // Equal prefixes say nothing about shorter keys ("a" vs "a\0"), so ties
+    // fall back to the full comparison.
+    a.prefix
+        .cmp(&b.prefix)
+        .then_with(|| a.user_key.cmp(b.user_key))
+        .then_with(|| b.seq.cmp(&a.seq))
 }
 
 #[derive(Debug)]
 struct InternalKey {
+    prefix: u64,
     user_key: Bytes,
     seq: u64,
 }
 
 /// A borrowed lookup key, so reads do not allocate.
 struct Probe<'a> {
+    prefix: u64,
     user_key: &'a [u8],
     seq: u64,
 }
 
-impl VersionKey for InternalKey {
-    fn user_key(&self) -> &[u8] {
-        &self.user_key
+impl<'a> Probe<'a> {
+    fn new(user_key: &'a [u8], seq: u64) -> Self {
+        Probe {
+            prefix: key_prefix(user_key),
+            user_key,
+            seq,
+        }
     }
-    fn seq(&self) -> u64 {
-        self.seq
+}
+
+impl VersionKey for InternalKey {
+    fn parts(&self) -> KeyParts<'_> {
+        KeyParts {
+            prefix: self.prefix,
+            user_key: &self.user_key,
+            seq: self.seq,
+        }
     }
 }
 
 impl VersionKey for Probe<'_> {
-    fn user_key(&self) -> &[u8] {
-        self.user_key
-    }
-    fn seq(&self) -> u64 {
-        self.seq
+    fn parts(&self) -> KeyParts<'_> {
+        KeyParts {
+            prefix: self.prefix,
+            user_key: self.user_key,
+            seq: self.seq,
+        }
     }
 }
 
 impl Ord for dyn VersionKey + '_ {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.user_key()
-            .cmp(other.user_key())
-            .then_with(|| other.seq().cmp(&self.seq()))
+        compare(self.parts(), other.parts())
     }
 }
 impl PartialOrd for dyn VersionKey + '_ {
@@ -68,7 +105,7 @@ impl Eq for dyn VersionKey + '_ {}
 
 impl Ord for InternalKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        (self as &dyn VersionKey).cmp(other as &dyn VersionKey)
+        compare(self.parts(), other.parts())
     }
 }
 impl PartialOrd for InternalKey {
@@ -105,28 +142,16 @@ impl SkipListMemTable {
 /// Maps a user-key bound to a version-key bound covering every version.
 fn lower_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
     match bound {
-        Bound::Included(k) => Bound::Included(Probe {
-            user_key: k,
-            seq: u64::MAX,
-        }),
-        Bound::Excluded(k) => Bound::Excluded(Probe {
-            user_key: k,
-            seq: 0,
-        }),
+        Bound::Included(k) => Bound::Included(Probe::new(k, u64::MAX)),
+        Bound::Excluded(k) => Bound::Excluded(Probe::new(k, 0)),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
 
 fn upper_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
     match bound {
-        Bound::Included(k) => Bound::Included(Probe {
-            user_key: k,
-            seq: 0,
-        }),
-        Bound::Excluded(k) => Bound::Excluded(Probe {
-            user_key: k,
-            seq: u64::MAX,
-        }),
+        Bound::Included(k) => Bound::Included(Probe::new(k, 0)),
+        Bound::Excluded(k) => Bound::Excluded(Probe::new(k, u64::MAX)),
         Bound::Unbounded => Bound::Unbounded,
     }
 }
@@ -156,13 +181,21 @@ fn as_dyn<'p, 'a>(bound: &'p Bound<Probe<'a>>) -> Bound<&'p (dyn VersionKey + 'a
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
         let bytes = key.len() as u64 + value.as_ref().map_or(0, |v| v.len() as u64);
-        self.map.insert(InternalKey { user_key: key, seq }, value);
+        let prefix = key_prefix(&key);
+        self.map.insert(
+            InternalKey {
+                prefix,
+                user_key: key,
+                seq,
+            },
+            value,
+        );
         self.size_bytes
             .fetch_add(bytes + ENTRY_OVERHEAD_BYTES, AtomicOrdering::Relaxed);
     }
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
-        let probe = Probe { user_key: key, seq };
+        let probe = Probe::new(key, seq);
         let entry = self
             .map
             .lower_bound(Bound::Included(&probe as &dyn VersionKey))?;
@@ -186,14 +219,8 @@ impl MemTable for SkipListMemTable {
             let from = match (&resume, direction) {
                 (None, Direction::Forward) => lower_probe(lower),
                 (None, Direction::Reverse) => upper_probe(upper),
-                (Some(k), Direction::Forward) => Bound::Excluded(Probe {
-                    user_key: k,
-                    seq: 0,
-                }),
-                (Some(k), Direction::Reverse) => Bound::Excluded(Probe {
-                    user_key: k,
-                    seq: u64::MAX,
-                }),
+                (Some(k), Direction::Forward) => Bound::Excluded(Probe::new(k, 0)),
+                (Some(k), Direction::Reverse) => Bound::Excluded(Probe::new(k, u64::MAX)),
             };
             let entry = match direction {
                 Direction::Forward => self.map.lower_bound(as_dyn(&from)),
