@@ -338,6 +338,20 @@ mod tests {
         assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn prefix_shortcut_orders_like_plain_comparison(
+            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
+            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
+            sa in 0u64..3,
+            sb in 0u64..3,
+        ) {
+            let expected = a.cmp(&b).then(sb.cmp(&sa));
+            let got = compare(Probe::new(&a, sa).parts(), Probe::new(&b, sb).parts());
+            proptest::prop_assert_eq!(got, expected);
+        }
+    }
+
     #[test]
     fn size_counts_every_version() {
         let t = table();
