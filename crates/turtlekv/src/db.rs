@@ -17,7 +17,7 @@ use crate::options::validate_entry;
 use crate::snapshot::Snapshot;
 use crate::state::{ReadView, State};
 use crate::stats::{Counters, Stats, bump};
-use crate::wal::{self, GroupCommit, MAX_PAYLOAD_BYTES, Request, SegmentWriter, WAL_DIR};
+use crate::wal::{self, GroupCommit, MAX_PAYLOAD_BYTES, Request, WAL_DIR, Wal};
 use crate::{Error, Options, Result, WriteBatch, WriteOptions};
 
 /// Name of the lock file that keeps a database to one handle at a time.
@@ -30,22 +30,14 @@ pub struct Db {
     inner: Arc<DbInner>,
 }
 
-/// The log writer and the next sequence number; owned by the group-commit
-/// leader while it writes.
-#[derive(Debug)]
-struct WalState {
-    writer: SegmentWriter,
-    next_seq: u64,
-    encode_buf: Vec<u8>,
-}
-
 #[derive(Debug)]
 pub(crate) struct DbInner {
     path: PathBuf,
     state: ArcSwap<State>,
     /// Highest sequence number whose writes are all in the MemTable.
     visible_seq: AtomicU64,
-    wal: Mutex<WalState>,
+    /// The log; held by the group-commit leader while it writes.
+    wal: Mutex<Wal>,
     commit: GroupCommit,
     /// Set by the first failed write or sync; writes are refused from then on.
     poison: OnceLock<String>,
@@ -83,19 +75,19 @@ impl Db {
         fs.sync_dir(&path)?;
 
         let memtable = SkipListMemTable::new();
-        let replayed = wal::replay(&*fs, &wal_dir, 0, &mut |first_seq, ops| {
-            for (seq, op) in (first_seq..).zip(ops) {
-                memtable.insert(op.key.clone(), seq, op.value.clone());
-            }
-        })?;
-        let mut writer = SegmentWriter::create(
+        let (mut wal, replayed) = Wal::open(
             fs.clone(),
             &wal_dir,
-            replayed.next_segment_id,
+            0,
             options.wal_segment_size_bytes,
+            &mut |first_seq, ops| {
+                for (seq, op) in (first_seq..).zip(ops) {
+                    memtable.insert(op.key.clone(), seq, op.value.clone());
+                }
+            },
         )?;
         let stats = Counters::default();
-        let io = writer.take_io();
+        let io = wal.take_io();
         bump(&stats.wal_bytes_written, io.bytes_written);
         bump(&stats.wal_syncs, io.syncs);
         bump(&stats.wal_records_replayed, replayed.records_applied);
@@ -108,11 +100,7 @@ impl Db {
             path,
             state: ArcSwap::from_pointee(state),
             visible_seq: AtomicU64::new(replayed.last_seq),
-            wal: Mutex::new(WalState {
-                writer,
-                next_seq: replayed.last_seq + 1,
-                encode_buf: Vec::new(),
-            }),
+            wal: Mutex::new(wal),
             commit: GroupCommit::default(),
             poison: OnceLock::new(),
             stats,
@@ -212,8 +200,8 @@ impl Db {
     pub fn flush_wal(&self) -> Result<()> {
         self.inner.check_poison()?;
         let mut wal = self.inner.wal.lock();
-        wal.writer.sync().map_err(|e| self.inner.poison_with(e))?;
-        self.inner.report_wal_io(&mut wal.writer);
+        wal.sync().map_err(|e| self.inner.poison_with(e))?;
+        self.inner.report_wal_io(&mut wal);
         Ok(())
     }
 
@@ -270,8 +258,8 @@ impl DbInner {
         }
     }
 
-    fn report_wal_io(&self, writer: &mut SegmentWriter) {
-        let io = writer.take_io();
+    fn report_wal_io(&self, wal: &mut Wal) {
+        let io = wal.take_io();
         bump(&self.stats.wal_bytes_written, io.bytes_written);
         bump(&self.stats.wal_syncs, io.syncs);
     }
@@ -281,30 +269,17 @@ impl DbInner {
     fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_poison()?;
         let mut wal = self.wal.lock();
-        let WalState {
-            writer,
-            next_seq,
-            encode_buf,
-        } = &mut *wal;
-        writer.rotate_if_full().map_err(|e| self.poison_with(e))?;
-        let first_seq = *next_seq;
-        let synced_through = writer.synced_len_bytes();
-        encode_buf.clear();
-        let mut seq = first_seq;
-        for req in group {
-            wal::encode(encode_buf, seq, synced_through, &req.batch.ops);
-            seq += req.batch.len() as u64;
-        }
-        writer.append(encode_buf).map_err(|e| self.poison_with(e))?;
+        let batches = group.iter().map(|r| &r.batch);
+        let sync = group.iter().any(|r| r.sync);
+        let first_seq = wal
+            .append_group(batches, sync)
+            .map_err(|e| self.poison_with(e))?;
+        let next_seq = wal.next_seq();
         bump(&self.stats.wal_group_commits, 1);
-        if group.iter().any(|r| r.sync) {
-            writer.sync().map_err(|e| self.poison_with(e))?;
-        }
-        self.report_wal_io(writer);
-        *next_seq = seq;
+        self.report_wal_io(&mut wal);
         drop(wal);
         self.apply_group(group, first_seq);
-        self.visible_seq.store(seq - 1, Ordering::Release);
+        self.visible_seq.store(next_seq - 1, Ordering::Release);
         Ok(())
     }
 
@@ -333,7 +308,7 @@ impl Drop for DbInner {
         if self.poison.get().is_none() {
             // Nothing to report to at drop; an error here poisons nothing
             // that outlives the handle, and reopening replays what is durable.
-            let _ = self.wal.get_mut().writer.sync();
+            let _ = self.wal.get_mut().sync();
         }
     }
 }

@@ -2,14 +2,14 @@
 //! by one group-commit leader at a time and replayed on open.
 
 mod group_commit;
+mod log;
 mod record;
 mod replay;
 mod segment;
 
 pub(crate) use group_commit::{GroupCommit, Request};
-pub(crate) use record::{MAX_PAYLOAD_BYTES, encode, encoded_len};
-pub(crate) use replay::replay;
-pub(crate) use segment::SegmentWriter;
+pub(crate) use log::Wal;
+pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
 
 /// Sub-directory of the database that holds the segments.
 pub(crate) const WAL_DIR: &str = "wal";

@@ -24,6 +24,9 @@ pub(crate) struct ReplayOutcome {
     pub records_applied: u64,
     /// Bytes of torn tail cut off the newest segment.
     pub tail_bytes_dropped: u64,
+    /// Surviving segments, oldest first, each with the sequence number of
+    /// its first record (for an empty one: of the record that would follow).
+    pub segments: Vec<(u64, u64)>,
 }
 
 struct Progress {
@@ -77,6 +80,14 @@ fn replay_segment(
         progress.outcome.tail_bytes_dropped += buf.len() as u64;
         return Ok(());
     }
+    let next_expected = progress
+        .expected_next_seq
+        .unwrap_or(progress.covered_seq + 1);
+    let first_seq = match record::decode(&buf[SEGMENT_HEADER_BYTES as usize..]) {
+        Frame::Valid(rec, _) => rec.first_seq,
+        _ => next_expected,
+    };
+    progress.outcome.segments.push((id, first_seq));
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < buf.len() {
         match record::decode(&buf[offset..]) {

@@ -1,7 +1,7 @@
 //! WAL segment files: naming, header, and the appending writer.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use crate::io::{File, FileSystem, OpenOptions};
@@ -57,11 +57,9 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Appends records to the newest segment and rotates past the size limit.
+/// Appends records to one segment.
 #[derive(Debug)]
 pub(crate) struct SegmentWriter {
-    fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
     file: Arc<dyn File>,
     id: u64,
     len_bytes: u64,
@@ -97,8 +95,6 @@ impl SegmentWriter {
         file.sync_data()?;
         fs.sync_dir(dir)?;
         Ok(SegmentWriter {
-            fs,
-            dir: dir.to_path_buf(),
             file,
             id,
             len_bytes: SEGMENT_HEADER_BYTES,
@@ -122,24 +118,20 @@ impl SegmentWriter {
         self.synced_len_bytes
     }
 
-    /// Starts a new segment first when the current one is full. The full one
-    /// is synced before the new one exists, so only the newest segment can
-    /// ever hold a torn tail.
-    pub fn rotate_if_full(&mut self) -> io::Result<()> {
-        if self.len_bytes < self.segment_size_bytes {
-            return Ok(());
-        }
-        self.sync()?;
-        let mut next = SegmentWriter::create(
-            self.fs.clone(),
-            &self.dir,
-            self.id + 1,
-            self.segment_size_bytes,
-        )?;
-        next.unreported.bytes_written += self.unreported.bytes_written;
-        next.unreported.syncs += self.unreported.syncs;
-        *self = next;
-        Ok(())
+    /// `true` once the segment has reached its size limit.
+    pub fn is_full(&self) -> bool {
+        self.len_bytes >= self.segment_size_bytes
+    }
+
+    /// Id of the segment being written.
+    pub fn segment_id(&self) -> u64 {
+        self.id
+    }
+
+    /// Carries I/O counts over from the segment this one follows.
+    pub fn add_unreported(&mut self, io: WalIo) {
+        self.unreported.bytes_written += io.bytes_written;
+        self.unreported.syncs += io.syncs;
     }
 
     /// Hands `bytes` to the OS at the end of the segment.

@@ -1,0 +1,231 @@
+//! The log as the engine uses it: numbered, framed groups of batches in a
+//! chain of segments that checkpoints trim from the front.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::batch::BatchOp;
+use crate::io::FileSystem;
+use crate::wal::record;
+use crate::wal::replay::{ReplayOutcome, replay};
+use crate::wal::segment::{SegmentWriter, WalIo, segment_file_name};
+use crate::{Result, WriteBatch};
+
+/// The write side of the WAL. Owned by one group-commit leader at a time.
+#[derive(Debug)]
+pub(crate) struct Wal {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    segment_size_bytes: u64,
+    writer: SegmentWriter,
+    /// Live segments, oldest first: (id, sequence number of its first record).
+    segments: VecDeque<(u64, u64)>,
+    next_seq: u64,
+    encode_buf: Vec<u8>,
+}
+
+impl Wal {
+    /// Replays every record above `covered_seq` into `apply`, then starts a
+    /// fresh segment for new records.
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        covered_seq: u64,
+        segment_size_bytes: u64,
+        apply: &mut dyn FnMut(u64, &[BatchOp]),
+    ) -> Result<(Wal, ReplayOutcome)> {
+        let replayed = replay(&*fs, dir, covered_seq, apply)?;
+        let next_seq = replayed.last_seq + 1;
+        let id = replayed.next_segment_id;
+        let writer = SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes)?;
+        let mut segments: VecDeque<_> = replayed.segments.iter().copied().collect();
+        segments.push_back((id, next_seq));
+        let wal = Wal {
+            fs,
+            dir: dir.to_path_buf(),
+            segment_size_bytes,
+            writer,
+            segments,
+            next_seq,
+            encode_buf: Vec::new(),
+        };
+        Ok((wal, replayed))
+    }
+
+    /// Sequence number the next entry will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Logs the batches as consecutive records with one `write`, and syncs
+    /// when asked. Returns the first sequence number of the group.
+    pub fn append_group<'a>(
+        &mut self,
+        batches: impl Iterator<Item = &'a WriteBatch> + Clone,
+        sync: bool,
+    ) -> io::Result<u64> {
+        if self.writer.is_full() {
+            self.rotate()?;
+        }
+        let first_seq = self.next_seq;
+        let synced_through = self.writer.synced_len_bytes();
+        self.encode_buf.clear();
+        let mut seq = first_seq;
+        for batch in batches {
+            record::encode(&mut self.encode_buf, seq, synced_through, &batch.ops);
+            seq += batch.len() as u64;
+        }
+        self.writer.append(&self.encode_buf)?;
+        if sync {
+            self.writer.sync()?;
+        }
+        self.next_seq = seq;
+        Ok(first_seq)
+    }
+
+    /// Makes every record so far durable.
+    pub fn sync(&mut self) -> io::Result<()> {
+        self.writer.sync()
+    }
+
+    /// Closes the current segment (synced) and starts the next, so that
+    /// segment boundaries can follow MemTable boundaries.
+    pub fn rotate(&mut self) -> io::Result<()> {
+        self.writer.sync()?;
+        let id = self.writer.segment_id() + 1;
+        let mut next =
+            SegmentWriter::create(self.fs.clone(), &self.dir, id, self.segment_size_bytes)?;
+        next.add_unreported(self.writer.take_io());
+        self.writer = next;
+        self.segments.push_back((id, self.next_seq));
+        Ok(())
+    }
+
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "called by the checkpoint pipeline (issue 5)")
+    )]
+    /// Removes the segments whose every record is at or below `covered_seq`
+    /// (now in a durable checkpoint). The current segment always stays.
+    /// Returns how many were removed.
+    pub fn trim(&mut self, covered_seq: u64) -> io::Result<usize> {
+        let mut removed = 0;
+        while self.segments.len() > 1 && self.segments[1].1 <= covered_seq + 1 {
+            let (id, _) = self.segments[0];
+            self.fs.remove_file(&self.dir.join(segment_file_name(id)))?;
+            self.segments.pop_front();
+            removed += 1;
+        }
+        if removed > 0 {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(removed)
+    }
+
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "called by the checkpoint pipeline (issue 5)")
+    )]
+    /// Number of live segment files.
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// WAL I/O since the last call.
+    pub fn take_io(&mut self) -> WalIo {
+        self.writer.take_io()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::FaultFs;
+
+    const DIR: &str = "/db/wal";
+
+    fn open(fs: &FaultFs, covered_seq: u64) -> (Wal, Vec<u64>) {
+        let mut seen = Vec::new();
+        let (wal, _) = Wal::open(
+            Arc::new(fs.clone()),
+            Path::new(DIR),
+            covered_seq,
+            1 << 20,
+            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+        )
+        .unwrap();
+        (wal, seen)
+    }
+
+    fn batch(n: usize) -> WriteBatch {
+        let mut b = WriteBatch::new();
+        for i in 0..n {
+            b.put(format!("k{i}"), b"v");
+        }
+        b
+    }
+
+    #[test]
+    fn trim_removes_only_fully_covered_segments() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        // Segments: [1..=3], [4..=5], [6..=9], and the current one from 10.
+        wal.append_group([batch(3)].iter(), false).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(2)].iter(), false).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(4)].iter(), true).unwrap();
+        wal.rotate().unwrap();
+        assert_eq!(wal.segment_count(), 4);
+        assert_eq!(wal.trim(2).unwrap(), 0, "segment 1 still holds seq 3");
+        assert_eq!(wal.trim(3).unwrap(), 1);
+        assert_eq!(wal.trim(8).unwrap(), 1, "segment 3 still holds seq 9");
+        assert_eq!(wal.trim(9).unwrap(), 1);
+        assert_eq!(wal.trim(100).unwrap(), 0, "the current segment stays");
+        assert_eq!(wal.segment_count(), 1);
+        drop(wal);
+        let (wal, seen) = open(&fs, 9);
+        assert!(seen.is_empty());
+        assert_eq!(wal.next_seq(), 10);
+    }
+
+    #[test]
+    fn replay_skips_covered_records_and_keeps_the_rest() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(3), batch(2)].iter(), false)
+            .unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(4)].iter(), true).unwrap();
+        drop(wal);
+        let (wal, seen) = open(&fs, 3);
+        assert_eq!(seen, (4..=9).collect::<Vec<_>>());
+        assert_eq!(wal.next_seq(), 10);
+    }
+
+    #[test]
+    fn missing_records_after_the_checkpoint_are_corruption() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(3)].iter(), false).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(3)].iter(), true).unwrap();
+        wal.trim(3).unwrap();
+        drop(wal);
+        // The checkpoint claims to cover only 1..=2, but 3 is gone.
+        let err = Wal::open(
+            Arc::new(fs.clone()),
+            Path::new(DIR),
+            2,
+            1 << 20,
+            &mut |_, _| {},
+        )
+        .unwrap_err();
+        assert!(matches!(err, crate::Error::Corruption { .. }), "{err}");
+    }
+}
