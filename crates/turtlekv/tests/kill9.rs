@@ -50,10 +50,15 @@ fn run_child_and_kill(dir: &std::path::Path, start: u64, stop_after: u64) -> Opt
         .spawn()
         .unwrap();
     let mut last_ack = None;
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    for line in lines {
-        let line = line.unwrap();
-        if let Some(i) = line.strip_prefix("ack ") {
+    // The pipe stays open until the child is dead: a closed pipe would make
+    // the child panic on its next write and close the database cleanly.
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while {
+        line.clear();
+        reader.read_line(&mut line).unwrap() > 0
+    } {
+        if let Some(i) = line.trim_end().strip_prefix("ack ") {
             let i: u64 = i.parse().unwrap();
             last_ack = Some(i);
             if i + 1 >= start + stop_after {
@@ -62,7 +67,14 @@ fn run_child_and_kill(dir: &std::path::Path, start: u64, stop_after: u64) -> Opt
         }
     }
     child.kill().unwrap(); // SIGKILL, to this child's pid only
-    child.wait().unwrap();
+    let status = child.wait().unwrap();
+    drop(reader);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "the child must die by SIGKILL, not on its own"
+    );
     last_ack
 }
 

@@ -208,6 +208,25 @@ mod tests {
     }
 
     #[test]
+    fn gaps_among_covered_records_are_harmless() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        for _ in 0..3 {
+            wal.append_group([batch(2)].iter(), false).unwrap();
+            wal.rotate().unwrap();
+        }
+        wal.append_group([batch(2)].iter(), true).unwrap();
+        drop(wal);
+        // As if a crash undid the removal of segment 1 but not of segment 2.
+        fs.remove_file(&Path::new(DIR).join(segment_file_name(2)))
+            .unwrap();
+        let (wal, seen) = open(&fs, 6);
+        assert_eq!(seen, vec![7, 8]);
+        assert_eq!(wal.next_seq(), 9);
+    }
+
+    #[test]
     fn missing_records_after_the_checkpoint_are_corruption() {
         let fs = FaultFs::new();
         fs.create_dir_all(Path::new(DIR)).unwrap();
