@@ -8,6 +8,7 @@ use std::ops::{Bound, RangeBounds};
 use bytes::Bytes;
 
 use crate::Result;
+use crate::checkpoint::TreeVersion;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::state::ReadView;
 
@@ -35,6 +36,41 @@ struct Cursor {
     exhausted: bool,
 }
 
+/// One layer of the read view.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    MemTable(&'a dyn MemTable),
+    Tree(&'a dyn TreeVersion),
+}
+
+impl Source<'_> {
+    fn scan(
+        self,
+        (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
+        seq: u64,
+        dir: Direction,
+        out: &mut Vec<Versioned>,
+    ) -> Result<()> {
+        match self {
+            Source::MemTable(m) => {
+                m.scan(lo, hi, seq, dir, CHUNK_KEYS, out);
+                Ok(())
+            }
+            Source::Tree(t) => {
+                let mut pairs = Vec::with_capacity(CHUNK_KEYS);
+                t.scan(lo, hi, dir, CHUNK_KEYS, &mut pairs)?;
+                out.extend(pairs.into_iter().map(|(k, v)| (k, Some(v))));
+                Ok(())
+            }
+        }
+    }
+}
+
+fn sources(view: &ReadView) -> impl Iterator<Item = Source<'_>> {
+    let memtables = view.state.memtables().map(|m| Source::MemTable(&**m));
+    memtables.chain(view.state.tree.as_deref().map(Source::Tree))
+}
+
 impl Cursor {
     fn new(start: Bound<Bytes>) -> Self {
         Cursor {
@@ -46,25 +82,25 @@ impl Cursor {
 
     fn peek(
         &mut self,
-        source: &dyn MemTable,
+        source: Source<'_>,
         end: &Bound<Bytes>,
         seq: u64,
         dir: Direction,
-    ) -> Option<&Bytes> {
+    ) -> Result<Option<&Bytes>> {
         if self.buf.is_empty() && !self.exhausted {
             let mut out = Vec::with_capacity(CHUNK_KEYS);
-            let (lo, hi) = match dir {
+            let range = match dir {
                 Direction::Forward => (as_ref(&self.resume), as_ref(end)),
                 Direction::Reverse => (as_ref(end), as_ref(&self.resume)),
             };
-            source.scan(lo, hi, seq, dir, CHUNK_KEYS, &mut out);
+            source.scan(range, seq, dir, &mut out)?;
             self.exhausted = out.len() < CHUNK_KEYS;
             if let Some((last, _)) = out.last() {
                 self.resume = Bound::Excluded(last.clone());
             }
             self.buf.extend(out);
         }
-        self.buf.front().map(|(k, _)| k)
+        Ok(self.buf.front().map(|(k, _)| k))
     }
 }
 
@@ -137,7 +173,7 @@ impl Iter {
         let sources = if is_empty_range(&lower, &upper) {
             0
         } else {
-            view.state.memtables().count()
+            sources(&view).count()
         };
         Iter {
             front: (0..sources).map(|_| Cursor::new(lower.clone())).collect(),
@@ -150,15 +186,15 @@ impl Iter {
 
     /// Takes the smallest (forward) or largest (reverse) key across sources;
     /// on equal keys the newest source's version wins and the rest are dropped.
-    fn step(&mut self, dir: Direction) -> Option<Versioned> {
+    fn step(&mut self, dir: Direction) -> Result<Option<Versioned>> {
         let view = &self.view;
         let (cursors, end) = match dir {
             Direction::Forward => (&mut self.front, &self.upper),
             Direction::Reverse => (&mut self.back, &self.lower),
         };
         let mut best: Option<(usize, Bytes)> = None;
-        for (i, (cursor, source)) in cursors.iter_mut().zip(view.state.memtables()).enumerate() {
-            let Some(key) = cursor.peek(&**source, end, view.seq, dir) else {
+        for (i, (cursor, source)) in cursors.iter_mut().zip(sources(view)).enumerate() {
+            let Some(key) = cursor.peek(source, end, view.seq, dir)? else {
                 continue;
             };
             let better = match &best {
@@ -172,7 +208,9 @@ impl Iter {
                 best = Some((i, key.clone()));
             }
         }
-        let (winner, key) = best?;
+        let Some((winner, key)) = best else {
+            return Ok(None);
+        };
         let mut item = None;
         for (i, cursor) in cursors.iter_mut().enumerate() {
             if cursor.buf.front().is_some_and(|(k, _)| *k == key) {
@@ -182,7 +220,13 @@ impl Iter {
                 }
             }
         }
-        item
+        Ok(item)
+    }
+
+    /// Ends the iteration from both sides (after an error or when the ends meet).
+    fn finish(&mut self) {
+        self.front.clear();
+        self.back.clear();
     }
 }
 
@@ -191,9 +235,16 @@ impl Iterator for Iter {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let (key, value) = self.step(Direction::Forward)?;
+            let (key, value) = match self.step(Direction::Forward) {
+                Ok(Some(item)) => item,
+                Ok(None) => return None,
+                Err(e) => {
+                    self.finish();
+                    return Some(Err(e));
+                }
+            };
             if !below_upper(&key, &self.upper) {
-                self.front.clear();
+                self.finish();
                 return None;
             }
             self.lower = Bound::Excluded(key.clone());
@@ -207,9 +258,16 @@ impl Iterator for Iter {
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
         loop {
-            let (key, value) = self.step(Direction::Reverse)?;
+            let (key, value) = match self.step(Direction::Reverse) {
+                Ok(Some(item)) => item,
+                Ok(None) => return None,
+                Err(e) => {
+                    self.finish();
+                    return Some(Err(e));
+                }
+            };
             if !above_lower(&key, &self.lower) {
-                self.back.clear();
+                self.finish();
                 return None;
             }
             self.upper = Bound::Excluded(key.clone());

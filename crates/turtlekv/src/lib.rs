@@ -24,6 +24,7 @@
 struct ReadmeExample;
 
 mod batch;
+mod checkpoint;
 mod db;
 mod error;
 mod filter;

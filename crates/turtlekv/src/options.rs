@@ -8,6 +8,8 @@ pub const MAX_KEY_SIZE: usize = 512;
 pub const MAX_VALUE_SIZE: usize = 256 * 1024;
 
 const KIB: u64 = 1024;
+/// Smallest MemTable capacity accepted.
+pub(crate) const MIN_CHECKPOINT_DISTANCE_BYTES: u64 = 4 * KIB;
 const MIB: u64 = 1024 * KIB;
 
 /// Options for [`crate::Db::open`]. `Options::default()` is a sound start.
@@ -70,7 +72,7 @@ impl Options {
                 self.leaf_size_bytes
             ));
         }
-        if self.checkpoint_distance_bytes < 4 * KIB {
+        if self.checkpoint_distance_bytes < MIN_CHECKPOINT_DISTANCE_BYTES {
             return invalid(format!(
                 "checkpoint_distance_bytes = {} must be at least 4096",
                 self.checkpoint_distance_bytes

@@ -30,7 +30,7 @@ impl Snapshot {
         let key = key.as_ref();
         validate_entry(key, None)?;
         bump(&self.db.stats.gets, 1);
-        Ok(self.view.get(key))
+        self.view.get(key)
     }
 
     /// Iterates over a key range at the snapshot's point in time.

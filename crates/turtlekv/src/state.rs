@@ -1,35 +1,54 @@
-//! The read-side view of the engine: which MemTables (and, later, which
-//! tree root) hold the data, swapped atomically as a whole.
+//! The read-side view of the engine: which MemTables and which tree version
+//! hold the data, swapped atomically as a whole.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::Result;
+use crate::checkpoint::TreeVersion;
 use crate::memtable::MemTable;
+
+/// A MemTable that takes no more writes, waiting for its checkpoint.
+#[derive(Debug)]
+pub(crate) struct Frozen {
+    pub memtable: Arc<dyn MemTable>,
+    /// Highest sequence number in it (and in every older MemTable).
+    pub last_seq: u64,
+}
 
 /// Where data lives at one moment. Only the active MemTable changes in
 /// place; everything else is replaced by publishing a new `State`.
 #[derive(Debug)]
 pub(crate) struct State {
     pub active: Arc<dyn MemTable>,
-    /// MemTables that take no more writes, newest first.
-    pub frozen: Vec<Arc<dyn MemTable>>,
+    /// Frozen MemTables, newest first.
+    pub frozen: Vec<Arc<Frozen>>,
+    /// The newest checkpoint, below every MemTable; `None` before the first.
+    pub tree: Option<Arc<dyn TreeVersion>>,
 }
 
 impl State {
     /// The value of `key` as of sequence number `seq`.
-    pub fn get(&self, key: &[u8], seq: u64) -> Option<Bytes> {
-        self.memtables().find_map(|m| m.get(key, seq)).flatten()
+    pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<Bytes>> {
+        if let Some(found) = self.memtables().find_map(|m| m.get(key, seq)) {
+            return Ok(found);
+        }
+        match &self.tree {
+            Some(tree) => tree.get(key),
+            None => Ok(None),
+        }
     }
 
     /// MemTables newest first: a key's first hit is its newest version.
     pub fn memtables(&self) -> impl Iterator<Item = &Arc<dyn MemTable>> {
-        std::iter::once(&self.active).chain(&self.frozen)
+        std::iter::once(&self.active).chain(self.frozen.iter().map(|f| &f.memtable))
     }
 }
 
 /// A consistent read point: a State and a sequence number that was visible
-/// while that State was current.
+/// while that State was current. Every write in the State's tree has a
+/// lower number (its MemTable was frozen before the number was visible).
 #[derive(Debug, Clone)]
 pub(crate) struct ReadView {
     pub state: Arc<State>,
@@ -38,7 +57,7 @@ pub(crate) struct ReadView {
 
 impl ReadView {
     /// The value of `key` at this read point.
-    pub fn get(&self, key: &[u8]) -> Option<Bytes> {
+    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         self.state.get(key, self.seq)
     }
 }

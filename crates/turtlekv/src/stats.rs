@@ -32,6 +32,24 @@ pub struct Stats {
     pub wal_records_replayed: u64,
     /// Bytes of torn WAL tail discarded when the database was opened.
     pub wal_tail_bytes_dropped: u64,
+    /// WAL segments removed because a checkpoint covered them.
+    pub wal_segments_trimmed: u64,
+    /// MemTables frozen for a checkpoint.
+    pub memtables_frozen: u64,
+    /// Frozen MemTables waiting for their checkpoint now.
+    pub frozen_memtables: u64,
+    /// Checkpoints completed (each one durable).
+    pub checkpoints: u64,
+    /// Time spent in checkpoints, in nanoseconds.
+    pub checkpoint_nanos: u64,
+    /// Highest sequence number in the newest durable checkpoint.
+    pub checkpoint_covered_sequence: u64,
+    /// Current MemTable capacity.
+    pub checkpoint_distance_bytes: u64,
+    /// Times writers waited because too many MemTables awaited checkpoints.
+    pub write_stalls: u64,
+    /// Time writers spent in those waits, in nanoseconds.
+    pub write_stall_nanos: u64,
 }
 
 /// The live counters behind [`Stats`].
@@ -47,6 +65,12 @@ pub(crate) struct Counters {
     pub wal_group_commits: AtomicU64,
     pub wal_records_replayed: AtomicU64,
     pub wal_tail_bytes_dropped: AtomicU64,
+    pub wal_segments_trimmed: AtomicU64,
+    pub memtables_frozen: AtomicU64,
+    pub checkpoints: AtomicU64,
+    pub checkpoint_nanos: AtomicU64,
+    pub write_stalls: AtomicU64,
+    pub write_stall_nanos: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -72,6 +96,12 @@ impl Counters {
             wal_group_commits: read(&self.wal_group_commits),
             wal_records_replayed: read(&self.wal_records_replayed),
             wal_tail_bytes_dropped: read(&self.wal_tail_bytes_dropped),
+            wal_segments_trimmed: read(&self.wal_segments_trimmed),
+            memtables_frozen: read(&self.memtables_frozen),
+            checkpoints: read(&self.checkpoints),
+            checkpoint_nanos: read(&self.checkpoint_nanos),
+            write_stalls: read(&self.write_stalls),
+            write_stall_nanos: read(&self.write_stall_nanos),
             ..Stats::default()
         }
     }

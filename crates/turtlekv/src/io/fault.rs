@@ -71,8 +71,14 @@ pub enum CrashMode {
 
 #[derive(Debug, Clone)]
 enum Pending {
-    Write { op_seq: u64, offset: u64, data: Vec<u8> },
-    SetLen { len: u64 },
+    Write {
+        op_seq: u64,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    SetLen {
+        len: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -265,7 +271,10 @@ impl FaultFs {
 
     fn used_bytes(&self) -> u64 {
         let s = self.state.lock();
-        s.files.values().map(|f| f.lock().current.len() as u64).sum()
+        s.files
+            .values()
+            .map(|f| f.lock().current.len() as u64)
+            .sum()
     }
 
     fn check_space(&self, growth_bytes: u64) -> io::Result<()> {
@@ -299,7 +308,14 @@ fn replay_after_crash(
                 apply_write(image, *offset, data);
             }
         }
-        (Pending::Write { op_seq, offset, data }, CrashMode::TearLastWrite { .. }) => {
+        (
+            Pending::Write {
+                op_seq,
+                offset,
+                data,
+            },
+            CrashMode::TearLastWrite { .. },
+        ) => {
             if Some(*op_seq) != last_op {
                 apply_write(image, *offset, data);
                 return;
@@ -523,7 +539,11 @@ mod tests {
         f.write_at(&[7u8; 2000], 100).unwrap();
         for seed in 0..20 {
             let c = contents(&fs.crash(CrashMode::TearLastWrite { seed })).unwrap();
-            assert!(c.len() % 512 == 0 && c.len() > 100 && c.len() < 2100, "{}", c.len());
+            assert!(
+                c.len() % 512 == 0 && c.len() > 100 && c.len() < 2100,
+                "{}",
+                c.len()
+            );
         }
     }
 

@@ -19,7 +19,10 @@ struct RealFile(fs::File);
 
 #[derive(Debug)]
 struct FlockGuard(
-    #[expect(dead_code, reason = "held only so that the flock lives as long as the guard")]
+    #[expect(
+        dead_code,
+        reason = "held only so that the flock lives as long as the guard"
+    )]
     fs::File,
 );
 

@@ -57,6 +57,11 @@ pub(crate) trait PageIo: Send + Sync + Debug {
 
     /// `len` bytes at `offset` of the page, reading and verifying only the
     /// blocks that cover them (a leaf lookup reads its head and one block).
-    fn read_range(&self, id: PageId, offset: u64, len: u64, priority: CachePriority)
-    -> Result<Bytes>;
+    fn read_range(
+        &self,
+        id: PageId,
+        offset: u64,
+        len: u64,
+        priority: CachePriority,
+    ) -> Result<Bytes>;
 }

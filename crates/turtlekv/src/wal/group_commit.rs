@@ -17,6 +17,8 @@ pub(crate) struct Request {
     ticket: u64,
     pub batch: WriteBatch,
     pub sync: bool,
+    /// Freeze the MemTable after this group (for `checkpoint_now`).
+    pub freeze: bool,
 }
 
 #[derive(Debug, Default)]
@@ -42,6 +44,7 @@ impl GroupCommit {
         &self,
         batch: WriteBatch,
         sync: bool,
+        freeze: bool,
         lead: impl Fn(&[Request]) -> Result<()>,
     ) -> Result<()> {
         let mut q = self.queue.lock();
@@ -51,6 +54,7 @@ impl GroupCommit {
             ticket,
             batch,
             sync,
+            freeze,
         });
         loop {
             if let Some(result) = q.done.remove(&ticket) {

@@ -77,7 +77,9 @@ impl Wal {
             record::encode(&mut self.encode_buf, seq, synced_through, &batch.ops);
             seq += batch.len() as u64;
         }
-        self.writer.append(&self.encode_buf)?;
+        if !self.encode_buf.is_empty() {
+            self.writer.append(&self.encode_buf)?;
+        }
         if sync {
             self.writer.sync()?;
         }
@@ -103,10 +105,6 @@ impl Wal {
         Ok(())
     }
 
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "called by the checkpoint pipeline (issue 5)")
-    )]
     /// Removes the segments whose every record is at or below `covered_seq`
     /// (now in a durable checkpoint). The current segment always stays.
     /// Returns how many were removed.

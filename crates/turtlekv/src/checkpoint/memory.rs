@@ -1,0 +1,97 @@
+//! An in-memory checkpoint target, to test the pipeline's control flow
+//! (freezing, back-pressure, publishing, WAL trimming, failures) apart from
+//! the TurtleTree. "Durable" here means: kept in this object, which tests
+//! hand to the reopened database.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::{CheckpointTarget, TreeVersion};
+use crate::memtable::{Direction, Versioned};
+use crate::{Error, Result};
+
+#[derive(Debug, Default)]
+pub(crate) struct MemoryTarget {
+    current: Mutex<Arc<MemoryVersion>>,
+    /// Checkpoints that succeed before every later one fails.
+    pub fail_after: Mutex<Option<u64>>,
+    /// Time each checkpoint takes, to provoke write stalls.
+    pub delay: Mutex<Duration>,
+    pub checkpoints: AtomicU64,
+}
+
+#[derive(Debug, Default)]
+struct MemoryVersion {
+    map: BTreeMap<Bytes, Bytes>,
+    covered_seq: u64,
+}
+
+impl TreeVersion for MemoryVersion {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        Ok(self.map.get(key).cloned())
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<(Bytes, Bytes)>,
+    ) -> Result<()> {
+        let range = self.map.range::<[u8], _>((lower, upper));
+        let pairs = |(k, v): (&Bytes, &Bytes)| (k.clone(), v.clone());
+        match direction {
+            Direction::Forward => out.extend(range.take(limit).map(pairs)),
+            Direction::Reverse => out.extend(range.rev().take(limit).map(pairs)),
+        }
+        Ok(())
+    }
+
+    fn covered_seq(&self) -> u64 {
+        self.covered_seq
+    }
+}
+
+impl CheckpointTarget for MemoryTarget {
+    fn current(&self) -> Arc<dyn TreeVersion> {
+        self.current.lock().clone()
+    }
+
+    fn checkpoint(
+        &self,
+        items: &mut dyn Iterator<Item = Versioned>,
+        covered_seq: u64,
+    ) -> Result<Arc<dyn TreeVersion>> {
+        std::thread::sleep(*self.delay.lock());
+        let done = self.checkpoints.load(Ordering::SeqCst);
+        if self.fail_after.lock().is_some_and(|n| done >= n) {
+            return Err(Error::Io(std::io::Error::other(
+                "injected checkpoint failure",
+            )));
+        }
+        let mut map = self.current.lock().map.clone();
+        let mut previous: Option<Bytes> = None;
+        for (key, value) in items {
+            assert!(
+                previous.as_ref().is_none_or(|p| *p < key),
+                "items out of order"
+            );
+            match value {
+                Some(v) => map.insert(key.clone(), v),
+                None => map.remove(&key),
+            };
+            previous = Some(key);
+        }
+        let version = Arc::new(MemoryVersion { map, covered_seq });
+        *self.current.lock() = version.clone();
+        self.checkpoints.fetch_add(1, Ordering::SeqCst);
+        Ok(version)
+    }
+}

@@ -1,0 +1,16 @@
+//! The checkpoint pipeline: frozen MemTables go, oldest first, into the tree
+//! below them on a background thread; each checkpoint is durable before the
+//! MemTable is dropped and the WAL segments it covered are trimmed.
+
+#[cfg(test)]
+pub(crate) mod memory;
+mod target;
+mod worker;
+
+pub(crate) use target::{CheckpointTarget, TreeVersion};
+pub(crate) use worker::{Control, WorkerGuard, frozen_items};
+
+/// At most this many frozen MemTables wait for their checkpoint; a writer
+/// that would freeze one more waits (a write stall) instead of queueing
+/// without bound.
+pub(crate) const MAX_FROZEN_MEMTABLES: usize = 2;

@@ -1,0 +1,109 @@
+//! The background thread that runs checkpoints, and the signals around it.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use parking_lot::{Condvar, Mutex, MutexGuard};
+
+use crate::memtable::{Direction, MemTable, Versioned};
+
+/// Keys read from a frozen MemTable per refill.
+const CHUNK_KEYS: usize = 1024;
+
+/// Shared between writers, the checkpoint thread and `checkpoint_now`.
+#[derive(Debug, Default)]
+pub(crate) struct Control {
+    state: Mutex<ControlState>,
+    /// Wakes the checkpoint thread: a MemTable was frozen, or shutdown.
+    work: Condvar,
+    /// Wakes writers and `checkpoint_now`: a checkpoint finished or failed.
+    progress: Condvar,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct ControlState {
+    pub shutdown: bool,
+    /// Why the checkpoint thread stopped, if it failed.
+    pub failure: Option<String>,
+}
+
+impl Control {
+    pub fn lock(&self) -> MutexGuard<'_, ControlState> {
+        self.state.lock()
+    }
+
+    /// Tells the checkpoint thread there is work (or that it should stop).
+    pub fn wake_worker(&self) {
+        let _guard = self.state.lock();
+        self.work.notify_all();
+    }
+
+    pub fn wait_for_work(&self, guard: &mut MutexGuard<'_, ControlState>) {
+        self.work.wait(guard);
+    }
+
+    /// Tells waiting writers that the set of frozen MemTables changed.
+    pub fn report_progress(&self) {
+        let _guard = self.state.lock();
+        self.progress.notify_all();
+    }
+
+    pub fn wait_for_progress(&self, guard: &mut MutexGuard<'_, ControlState>) {
+        self.progress.wait(guard);
+    }
+}
+
+/// Stops and joins the checkpoint thread when the last `Db` handle goes.
+#[derive(Debug)]
+pub(crate) struct WorkerGuard {
+    control: Arc<Control>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl WorkerGuard {
+    pub fn new(control: Arc<Control>, thread: Option<JoinHandle<()>>) -> Self {
+        WorkerGuard { control, thread }
+    }
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        self.control.lock().shutdown = true;
+        self.control.wake_worker();
+        if let Some(thread) = self.thread.take() {
+            // A panic in the thread has already been reported on stderr;
+            // there is nobody left to return it to.
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Every key of a frozen MemTable in key order with its newest version,
+/// tombstones included (they must cancel older values in the tree).
+pub(crate) fn frozen_items(memtable: Arc<dyn MemTable>) -> impl Iterator<Item = Versioned> {
+    let mut buf: std::collections::VecDeque<Versioned> = Default::default();
+    let mut resume: Option<bytes::Bytes> = None;
+    let mut exhausted = false;
+    std::iter::from_fn(move || {
+        if buf.is_empty() && !exhausted {
+            let lower = match &resume {
+                Some(k) => std::ops::Bound::Excluded(&k[..]),
+                None => std::ops::Bound::Unbounded,
+            };
+            let mut out = Vec::with_capacity(CHUNK_KEYS);
+            let upper = std::ops::Bound::Unbounded;
+            memtable.scan(
+                lower,
+                upper,
+                u64::MAX,
+                Direction::Forward,
+                CHUNK_KEYS,
+                &mut out,
+            );
+            exhausted = out.len() < CHUNK_KEYS;
+            resume = out.last().map(|(k, _)| k.clone());
+            buf.extend(out);
+        }
+        buf.pop_front()
+    })
+}

@@ -1,0 +1,112 @@
+//! The state shared by every handle of one open database.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::checkpoint::{CheckpointTarget, Control};
+use crate::io::LockGuard;
+use crate::state::{ReadView, State};
+use crate::stats::{Counters, bump};
+use crate::wal::{GroupCommit, Wal};
+use crate::{Error, Result};
+
+#[derive(Debug)]
+pub(crate) struct DbInner {
+    pub path: PathBuf,
+    pub state: ArcSwap<State>,
+    /// Serialises State transitions (freeze, checkpoint publish), which
+    /// build the next State from the current one.
+    pub state_transition: Mutex<()>,
+    /// Highest sequence number whose writes are all in the MemTables.
+    pub visible_seq: AtomicU64,
+    /// The log; held by the group-commit leader while it writes.
+    pub wal: Mutex<Wal>,
+    pub commit: GroupCommit,
+    /// Where checkpoints go; `None` keeps everything in MemTables.
+    pub target: Option<Arc<dyn CheckpointTarget>>,
+    pub checkpoint_distance_bytes: AtomicU64,
+    pub control: Arc<Control>,
+    /// Set by the first failed write or sync; writes are refused from then on.
+    pub poison: OnceLock<String>,
+    pub stats: Counters,
+    /// Dropped last, so the lock outlives every other file handle.
+    pub _lock: Box<dyn LockGuard>,
+}
+
+impl DbInner {
+    pub fn check_poison(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first I/O failure; from then on writes are refused,
+    /// because after a failed fsync the state of the file is unknown.
+    pub fn poison_with(&self, e: io::Error) -> Error {
+        self.poison.get_or_init(|| e.to_string());
+        Error::Io(e)
+    }
+
+    /// Like `poison_with`, for a failure already wrapped in an `Error`.
+    pub fn poison_with_error(&self, e: Error) -> Error {
+        self.poison.get_or_init(|| e.to_string());
+        e
+    }
+
+    /// Like `read_view().get(key)`, without taking a reference count on the
+    /// State: point reads are the hot path, and a shared counter would make
+    /// concurrent readers contend on one cache line.
+    pub fn get_latest(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        loop {
+            let state = self.state.load();
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            if Arc::ptr_eq(&state, &self.state.load()) {
+                return state.get(key, seq);
+            }
+        }
+    }
+
+    /// A State and a sequence number that was visible while it was current.
+    pub fn read_view(&self) -> ReadView {
+        loop {
+            let state = self.state.load_full();
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            if Arc::ptr_eq(&state, &self.state.load()) {
+                return ReadView { state, seq };
+            }
+        }
+    }
+
+    pub fn report_wal_io(&self, wal: &mut Wal) {
+        let io = wal.take_io();
+        bump(&self.stats.wal_bytes_written, io.bytes_written);
+        bump(&self.stats.wal_syncs, io.syncs);
+    }
+
+    /// Replaces the State by `next(current)`, one transition at a time.
+    pub fn transition(&self, next: impl FnOnce(&State) -> State) {
+        let _serial = self.state_transition.lock();
+        let current = self.state.load_full();
+        self.state.store(Arc::new(next(&current)));
+    }
+}
+
+impl Drop for DbInner {
+    /// A clean close makes every acknowledged write durable.
+    fn drop(&mut self) {
+        if self.poison.get().is_none() {
+            // Nothing to report to at drop; an error here poisons nothing
+            // that outlives the handle, and reopening replays what is durable.
+            let _ = self.wal.get_mut().sync();
+        }
+    }
+}

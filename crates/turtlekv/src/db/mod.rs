@@ -1,0 +1,224 @@
+//! The database handle: opening and recovery, the write path, reads.
+
+mod checkpoint;
+mod inner;
+mod open;
+#[cfg(test)]
+mod pipeline_tests;
+mod write;
+
+use std::ops::RangeBounds;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+pub(crate) use inner::DbInner;
+pub(crate) use open::TargetFactory;
+
+use crate::checkpoint::WorkerGuard;
+use crate::io::{FileSystem, RealFs};
+use crate::iter::{Iter, owned_bounds, prefix_bounds};
+use crate::options::validate_entry;
+use crate::snapshot::Snapshot;
+use crate::stats::{Stats, bump};
+use crate::wal::{self, MAX_PAYLOAD_BYTES};
+use crate::{Error, Options, Result, WriteBatch, WriteOptions};
+
+/// Name of the lock file that keeps a database to one handle at a time.
+pub const LOCK_FILE_NAME: &str = "LOCK";
+
+/// An open database. Cheap to clone and share between threads; the database
+/// closes when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct Db {
+    inner: Arc<DbInner>,
+    /// Stops the checkpoint thread when the last handle goes.
+    _worker: Arc<WorkerGuard>,
+}
+
+impl Db {
+    /// Opens (or, with `create_if_missing`, creates) the database at `path`.
+    pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
+        Self::open_with_fs(path, options, Arc::new(RealFs))
+    }
+
+    /// Opens the database through a chosen file layer (tests use
+    /// [`crate::io::FaultFs`] to inject faults and crashes).
+    pub fn open_with_fs(
+        path: impl AsRef<Path>,
+        options: Options,
+        fs: Arc<dyn FileSystem>,
+    ) -> Result<Db> {
+        open::open(path.as_ref(), options, fs, &|_, _, _| Ok(None))
+    }
+
+    /// Opens with a chosen checkpoint target (tests of the pipeline).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the engine's own target arrives with the TurtleTree"
+        )
+    )]
+    pub(crate) fn open_with_target(
+        path: impl AsRef<Path>,
+        options: Options,
+        fs: Arc<dyn FileSystem>,
+        make_target: TargetFactory<'_>,
+    ) -> Result<Db> {
+        open::open(path.as_ref(), options, fs, make_target)
+    }
+
+    /// Directory of the database.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with the given durability.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put(key, value);
+        self.write(batch, options)
+    }
+
+    /// Removes `key` (not synced: see [`WriteOptions`]).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Removes `key` with the given durability.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, options: &WriteOptions) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete(key);
+        self.write(batch, options)
+    }
+
+    /// Applies every entry of `batch` atomically: readers and recovery see
+    /// all of it or none of it. An invalid entry fails the whole batch.
+    pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        batch.validate()?;
+        let len_bytes = wal::encoded_len(&batch.ops);
+        if len_bytes > MAX_PAYLOAD_BYTES {
+            return Err(Error::BatchTooLarge {
+                len_bytes,
+                max_bytes: MAX_PAYLOAD_BYTES,
+            });
+        }
+        self.inner.check_poison()?;
+        if batch.is_empty() {
+            return if options.sync {
+                self.flush_wal()
+            } else {
+                Ok(())
+            };
+        }
+        let inner = &self.inner;
+        inner.commit.submit(batch, options.sync, false, |group| {
+            inner.commit_group(group)
+        })
+    }
+
+    /// The current value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        let key = key.as_ref();
+        validate_entry(key, None)?;
+        bump(&self.inner.stats.gets, 1);
+        self.inner.get_latest(key)
+    }
+
+    /// Iterates over a key range, e.g. `db.range(b"a".as_slice()..b"m")` or
+    /// `db.range::<&[u8], _>(..)`, at the moment of the call.
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        let (lower, upper) = owned_bounds(&range);
+        Iter::new(self.inner.read_view(), lower, upper)
+    }
+
+    /// Iterates over every key that starts with `prefix`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let (lower, upper) = prefix_bounds(prefix.as_ref());
+        Iter::new(self.inner.read_view(), lower, upper)
+    }
+
+    /// A point-in-time view that later writes do not change.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.inner.clone(), self.inner.read_view())
+    }
+
+    /// Makes every write acknowledged so far durable (`fdatasync`).
+    pub fn flush_wal(&self) -> Result<()> {
+        self.inner.check_poison()?;
+        let mut wal = self.inner.wal.lock();
+        wal.sync().map_err(|e| self.inner.poison_with(e))?;
+        self.inner.report_wal_io(&mut wal);
+        Ok(())
+    }
+
+    /// A copy of the engine's counters.
+    pub fn stats(&self) -> Stats {
+        let inner = &self.inner;
+        let mut stats = inner.stats.snapshot();
+        let state = inner.state.load();
+        stats.memtable_bytes = state.memtables().map(|m| m.size_bytes()).sum();
+        stats.memtable_entries = state.memtables().map(|m| m.len() as u64).sum();
+        stats.last_sequence = inner.visible_seq.load(Ordering::Acquire);
+        stats.frozen_memtables = state.frozen.len() as u64;
+        stats.checkpoint_covered_sequence = inner.covered_seq();
+        stats.checkpoint_distance_bytes = inner.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        stats
+    }
+
+    /// Changes the MemTable capacity while the database runs; the next
+    /// write that finds the MemTable at least this full freezes it.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "public once the TurtleTree is the checkpoint target"
+        )
+    )]
+    pub(crate) fn set_checkpoint_distance(&self, bytes: u64) -> Result<()> {
+        if bytes < crate::options::MIN_CHECKPOINT_DISTANCE_BYTES {
+            return Err(Error::InvalidOptions(format!(
+                "checkpoint distance of {bytes} bytes is below the minimum of {}",
+                crate::options::MIN_CHECKPOINT_DISTANCE_BYTES
+            )));
+        }
+        self.inner
+            .checkpoint_distance_bytes
+            .store(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Freezes the active MemTable and returns once it, and every MemTable
+    /// frozen before it, is in a durable checkpoint.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "public once the TurtleTree is the checkpoint target"
+        )
+    )]
+    pub(crate) fn checkpoint_now(&self) -> Result<()> {
+        self.inner.check_poison()?;
+        let inner = &self.inner;
+        inner
+            .commit
+            .submit(WriteBatch::new(), false, true, |group| {
+                inner.commit_group(group)
+            })?;
+        let frozen = inner.state.load().frozen.clone();
+        inner.wait_for_checkpoints(&frozen)
+    }
+}

@@ -1,0 +1,101 @@
+//! Opening a database: lock, checkpoint, WAL replay, checkpoint thread.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, OnceLock};
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
+use crate::db::inner::DbInner;
+use crate::db::{Db, LOCK_FILE_NAME};
+use crate::io::FileSystem;
+use crate::memtable::{MemTable, SkipListMemTable};
+use crate::state::State;
+use crate::stats::{Counters, bump};
+use crate::wal::{GroupCommit, WAL_DIR, Wal};
+use crate::{Error, Options, Result};
+
+/// Builds the checkpoint target once the directory is locked.
+pub(crate) type TargetFactory<'a> =
+    &'a dyn Fn(&Path, &Options, &Arc<dyn FileSystem>) -> Result<Option<Arc<dyn CheckpointTarget>>>;
+
+pub(crate) fn open(
+    path: &Path,
+    options: Options,
+    fs: Arc<dyn FileSystem>,
+    make_target: TargetFactory<'_>,
+) -> Result<Db> {
+    options.validate()?;
+    let path = path.to_path_buf();
+    if options.create_if_missing {
+        fs.create_dir_all(&path)?;
+    } else if let Err(e) = fs.list_dir(&path) {
+        let msg = format!("no database at {}: {e}", path.display());
+        return Err(Error::Io(io::Error::new(e.kind(), msg)));
+    }
+    let lock = fs
+        .lock(&path.join(LOCK_FILE_NAME))?
+        .ok_or_else(|| Error::Locked(path.clone()))?;
+    let wal_dir = path.join(WAL_DIR);
+    fs.create_dir_all(&wal_dir)?;
+    fs.sync_dir(&path)?;
+
+    let target = make_target(&path, &options, &fs)?;
+    let tree = target.as_ref().map(|t| t.current());
+    let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
+    let memtable = SkipListMemTable::new();
+    let (mut wal, replayed) = Wal::open(
+        fs.clone(),
+        &wal_dir,
+        covered_seq,
+        options.wal_segment_size_bytes,
+        &mut |first_seq, ops| {
+            for (seq, op) in (first_seq..).zip(ops) {
+                memtable.insert(op.key.clone(), seq, op.value.clone());
+            }
+        },
+    )?;
+    let stats = Counters::default();
+    let io = wal.take_io();
+    bump(&stats.wal_bytes_written, io.bytes_written);
+    bump(&stats.wal_syncs, io.syncs);
+    bump(&stats.wal_records_replayed, replayed.records_applied);
+    bump(&stats.wal_tail_bytes_dropped, replayed.tail_bytes_dropped);
+    let state = State {
+        active: Arc::new(memtable) as Arc<dyn MemTable>,
+        frozen: Vec::new(),
+        tree,
+    };
+    let control = Arc::new(Control::default());
+    let inner = Arc::new(DbInner {
+        path,
+        state: ArcSwap::from_pointee(state),
+        state_transition: Mutex::new(()),
+        visible_seq: AtomicU64::new(replayed.last_seq),
+        wal: Mutex::new(wal),
+        commit: GroupCommit::default(),
+        target: target.clone(),
+        checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        control: control.clone(),
+        poison: OnceLock::new(),
+        stats,
+        _lock: lock,
+    });
+    let thread = match target {
+        Some(target) => {
+            let inner = inner.clone();
+            let thread = std::thread::Builder::new()
+                .name("turtlekv-checkpoint".into())
+                .spawn(move || inner.run_checkpoints(&*target))?;
+            Some(thread)
+        }
+        None => None,
+    };
+    Ok(Db {
+        inner,
+        _worker: Arc::new(WorkerGuard::new(control, thread)),
+    })
+}

@@ -1,0 +1,259 @@
+//! The checkpoint pipeline's control flow, on an in-memory target: freezing
+//! at the checkpoint distance, back-pressure, reads across MemTables and
+//! tree, snapshots, WAL trimming, recovery from checkpoint + WAL, failures.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::checkpoint::CheckpointTarget;
+use crate::checkpoint::memory::MemoryTarget;
+use crate::io::{FaultFs, FileSystem};
+use crate::{Db, Error, Options, WriteBatch, WriteOptions};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn options(distance_bytes: u64) -> Options {
+    Options {
+        checkpoint_distance_bytes: distance_bytes,
+        wal_segment_size_bytes: 64 * 1024,
+        ..Options::default()
+    }
+}
+
+fn open(fs: &FaultFs, target: &Arc<MemoryTarget>, distance_bytes: u64) -> Db {
+    let target = target.clone();
+    Db::open_with_target(
+        "/db",
+        options(distance_bytes),
+        Arc::new(fs.clone()),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+    )
+    .unwrap()
+}
+
+fn contents(db: &Db) -> Model {
+    db.range::<&[u8], _>(..)
+        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
+fn key(i: u64) -> Vec<u8> {
+    format!("key{:05}", i % 3000).into_bytes()
+}
+
+/// Puts, overwrites and deletes over 3000 keys; returns the model.
+fn churn(db: &Db, model: &mut Model, ops: u64, seed: u64) {
+    let mut x = seed | 1;
+    for i in 0..ops {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = key(x);
+        // Independent of the key (3000 is a multiple of 5), so every key
+        // sees puts and deletes.
+        if (x >> 32) % 5 == 0 {
+            db.delete(&k).unwrap();
+            model.remove(&k);
+        } else {
+            let v = format!("v{i}-{}", x % 97).into_bytes();
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+    }
+}
+
+fn segment_count(fs: &FaultFs) -> usize {
+    fs.list_dir(Path::new("/db/wal")).unwrap().len()
+}
+
+#[test]
+fn many_checkpoints_keep_reads_right_and_the_wal_short() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 16 * 1024);
+    let mut model = Model::new();
+    churn(&db, &mut model, 20_000, 7);
+    let stats = db.stats();
+    assert!(stats.checkpoints >= 50, "{stats:?}");
+    assert!(stats.frozen_memtables <= 2);
+    assert!(stats.wal_segments_trimmed > 0);
+    assert!(stats.memtable_bytes < 3 * 16 * 1024 + 4096, "{stats:?}");
+    assert_eq!(contents(&db), model);
+    for (k, v) in model.iter().step_by(17) {
+        assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+    }
+    let mut reversed: Vec<_> = db
+        .range::<&[u8], _>(..)
+        .rev()
+        .map(|kv| kv.unwrap().0.to_vec())
+        .collect();
+    reversed.reverse();
+    assert_eq!(reversed, model.keys().cloned().collect::<Vec<_>>());
+    assert!(segment_count(&fs) <= 8, "{} segments", segment_count(&fs));
+
+    // Recovery: the checkpoint plus the WAL above it.
+    let covered = db.stats().checkpoint_covered_sequence;
+    let last = db.stats().last_sequence;
+    drop(db);
+    let db = open(&fs, &target, 16 * 1024);
+    assert_eq!(contents(&db), model);
+    assert_eq!(db.stats().last_sequence, last);
+    assert!(db.stats().wal_records_replayed <= last - covered);
+}
+
+#[test]
+fn snapshots_survive_checkpoints() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 8 * 1024);
+    let mut model = Model::new();
+    churn(&db, &mut model, 3_000, 3);
+    let snapshot = db.snapshot();
+    let frozen_model = model.clone();
+    churn(&db, &mut model, 6_000, 11);
+    assert!(db.stats().checkpoints > 10);
+    let seen: Model = snapshot
+        .range::<&[u8], _>(..)
+        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(seen, frozen_model);
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn slow_checkpoints_stall_writers_instead_of_queueing() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    *target.delay.lock() = Duration::from_millis(20);
+    let db = open(&fs, &target, 4 * 1024);
+    let mut model = Model::new();
+    churn(&db, &mut model, 2_000, 5);
+    let stats = db.stats();
+    assert!(stats.write_stalls > 0, "{stats:?}");
+    assert!(stats.write_stall_nanos > 0);
+    assert!(stats.frozen_memtables <= 2);
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn checkpoint_now_makes_everything_durable_in_the_tree() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 1 << 30);
+    let mut model = Model::new();
+    churn(&db, &mut model, 500, 9);
+    assert_eq!(db.stats().checkpoints, 0);
+    db.checkpoint_now().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.checkpoints, 1);
+    assert_eq!(stats.checkpoint_covered_sequence, stats.last_sequence);
+    assert_eq!(stats.frozen_memtables, 0);
+    assert_eq!(stats.memtable_bytes, 0);
+    // Nothing new: no checkpoint.
+    db.checkpoint_now().unwrap();
+    assert_eq!(db.stats().checkpoints, 1);
+    drop(db);
+    // Everything is in the target: nothing to replay.
+    let db = open(&fs, &target, 1 << 30);
+    assert_eq!(db.stats().wal_records_replayed, 0);
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn checkpoint_distance_changes_at_runtime() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 1 << 30);
+    let mut model = Model::new();
+    churn(&db, &mut model, 2_000, 13);
+    assert_eq!(db.stats().checkpoints, 0);
+    assert!(matches!(
+        db.set_checkpoint_distance(100),
+        Err(Error::InvalidOptions(_))
+    ));
+    db.set_checkpoint_distance(8 * 1024).unwrap();
+    churn(&db, &mut model, 2_000, 17);
+    db.checkpoint_now().unwrap();
+    assert!(db.stats().checkpoints > 5, "{:?}", db.stats());
+    assert_eq!(db.stats().checkpoint_distance_bytes, 8 * 1024);
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn a_failed_checkpoint_poisons_writes_and_keeps_reads() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    *target.fail_after.lock() = Some(2);
+    let db = open(&fs, &target, 4 * 1024);
+    let mut model = Model::new();
+    let mut failure = None;
+    for i in 0..20_000u64 {
+        let mut batch = WriteBatch::new();
+        batch.put(key(i), i.to_be_bytes());
+        match db.write(batch, &WriteOptions::default()) {
+            Ok(()) => {
+                model.insert(key(i), i.to_be_bytes().to_vec());
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    assert!(
+        matches!(failure, Some(Error::Poisoned { .. })),
+        "{failure:?}"
+    );
+    assert!(matches!(db.put(b"k", b"v"), Err(Error::Poisoned { .. })));
+    assert!(matches!(db.checkpoint_now(), Err(Error::Poisoned { .. })));
+    assert_eq!(contents(&db), model);
+    drop(db);
+    // Reopening recovers every acknowledged write from checkpoint + WAL.
+    *target.fail_after.lock() = None;
+    let db = open(&fs, &target, 4 * 1024);
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn concurrent_writers_and_readers_across_checkpoints() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 8 * 1024);
+    std::thread::scope(|s| {
+        for w in 0..2u64 {
+            let db = db.clone();
+            s.spawn(move || {
+                for round in 0..1_500u64 {
+                    let mut batch = WriteBatch::new();
+                    for i in 0..4 {
+                        batch.put(format!("w{w}:{i}"), round.to_be_bytes());
+                    }
+                    db.write(batch, &WriteOptions::default()).unwrap();
+                }
+            });
+        }
+        let db = db.clone();
+        s.spawn(move || {
+            for _ in 0..300 {
+                let snap = db.snapshot();
+                for w in 0..2u64 {
+                    let values: Vec<_> = snap
+                        .prefix(format!("w{w}:"))
+                        .map(|kv| kv.unwrap().1)
+                        .collect();
+                    assert!(values.is_empty() || values.len() == 4);
+                    assert!(values.windows(2).all(|p| p[0] == p[1]), "half a batch");
+                }
+            }
+        });
+    });
+    assert!(db.stats().checkpoints > 5);
+    for w in 0..2u64 {
+        for i in 0..4 {
+            let v = db.get(format!("w{w}:{i}")).unwrap().unwrap();
+            assert_eq!(&v[..], &1_499u64.to_be_bytes());
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The write path: what a group-commit leader does, and MemTable freezing.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::checkpoint::MAX_FROZEN_MEMTABLES;
+use crate::db::inner::DbInner;
+use crate::memtable::SkipListMemTable;
+use crate::state::{Frozen, State};
+use crate::stats::bump;
+use crate::wal::Request;
+use crate::{Error, Result};
+
+impl DbInner {
+    /// Leader work: log the group with one write (and at most one sync),
+    /// apply it to the MemTable, make it visible in one step, then freeze
+    /// the MemTable if it is full (or a checkpoint was asked for).
+    pub fn commit_group(&self, group: &[Request]) -> Result<()> {
+        self.check_poison()?;
+        let mut wal = self.wal.lock();
+        let batches = group.iter().map(|r| &r.batch);
+        let sync = group.iter().any(|r| r.sync);
+        let first_seq = wal
+            .append_group(batches, sync)
+            .map_err(|e| self.poison_with(e))?;
+        let next_seq = wal.next_seq();
+        bump(&self.stats.wal_group_commits, 1);
+        self.report_wal_io(&mut wal);
+        drop(wal);
+        self.apply_group(group, first_seq);
+        self.visible_seq.store(next_seq - 1, Ordering::Release);
+        let forced = group.iter().any(|r| r.freeze);
+        self.maybe_freeze(forced)
+    }
+
+    fn apply_group(&self, group: &[Request], first_seq: u64) {
+        let state = self.state.load();
+        let mut batch_first_seq = first_seq;
+        for req in group {
+            // Numbering must match the WAL record exactly: entry i of the
+            // batch gets `batch_first_seq + i`.
+            for (seq, op) in (batch_first_seq..).zip(&req.batch.ops) {
+                state.active.insert(op.key.clone(), seq, op.value.clone());
+            }
+            batch_first_seq += req.batch.len() as u64;
+            let (puts, deletes) = req.batch.puts_and_deletes();
+            bump(&self.stats.puts, puts);
+            bump(&self.stats.deletes, deletes);
+            bump(&self.stats.batches, 1);
+            bump(&self.stats.user_bytes_written, req.batch.user_bytes());
+        }
+    }
+
+    /// Freezes the active MemTable once it holds `checkpoint_distance_bytes`
+    /// (or on request, if it holds anything). Runs in the leader, so no
+    /// write is between the WAL and the MemTable while it happens.
+    fn maybe_freeze(&self, forced: bool) -> Result<()> {
+        if self.target.is_none() {
+            return Ok(());
+        }
+        let size_bytes = self.state.load().active.size_bytes();
+        let distance = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        if size_bytes == 0 || (size_bytes < distance && !forced) {
+            return Ok(());
+        }
+        self.wait_for_frozen_slot()?;
+        // The new MemTable's records start in a new segment, so the WAL can
+        // be trimmed exactly when this MemTable's checkpoint is durable.
+        self.wal.lock().rotate().map_err(|e| self.poison_with(e))?;
+        let last_seq = self.visible_seq.load(Ordering::Acquire);
+        self.transition(|current| {
+            let frozen = Arc::new(Frozen {
+                memtable: current.active.clone(),
+                last_seq,
+            });
+            State {
+                active: Arc::new(SkipListMemTable::new()),
+                frozen: std::iter::once(frozen)
+                    .chain(current.frozen.iter().cloned())
+                    .collect(),
+                tree: current.tree.clone(),
+            }
+        });
+        bump(&self.stats.memtables_frozen, 1);
+        self.control.wake_worker();
+        Ok(())
+    }
+
+    /// Back-pressure: waits while `MAX_FROZEN_MEMTABLES` wait for their
+    /// checkpoints. Every writer queues behind the leader meanwhile.
+    fn wait_for_frozen_slot(&self) -> Result<()> {
+        if self.state.load().frozen.len() < MAX_FROZEN_MEMTABLES {
+            return Ok(());
+        }
+        let started = Instant::now();
+        let mut control = self.control.lock();
+        while self.state.load().frozen.len() >= MAX_FROZEN_MEMTABLES {
+            if let Some(failure) = &control.failure {
+                return Err(Error::Poisoned {
+                    cause: failure.clone(),
+                });
+            }
+            self.control.wait_for_progress(&mut control);
+        }
+        bump(&self.stats.write_stalls, 1);
+        bump(
+            &self.stats.write_stall_nanos,
+            started.elapsed().as_nanos() as u64,
+        );
+        Ok(())
+    }
+}
