@@ -24,6 +24,7 @@
 struct ReadmeExample;
 
 mod batch;
+mod check;
 mod checkpoint;
 mod db;
 mod error;
@@ -41,6 +42,7 @@ mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
+pub use check::CheckReport;
 pub use db::{Db, LOCK_FILE_NAME};
 pub use error::{Error, Result};
 pub use iter::Iter;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use super::target::TreeCheck;
 use super::{CheckpointTarget, TreeVersion};
 use crate::memtable::{Direction, Versioned};
 use crate::{Error, Result};
@@ -56,6 +57,13 @@ impl TreeVersion for MemoryVersion {
 
     fn covered_seq(&self) -> u64 {
         self.covered_seq
+    }
+
+    fn check(&self) -> Result<TreeCheck> {
+        Ok(TreeCheck {
+            keys: self.map.len() as u64,
+            pages: 0,
+        })
     }
 }
 

@@ -31,6 +31,18 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
 
     /// Highest sequence number whose write this version contains.
     fn covered_seq(&self) -> u64;
+
+    /// Verifies every page and invariant of this version (`Db::check`).
+    fn check(&self) -> Result<TreeCheck>;
+}
+
+/// What a tree check verified.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TreeCheck {
+    /// Live keys.
+    pub keys: u64,
+    /// Pages read and verified.
+    pub pages: u64,
 }
 
 /// Where checkpoints go.

@@ -24,7 +24,7 @@ use crate::options::validate_entry;
 use crate::snapshot::Snapshot;
 use crate::stats::{Stats, bump};
 use crate::wal::{self, MAX_PAYLOAD_BYTES};
-use crate::{Error, Options, Result, WriteBatch, WriteOptions};
+use crate::{CheckReport, Error, Options, Result, WriteBatch, WriteOptions};
 
 /// Name of the lock file that keeps a database to one handle at a time.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -163,6 +163,16 @@ impl Db {
         wal.sync().map_err(|e| self.inner.poison_with(e))?;
         self.inner.report_wal_io(&mut wal);
         Ok(())
+    }
+
+    /// Verifies every WAL record, the order of the MemTables and every page
+    /// and invariant of the tree. Corruption is returned as
+    /// `Error::Corruption`; the check reads everything, so it takes a while
+    /// on a large database.
+    pub fn check(&self) -> Result<CheckReport> {
+        let view = self.inner.read_view();
+        let wal = self.inner.wal.lock().verification()?;
+        crate::check::check(&view, wal)
     }
 
     /// A copy of the engine's counters.

@@ -257,3 +257,17 @@ fn concurrent_writers_and_readers_across_checkpoints() {
         }
     }
 }
+
+#[test]
+fn check_covers_the_tree_after_checkpoints() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 8 * 1024);
+    let mut model = Model::new();
+    churn(&db, &mut model, 3_000, 21);
+    db.checkpoint_now().unwrap();
+    let report = db.check().unwrap();
+    assert_eq!(report.tree_keys, model.len() as u64);
+    assert_eq!(report.memtable_keys, 0);
+    assert!(report.wal_segments >= 1);
+}

@@ -11,7 +11,22 @@ use crate::io::FileSystem;
 use crate::wal::record;
 use crate::wal::replay::{ReplayOutcome, replay};
 use crate::wal::segment::{SegmentWriter, WalIo, segment_file_name};
+use crate::wal::verify::{WalReport, verify};
 use crate::{Result, WriteBatch};
+
+/// A WAL check to run without holding the log.
+#[derive(Debug)]
+pub(crate) struct WalVerification {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    segments: Vec<(u64, u64)>,
+}
+
+impl WalVerification {
+    pub fn verify(&self) -> Result<WalReport> {
+        verify(&*self.fs, &self.dir, &self.segments)
+    }
+}
 
 /// The write side of the WAL. Owned by one group-commit leader at a time.
 #[derive(Debug)]
@@ -122,13 +137,31 @@ impl Wal {
         Ok(removed)
     }
 
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "called by the checkpoint pipeline (issue 5)")
-    )]
-    /// Number of live segment files.
-    pub fn segment_count(&self) -> usize {
-        self.segments.len()
+    /// Live segments as (id, bytes written).
+    fn segment_lengths(&self) -> io::Result<Vec<(u64, u64)>> {
+        let current = self.writer.segment_id();
+        self.segments
+            .iter()
+            .map(|&(id, _)| {
+                if id == current {
+                    return Ok((id, self.writer.len_bytes()));
+                }
+                let path = self.dir.join(segment_file_name(id));
+                let file = self.fs.open(&path, crate::io::OpenOptions::read_only())?;
+                Ok((id, file.len()?))
+            })
+            .collect()
+    }
+
+    /// Checks every record written so far (`Db::check`). Only the lengths
+    /// are taken under the caller's lock; call `verify` on the result after
+    /// releasing it, so writers are not held up by the reads.
+    pub fn verification(&self) -> io::Result<WalVerification> {
+        Ok(WalVerification {
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+            segments: self.segment_lengths()?,
+        })
     }
 
     /// WAL I/O since the last call.
@@ -177,13 +210,13 @@ mod tests {
         wal.rotate().unwrap();
         wal.append_group([batch(4)].iter(), true).unwrap();
         wal.rotate().unwrap();
-        assert_eq!(wal.segment_count(), 4);
+        assert_eq!(wal.segment_lengths().unwrap().len(), 4);
         assert_eq!(wal.trim(2).unwrap(), 0, "segment 1 still holds seq 3");
         assert_eq!(wal.trim(3).unwrap(), 1);
         assert_eq!(wal.trim(8).unwrap(), 1, "segment 3 still holds seq 9");
         assert_eq!(wal.trim(9).unwrap(), 1);
         assert_eq!(wal.trim(100).unwrap(), 0, "the current segment stays");
-        assert_eq!(wal.segment_count(), 1);
+        assert_eq!(wal.segment_lengths().unwrap().len(), 1);
         drop(wal);
         let (wal, seen) = open(&fs, 9);
         assert!(seen.is_empty());

@@ -6,9 +6,10 @@ mod log;
 mod record;
 mod replay;
 mod segment;
+mod verify;
 
 pub(crate) use group_commit::{GroupCommit, Request};
-pub(crate) use log::Wal;
+pub(crate) use log::{Wal, WalVerification};
 pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
 
 /// Sub-directory of the database that holds the segments.

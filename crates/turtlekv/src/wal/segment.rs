@@ -118,6 +118,11 @@ impl SegmentWriter {
         self.synced_len_bytes
     }
 
+    /// Bytes appended so far, header included.
+    pub fn len_bytes(&self) -> u64 {
+        self.len_bytes
+    }
+
     /// `true` once the segment has reached its size limit.
     pub fn is_full(&self) -> bool {
         self.len_bytes >= self.segment_size_bytes
