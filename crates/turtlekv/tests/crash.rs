@@ -125,6 +125,8 @@ fn crash_at_every_write_and_sync_recovers_a_durable_prefix() {
             let crashed = fs.crash(mode);
             let db = open_fault(&crashed, small_options())
                 .unwrap_or_else(|e| panic!("reopen after crash at op {n} ({mode:?}): {e}"));
+            db.check()
+                .unwrap_or_else(|e| panic!("check after crash at op {n} ({mode:?}): {e}"));
             let found = contents(&db);
             // The batch that failed may or may not have reached the disk.
             let attempted = (acked + 1).min(work.len());

@@ -154,6 +154,7 @@ fn run(ops: Vec<Op>) {
                 snapshots.clear();
                 drop(db);
                 db = open_fault(&fs, small_options()).unwrap();
+                db.check().unwrap();
             }
         }
         for (snap, frozen) in &snapshots {
