@@ -233,6 +233,28 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Arbitrary bytes, and valid frames with arbitrary damage, decode to
+        /// an answer without panicking or reading past the buffer.
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(
+            noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..256),
+            at in 0usize..200,
+            cut in 0usize..200,
+        ) {
+            let _ = decode(&noise);
+            let mut framed = Vec::new();
+            encode(&mut framed, 9, 0, &ops());
+            let end = framed.len().min(cut.max(1));
+            for (i, b) in noise.iter().enumerate() {
+                if let Some(byte) = framed.get_mut(at + i) {
+                    *byte ^= b;
+                }
+            }
+            let _ = decode(&framed[..end]);
+        }
+    }
+
     #[test]
     fn zeros_are_not_a_frame() {
         assert!(matches!(decode(&[0u8; 64]), Frame::Invalid(_)));
