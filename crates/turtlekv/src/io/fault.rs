@@ -4,7 +4,8 @@
 //! power failure (the state at its last `sync_data`, plus, for new files, only
 //! once their directory was synced). Writes since the last sync are kept as an
 //! ordered list, so a crash can drop them all, keep a random subset, or tear
-//! the last one at a 512-byte boundary.
+//! the last one at a 512-byte boundary. Files opened with `direct` reject
+//! unaligned I/O with `EINVAL`, as `O_DIRECT` does, so tests catch it.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -13,6 +14,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::aligned::is_direct_aligned;
 use super::{File, FileSystem, LockGuard, OpenOptions};
 
 /// Which error an injected fault raises.
@@ -27,7 +29,7 @@ pub enum FaultKind {
 /// Which operations an injected fault applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultOn {
-    /// `write_at` and `set_len`.
+    /// `write_at`, `set_len`, `punch_hole` and `allocate`.
     Write,
     /// `sync_data` and `sync_dir`.
     Sync,
@@ -79,6 +81,11 @@ enum Pending {
     SetLen {
         len: u64,
     },
+    /// Zeroes a range (a punched hole); lost or kept on a crash like a write.
+    Punch {
+        offset: u64,
+        len: u64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -114,6 +121,7 @@ struct FaultFile {
     path: PathBuf,
     data: Arc<Mutex<FileData>>,
     writable: bool,
+    direct: bool,
 }
 
 #[derive(Debug)]
@@ -179,7 +187,7 @@ impl FaultFs {
                     .iter()
                     .filter_map(|p| match p {
                         Pending::Write { op_seq, .. } => Some(*op_seq),
-                        Pending::SetLen { .. } => None,
+                        Pending::SetLen { .. } | Pending::Punch { .. } => None,
                     })
                     .collect::<Vec<_>>()
             })
@@ -302,6 +310,15 @@ fn replay_after_crash(
 ) {
     match (pending, mode) {
         (Pending::SetLen { len }, _) => image.resize(*len as usize, 0),
+        (Pending::Punch { .. }, CrashMode::DropUnsynced) => {}
+        (Pending::Punch { offset, len }, CrashMode::KeepRandomSubset { .. }) => {
+            if rng.next() & 1 == 1 {
+                zero_range(image, *offset, *len);
+            }
+        }
+        (Pending::Punch { offset, len }, CrashMode::TearLastWrite { .. }) => {
+            zero_range(image, *offset, *len);
+        }
         (Pending::Write { .. }, CrashMode::DropUnsynced) => {}
         (Pending::Write { offset, data, .. }, CrashMode::KeepRandomSubset { .. }) => {
             if rng.next() & 1 == 1 {
@@ -341,6 +358,13 @@ fn apply_write(image: &mut Vec<u8>, offset: u64, data: &[u8]) {
         image.resize(end, 0);
     }
     image[start..end].copy_from_slice(data);
+}
+
+/// Zeroes `len` bytes at `offset`, clipped to the image; never extends it.
+fn zero_range(image: &mut [u8], offset: u64, len: u64) {
+    let start = (offset as usize).min(image.len());
+    let end = (offset.saturating_add(len) as usize).min(image.len());
+    image[start..end].fill(0);
 }
 
 fn fault_error(kind: FaultKind) -> io::Error {
@@ -393,6 +417,7 @@ impl FileSystem for FaultFs {
             path: path.to_path_buf(),
             data,
             writable: options.write,
+            direct: options.direct,
         }))
     }
 
@@ -448,10 +473,19 @@ impl FaultFile {
             Err(io::Error::from_raw_os_error(libc::EBADF))
         }
     }
+
+    fn check_aligned(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+        if self.direct && !is_direct_aligned(buf, offset) {
+            Err(io::Error::from_raw_os_error(libc::EINVAL))
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl File for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        self.check_aligned(buf, offset)?;
         let f = self.data.lock();
         let start = (offset as usize).min(f.current.len());
         let n = buf.len().min(f.current.len() - start);
@@ -461,6 +495,7 @@ impl File for FaultFile {
 
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_writable()?;
+        self.check_aligned(buf, offset)?;
         self.fs.check_fault(false, &self.path)?;
         let current_len = self.data.lock().current.len() as u64;
         self.fs
@@ -497,6 +532,41 @@ impl File for FaultFile {
         f.current.resize(len as usize, 0);
         f.unsynced.push(Pending::SetLen { len });
         Ok(())
+    }
+
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.fs.check_fault(false, &self.path)?;
+        let mut f = self.data.lock();
+        zero_range(&mut f.current, offset, len);
+        f.unsynced.push(Pending::Punch { offset, len });
+        Ok(())
+    }
+
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.check_writable()?;
+        self.fs.check_fault(false, &self.path)?;
+        let end = offset.saturating_add(len);
+        let current_len = self.data.lock().current.len() as u64;
+        self.fs.check_space(end.saturating_sub(current_len))?;
+        let mut f = self.data.lock();
+        if end > f.current.len() as u64 {
+            f.current.resize(end as usize, 0);
+            f.unsynced.push(Pending::SetLen { len: end });
+        }
+        Ok(())
+    }
+
+    /// Models a file system that stores only 4 KiB blocks holding a nonzero
+    /// byte: written data costs its blocks, holes and zero tails nothing.
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        let f = self.data.lock();
+        let blocks = f
+            .current
+            .chunks(4096)
+            .filter(|block| block.iter().any(|&b| b != 0))
+            .count();
+        Ok(blocks as u64 * 4096)
     }
 }
 
@@ -574,6 +644,43 @@ mod tests {
         let err = f.write_at(&[1u8; 1], 10).unwrap_err();
         assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
         f.write_at(&[2u8; 5], 0).unwrap();
+    }
+
+    #[test]
+    fn punched_hole_reads_zero_frees_blocks_and_is_lost_unsynced() {
+        let (fs, f) = setup();
+        fs.sync_dir(Path::new("/db")).unwrap();
+        f.write_at(&[5u8; 16384], 0).unwrap();
+        f.sync_data().unwrap();
+        assert_eq!(f.allocated_bytes().unwrap(), 16384);
+        f.punch_hole(4096, 8192).unwrap();
+        assert_eq!(f.len().unwrap(), 16384);
+        assert_eq!(f.allocated_bytes().unwrap(), 8192);
+        let now = contents(&fs).unwrap();
+        assert!(now[4096..12288].iter().all(|&b| b == 0) && now[12288] == 5);
+        let dropped = contents(&fs.crash(CrashMode::DropUnsynced)).unwrap();
+        assert!(dropped.iter().all(|&b| b == 5));
+        let kept = contents(&fs.crash(CrashMode::TearLastWrite { seed: 3 })).unwrap();
+        assert_eq!(kept, now);
+        f.sync_data().unwrap();
+        assert_eq!(contents(&fs.crash(CrashMode::DropUnsynced)).unwrap(), now);
+    }
+
+    #[test]
+    fn direct_files_reject_unaligned_io() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        let options = OpenOptions::read_write_create().with_direct(true);
+        let f = fs.open(Path::new("/db/d"), options).unwrap();
+        let einval = |r: io::Result<()>| r.unwrap_err().raw_os_error() == Some(libc::EINVAL);
+        let buf = crate::io::AlignedBuf::zeroed(8192);
+        assert!(einval(f.write_at(&buf[1..4097], 0)));
+        assert!(einval(f.write_at(&buf, 512)));
+        assert!(einval(f.write_at(&buf[..512], 0)));
+        f.write_at(&buf[..4096], 4096).unwrap();
+        assert_eq!(f.len().unwrap(), 8192);
+        let mut back = crate::io::AlignedBuf::zeroed(4096);
+        assert_eq!(f.read_at(&mut back, 4096).unwrap(), 4096);
     }
 
     #[test]

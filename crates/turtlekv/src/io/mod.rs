@@ -2,6 +2,7 @@
 //! two traits, so tests can swap the real file system for one that injects
 //! faults and simulates crashes ([`FaultFs`]).
 
+mod aligned;
 mod fault;
 mod real;
 
@@ -10,6 +11,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 pub use real::RealFs;
 
@@ -22,6 +24,10 @@ pub struct OpenOptions {
     pub create_new: bool,
     /// Open for writing as well as reading.
     pub write: bool,
+    /// Bypass the OS page cache (`O_DIRECT`). Every read and write on the
+    /// file must then use a buffer address, offset and length that are
+    /// multiples of [`DIRECT_IO_ALIGN_BYTES`] (see [`AlignedBuf`]).
+    pub direct: bool,
 }
 
 impl OpenOptions {
@@ -36,7 +42,13 @@ impl OpenOptions {
             create: true,
             create_new: false,
             write: true,
+            direct: false,
         }
+    }
+
+    /// The same options with `O_DIRECT` on or off.
+    pub fn with_direct(self, direct: bool) -> Self {
+        OpenOptions { direct, ..self }
     }
 }
 
@@ -70,6 +82,29 @@ pub trait File: Send + Sync + Debug {
     fn len(&self) -> io::Result<u64>;
     /// Truncates or extends (with zeros) to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
+
+    /// Releases the storage behind `len` bytes at `offset` without changing
+    /// the file's length (`fallocate(FALLOC_FL_PUNCH_HOLE)`); the range then
+    /// reads as zeros. Like a write, it is durable only after `sync_data`.
+    /// `Unsupported` when the file system cannot; callers that punch only to
+    /// save space may ignore that.
+    fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Reserves storage for `len` bytes at `offset`, extending the file if
+    /// needed (`fallocate` mode 0), so later writes there cannot hit `ENOSPC`.
+    fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        let _ = (offset, len);
+        Err(io::ErrorKind::Unsupported.into())
+    }
+
+    /// Bytes of storage the file occupies (`st_blocks * 512`): holes cost
+    /// nothing. Defaults to the length, as for a file without holes.
+    fn allocated_bytes(&self) -> io::Result<u64> {
+        self.len()
+    }
 }
 
 /// Held while a [`FileSystem::lock`] is in force.

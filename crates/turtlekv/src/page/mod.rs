@@ -7,11 +7,91 @@
 // Remove once the checkpoint pipeline (issue 5) uses the page store.
 #![expect(dead_code, reason = "wired into the engine by the checkpoint pipeline")]
 
+mod alloc;
+mod cache;
+mod check;
+mod codec;
+mod id;
+mod open;
+mod read;
+mod store;
+mod superblock;
+mod versions;
+
+#[cfg(test)]
+mod tests;
+
 use std::fmt::Debug;
 
 use bytes::Bytes;
 
 use crate::Result;
+
+#[cfg_attr(
+    not(test),
+    expect(unused_imports, reason = "used by the checkpoint pipeline (issue 5)")
+)]
+pub(crate) use self::{
+    check::CheckReport,
+    store::{ListChildren, PageStore, PageStoreOptions},
+    superblock::{SuperblockRecord, WalPosition},
+    versions::RootPin,
+};
+use codec::Geometry;
+
+/// Largest page content of `kind` for the given page sizes: a slot minus
+/// the 8-byte trailer of each block and the 16-byte page header (4072 bytes
+/// for a 4 KiB node, 2,093,040 for a 2 MiB leaf). The tree must size its
+/// pages to this, not to the raw page size.
+pub(crate) fn max_page_bytes(kind: PageKind, node_size_bytes: u64, leaf_size_bytes: u64) -> usize {
+    Geometry::new(kind, node_size_bytes, leaf_size_bytes).capacity_bytes()
+}
+
+/// Counters and gauges of a [`PageStore`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PageStoreStats {
+    /// Reads served from the cache (a range read counts once, as a hit only
+    /// when every block it needed was cached).
+    pub cache_hits: u64,
+    /// Reads that had to go to the file.
+    pub cache_misses: u64,
+    /// Entries evicted to make room.
+    pub cache_evictions: u64,
+    /// Bytes the cache holds, entry overhead included.
+    pub cache_used_bytes: u64,
+    /// The cache's budget.
+    pub cache_capacity_bytes: u64,
+    /// Entries (whole pages and single blocks) cached.
+    pub cache_entries: u64,
+    /// Bytes read from page files.
+    pub bytes_read: u64,
+    /// Read calls on page files.
+    pub read_ios: u64,
+    /// Bytes written to page files (whole blocks).
+    pub bytes_written: u64,
+    /// Pages written.
+    pub pages_written: u64,
+    /// Bytes of freed leaf pages punched out of the leaf file.
+    pub bytes_punched: u64,
+    /// `fdatasync` calls on page and superblock files.
+    pub syncs: u64,
+    /// Commits made by this handle.
+    pub commits: u64,
+    /// Newest committed generation.
+    pub generation: u64,
+    /// Allocated node pages (live, or waiting for reuse).
+    pub live_node_pages: u64,
+    /// Allocated leaf pages (live, or waiting for reuse).
+    pub live_leaf_pages: u64,
+    /// Free node slots below the node file's high-water mark.
+    pub free_node_slots: u64,
+    /// Free leaf slots below the leaf file's high-water mark.
+    pub free_leaf_slots: u64,
+    /// Pages no longer reachable, waiting for older readers to unpin.
+    pub pending_free_pages: u64,
+    /// Live root pins.
+    pub pinned_readers: u64,
+}
 
 /// Stable, cheap name of one page. Opaque to the tree, which stores it as
 /// 8 little-endian bytes (`to_raw`/`from_raw`).

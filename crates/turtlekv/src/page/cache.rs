@@ -1,0 +1,261 @@
+//! The page cache: sharded CLOCK with priorities, bounded in bytes.
+//!
+//! Hits take one shard's read lock and bump an atomic weight, so hits never
+//! wait for I/O and rarely for each other; misses read outside any lock and
+//! insert afterwards. Bytes are reserved from a global budget *before* an
+//! entry is inserted, evicting as needed, so the cached total never exceeds
+//! the capacity. Callers get `Bytes` handles: data stays valid after
+//! eviction for as long as they hold it, and is not charged to the cache.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+
+use bytes::Bytes;
+use parking_lot::RwLock;
+
+use super::CachePriority;
+
+const SHARDS: usize = 16;
+/// Charged per entry on top of its bytes: key, map slot, `Bytes` header.
+pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 96;
+/// Key part naming a whole page rather than one block.
+pub(crate) const WHOLE_PAGE: u32 = u32::MAX;
+
+/// A whole page, or one block of a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CacheKey {
+    pub page: u64,
+    pub part: u32,
+}
+
+#[derive(Debug)]
+struct Entry {
+    key: CacheKey,
+    bytes: Bytes,
+    charge_bytes: u64,
+    /// CLOCK weight: set to `level` on access, decremented by each sweep
+    /// that passes; evicted at zero. Higher priorities survive more sweeps.
+    weight: AtomicU8,
+    level: u8,
+}
+
+#[derive(Debug, Default)]
+struct ShardInner {
+    map: HashMap<CacheKey, usize>,
+    entries: Vec<Option<Entry>>,
+    vacant: Vec<usize>,
+    hand: usize,
+}
+
+/// Counters the cache keeps itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CacheCounts {
+    pub used_bytes: u64,
+    pub capacity_bytes: u64,
+    pub entries: u64,
+    pub evictions: u64,
+}
+
+/// The cache.
+#[derive(Debug)]
+pub(crate) struct PageCache {
+    shards: Box<[RwLock<ShardInner>]>,
+    capacity_bytes: AtomicU64,
+    used_bytes: AtomicU64,
+    evictions: AtomicU64,
+}
+
+fn level(priority: CachePriority) -> u8 {
+    match priority {
+        CachePriority::LeafBlock => 1,
+        CachePriority::LeafHead => 2,
+        CachePriority::Filter => 3,
+        CachePriority::Node => 4,
+    }
+}
+
+impl PageCache {
+    /// An empty cache holding at most `capacity_bytes`.
+    pub fn new(capacity_bytes: u64) -> PageCache {
+        PageCache {
+            shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
+            capacity_bytes: AtomicU64::new(capacity_bytes),
+            used_bytes: AtomicU64::new(0),
+            evictions: AtomicU64::new(0),
+        }
+    }
+
+    fn shard_of(key: CacheKey) -> usize {
+        let h =
+            (key.page ^ u64::from(key.part).rotate_left(32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> 59) as usize % SHARDS
+    }
+
+    /// The cached bytes of `key`, marking them recently used.
+    pub fn get(&self, key: CacheKey) -> Option<Bytes> {
+        let shard = self.shards[Self::shard_of(key)].read();
+        let entry = shard.entries[*shard.map.get(&key)?].as_ref()?;
+        entry.weight.store(entry.level, Relaxed);
+        Some(entry.bytes.clone())
+    }
+
+    /// Caches `bytes` under `key` if room can be made; an entry larger than
+    /// the whole budget is not cached.
+    pub fn insert(&self, key: CacheKey, bytes: Bytes, priority: CachePriority) {
+        let charge_bytes = bytes.len() as u64 + ENTRY_OVERHEAD_BYTES;
+        let home = Self::shard_of(key);
+        // The read guard must be gone before `reserve`, which may take this
+        // shard's write lock to evict.
+        let cached = self.shards[home].read().map.contains_key(&key);
+        if cached || !self.reserve(charge_bytes, home) {
+            return;
+        }
+        let mut shard = self.shards[home].write();
+        if shard.map.contains_key(&key) {
+            // Another reader inserted it meanwhile.
+            drop(shard);
+            self.used_bytes.fetch_sub(charge_bytes, Relaxed);
+            return;
+        }
+        let entry = Entry {
+            key,
+            bytes,
+            charge_bytes,
+            weight: AtomicU8::new(level(priority)),
+            level: level(priority),
+        };
+        let index = match shard.vacant.pop() {
+            Some(i) => {
+                shard.entries[i] = Some(entry);
+                i
+            }
+            None => {
+                shard.entries.push(Some(entry));
+                shard.entries.len() - 1
+            }
+        };
+        shard.map.insert(key, index);
+    }
+
+    /// Adds `charge_bytes` to the used total, evicting until it fits.
+    fn reserve(&self, charge_bytes: u64, home: usize) -> bool {
+        loop {
+            let used = self.used_bytes.load(Relaxed);
+            let capacity = self.capacity_bytes.load(Relaxed);
+            if charge_bytes > capacity {
+                return false;
+            }
+            if used + charge_bytes <= capacity {
+                if self
+                    .used_bytes
+                    .compare_exchange_weak(used, used + charge_bytes, Relaxed, Relaxed)
+                    .is_ok()
+                {
+                    return true;
+                }
+                continue;
+            }
+            if !self.evict_one(home) {
+                return false;
+            }
+        }
+    }
+
+    /// Evicts one entry, trying the home shard first. `false` when every
+    /// shard is empty.
+    fn evict_one(&self, home: usize) -> bool {
+        (0..SHARDS).any(|i| self.evict_from(&mut self.shards[(home + i) % SHARDS].write()))
+    }
+
+    fn evict_from(&self, shard: &mut ShardInner) -> bool {
+        if shard.map.is_empty() {
+            return false;
+        }
+        // Each pass lowers every weight by one, so `MAX_LEVEL + 1` passes
+        // are sure to reach a zero.
+        let steps = shard.entries.len() * (usize::from(level(CachePriority::Node)) + 1);
+        for _ in 0..steps {
+            let i = shard.hand;
+            shard.hand = (shard.hand + 1) % shard.entries.len();
+            let Some(entry) = &shard.entries[i] else {
+                continue;
+            };
+            let weight = entry.weight.load(Relaxed);
+            if weight > 0 {
+                entry.weight.store(weight - 1, Relaxed);
+                continue;
+            }
+            self.remove_at(shard, i);
+            self.evictions.fetch_add(1, Relaxed);
+            return true;
+        }
+        unreachable!("a sweep of {steps} steps always finds a zero weight")
+    }
+
+    fn remove_at(&self, shard: &mut ShardInner, index: usize) {
+        let entry = shard.entries[index].take().expect("occupied");
+        shard.map.remove(&entry.key);
+        shard.vacant.push(index);
+        self.used_bytes.fetch_sub(entry.charge_bytes, Relaxed);
+    }
+
+    /// Drops `key` if cached (its page was freed).
+    pub fn remove(&self, key: CacheKey) {
+        let mut shard = self.shards[Self::shard_of(key)].write();
+        if let Some(&index) = shard.map.get(&key) {
+            self.remove_at(&mut shard, index);
+        }
+    }
+
+    /// Changes the budget, evicting at once when it shrinks.
+    pub fn set_capacity(&self, capacity_bytes: u64) {
+        self.capacity_bytes.store(capacity_bytes, Relaxed);
+        let mut shard = 0;
+        while self.used_bytes.load(Relaxed) > self.capacity_bytes.load(Relaxed) {
+            if !self.evict_one(shard) {
+                break;
+            }
+            shard = (shard + 1) % SHARDS;
+        }
+    }
+
+    /// Current counters.
+    pub fn counts(&self) -> CacheCounts {
+        CacheCounts {
+            used_bytes: self.used_bytes.load(Relaxed),
+            capacity_bytes: self.capacity_bytes.load(Relaxed),
+            entries: self.shards.iter().map(|s| s.read().map.len() as u64).sum(),
+            evictions: self.evictions.load(Relaxed),
+        }
+    }
+
+    /// Deep check, for tests: the charges of the entries add up to the used
+    /// total, which is within budget, and every map slot points at its entry.
+    /// Exact only while no other thread inserts.
+    pub fn check(&self) -> Result<(), String> {
+        let mut charged = 0;
+        for (n, lock) in self.shards.iter().enumerate() {
+            let shard = lock.read();
+            for (key, &i) in &shard.map {
+                match &shard.entries[i] {
+                    Some(e) if e.key == *key && Self::shard_of(*key) == n => {
+                        charged += e.charge_bytes;
+                    }
+                    _ => return Err(format!("shard {n}: map entry {key:?} is dangling")),
+                }
+            }
+            let occupied = shard.entries.iter().filter(|e| e.is_some()).count();
+            if occupied != shard.map.len() || occupied + shard.vacant.len() != shard.entries.len() {
+                return Err(format!("shard {n}: slots and map disagree"));
+            }
+        }
+        let used = self.used_bytes.load(Relaxed);
+        let capacity = self.capacity_bytes.load(Relaxed);
+        if charged != used || used > capacity {
+            return Err(format!(
+                "charged {charged}, used {used}, capacity {capacity}"
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,261 @@
+//! Page images: a page is a run of self-verifying blocks (layout in
+//! `docs/format.md`, "Blocks" and "Page payload"). Every block carries its
+//! own checksum so that a range read verifies only the blocks it touches.
+
+use bytes::{Bytes, BytesMut};
+
+use super::{PageId, PageKind};
+use crate::io::DIRECT_IO_ALIGN_BYTES;
+
+/// Bytes at the end of every block: `used_bytes` and the CRC32C.
+pub(crate) const BLOCK_TRAILER_BYTES: usize = 8;
+/// Bytes at the start of every page stream: magic, length, page id.
+pub(crate) const PAGE_HEADER_BYTES: usize = 16;
+const PAGE_MAGIC: &[u8; 4] = b"TKPG";
+
+/// Where a check failed: byte offset within the page image, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadBlock {
+    pub offset_in_page: u64,
+    pub reason: String,
+}
+
+/// Block and slot sizes of one page kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    pub block_bytes: usize,
+    pub slot_bytes: u64,
+}
+
+impl Geometry {
+    /// The geometry of `kind` for the given page sizes (validated options).
+    pub fn new(kind: PageKind, node_size_bytes: u64, leaf_size_bytes: u64) -> Geometry {
+        let slot_bytes = match kind {
+            PageKind::Node => node_size_bytes,
+            PageKind::Leaf => leaf_size_bytes,
+        };
+        let block_bytes = (slot_bytes as usize).min(DIRECT_IO_ALIGN_BYTES);
+        debug_assert_eq!(slot_bytes % block_bytes as u64, 0);
+        Geometry {
+            block_bytes,
+            slot_bytes,
+        }
+    }
+
+    /// Payload bytes per block.
+    pub fn payload_bytes(&self) -> usize {
+        self.block_bytes - BLOCK_TRAILER_BYTES
+    }
+
+    /// Blocks per slot.
+    pub fn slot_blocks(&self) -> u32 {
+        (self.slot_bytes / self.block_bytes as u64) as u32
+    }
+
+    /// Largest page content, in bytes, that fits one slot.
+    pub fn capacity_bytes(&self) -> usize {
+        self.slot_blocks() as usize * self.payload_bytes() - PAGE_HEADER_BYTES
+    }
+
+    /// Blocks needed for a page of `len_bytes` content bytes.
+    pub fn blocks_for(&self, len_bytes: usize) -> u32 {
+        (PAGE_HEADER_BYTES + len_bytes).div_ceil(self.payload_bytes()) as u32
+    }
+
+    /// Writes the image of page `id` holding `data` into `out`, which must be
+    /// exactly `id.blocks()` blocks long (and zeroed or reused: every byte is
+    /// overwritten).
+    pub fn encode(&self, id: PageId, data: &[u8], out: &mut [u8]) {
+        let payload_bytes = self.payload_bytes();
+        debug_assert_eq!(id.blocks(), self.blocks_for(data.len()));
+        debug_assert_eq!(out.len(), id.blocks() as usize * self.block_bytes);
+        let mut header = [0u8; PAGE_HEADER_BYTES];
+        header[..4].copy_from_slice(PAGE_MAGIC);
+        header[4..8].copy_from_slice(&(data.len() as u32).to_le_bytes());
+        header[8..16].copy_from_slice(&id.to_raw().to_le_bytes());
+        let mut stream = header.iter().chain(data.iter()).copied();
+        let stream_len = PAGE_HEADER_BYTES + data.len();
+        for (index, block) in out.chunks_exact_mut(self.block_bytes).enumerate() {
+            let (payload, trailer) = block.split_at_mut(payload_bytes);
+            let used = (stream_len - index * payload_bytes).min(payload_bytes);
+            for (dst, src) in payload[..used].iter_mut().zip(&mut stream) {
+                *dst = src;
+            }
+            payload[used..].fill(0);
+            trailer[..4].copy_from_slice(&(used as u32).to_le_bytes());
+            let crc = block_crc(id, index as u32, payload, used as u32);
+            trailer[4..].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+
+    /// Checks block `index` of page `id` and returns its used payload bytes.
+    pub fn verify_block<'a>(
+        &self,
+        id: PageId,
+        index: u32,
+        block: &'a [u8],
+    ) -> Result<&'a [u8], BadBlock> {
+        let offset_in_page = u64::from(index) * self.block_bytes as u64;
+        let bad = |reason: String| BadBlock {
+            offset_in_page,
+            reason,
+        };
+        debug_assert_eq!(block.len(), self.block_bytes);
+        let (payload, trailer) = block.split_at(self.payload_bytes());
+        let used = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
+        let stored_crc = u32::from_le_bytes(trailer[4..].try_into().expect("4 bytes"));
+        let crc = block_crc(id, index, payload, used);
+        if crc != stored_crc {
+            return Err(bad(format!(
+                "checksum mismatch in block {index} of page {:#x}: stored {stored_crc:#010x}, computed {crc:#010x}",
+                id.to_raw()
+            )));
+        }
+        let last = index + 1 == id.blocks();
+        let used = used as usize;
+        if used == 0 || used > payload.len() || (!last && used != payload.len()) {
+            return Err(bad(format!(
+                "block {index} of page {:#x} claims {used} used bytes",
+                id.to_raw()
+            )));
+        }
+        if index == 0 {
+            check_header(id, payload, used, self).map_err(bad)?;
+        }
+        Ok(&payload[..used])
+    }
+
+    /// Verifies a whole page image and returns its content.
+    pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, BadBlock> {
+        debug_assert_eq!(image.len(), id.blocks() as usize * self.block_bytes);
+        let mut content = BytesMut::with_capacity(image.len());
+        for (index, block) in image.chunks_exact(self.block_bytes).enumerate() {
+            let used = self.verify_block(id, index as u32, block)?;
+            let skip = if index == 0 { PAGE_HEADER_BYTES } else { 0 };
+            content.extend_from_slice(&used[skip..]);
+        }
+        // The header's length and the blocks' used bytes were checked against
+        // each other in `check_header`, so this only guards the code.
+        debug_assert_eq!(content.len(), header_len(image) as usize);
+        Ok(content.freeze())
+    }
+}
+
+fn header_len(block0: &[u8]) -> u32 {
+    u32::from_le_bytes(block0[4..8].try_into().expect("4 bytes"))
+}
+
+/// Checks the page header in block 0 against the id it was read by.
+fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result<(), String> {
+    if used < PAGE_HEADER_BYTES || &payload[..4] != PAGE_MAGIC {
+        return Err(format!("page {:#x} has no page header", id.to_raw()));
+    }
+    let stored_id = u64::from_le_bytes(payload[8..16].try_into().expect("8 bytes"));
+    if stored_id != id.to_raw() {
+        return Err(format!(
+            "page {:#x} holds the header of page {stored_id:#x}",
+            id.to_raw()
+        ));
+    }
+    let len_bytes = header_len(payload) as usize;
+    if g.blocks_for(len_bytes) != id.blocks() || len_bytes > g.capacity_bytes() {
+        return Err(format!(
+            "page {:#x} of {} blocks claims {len_bytes} bytes",
+            id.to_raw(),
+            id.blocks()
+        ));
+    }
+    let blocks = id.blocks() as usize;
+    let expected_used = if blocks == 1 {
+        PAGE_HEADER_BYTES + len_bytes
+    } else {
+        g.payload_bytes()
+    };
+    if used != expected_used {
+        return Err(format!(
+            "page {:#x}: header length {len_bytes} disagrees with block 0",
+            id.to_raw()
+        ));
+    }
+    Ok(())
+}
+
+/// CRC32C over page id, block index, payload and used-byte count, so a block
+/// only verifies at the place it was written for.
+fn block_crc(id: PageId, index: u32, payload: &[u8], used: u32) -> u32 {
+    let mut seed = [0u8; 12];
+    seed[..8].copy_from_slice(&id.to_raw().to_le_bytes());
+    seed[8..].copy_from_slice(&index.to_le_bytes());
+    let crc = crc32c::crc32c(&seed);
+    let crc = crc32c::crc32c_append(crc, payload);
+    crc32c::crc32c_append(crc, &used.to_le_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaf_geometry() -> Geometry {
+        Geometry::new(PageKind::Leaf, 4096, 64 * 1024)
+    }
+
+    fn encoded(g: &Geometry, slot: u64, data: &[u8]) -> (PageId, Vec<u8>) {
+        let id = PageId::new(PageKind::Leaf, slot, g.blocks_for(data.len()), 1);
+        let mut image = vec![0xAAu8; id.blocks() as usize * g.block_bytes];
+        g.encode(id, data, &mut image);
+        (id, image)
+    }
+
+    #[test]
+    fn capacities_match_the_documented_figures() {
+        assert_eq!(
+            Geometry::new(PageKind::Node, 4096, 2 << 20).capacity_bytes(),
+            4072
+        );
+        assert_eq!(
+            Geometry::new(PageKind::Leaf, 4096, 2 << 20).capacity_bytes(),
+            2_093_040
+        );
+        let small = Geometry::new(PageKind::Node, 512, 4096);
+        assert_eq!((small.block_bytes, small.capacity_bytes()), (512, 488));
+    }
+
+    #[test]
+    fn pages_of_every_size_round_trip() {
+        let g = leaf_geometry();
+        for len in [0, 1, 4072, 4073, 4088, 10_000, g.capacity_bytes()] {
+            let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let (id, image) = encoded(&g, 3, &data);
+            assert_eq!(g.decode(id, &image).unwrap(), data);
+        }
+    }
+
+    #[test]
+    fn every_flipped_bit_is_caught() {
+        let g = Geometry {
+            block_bytes: 512,
+            slot_bytes: 4096,
+        };
+        let (id, image) = encoded(&g, 0, &[0x5Au8; 1000]);
+        for bit in 0..image.len() * 8 {
+            let mut bad = image.clone();
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let err = g.decode(id, &bad).unwrap_err();
+            assert_eq!(err.offset_in_page, (bit / 8 / 512 * 512) as u64);
+        }
+    }
+
+    #[test]
+    fn a_block_is_bound_to_its_page_and_position() {
+        let g = leaf_geometry();
+        let (id, image) = encoded(&g, 5, &vec![1u8; 9000]);
+        let other = PageId::new(PageKind::Leaf, 5, id.blocks(), 2);
+        assert!(g.decode(other, &image).is_err());
+        let mut swapped = image.clone();
+        swapped.copy_within(0..4096, 4096);
+        assert!(g.decode(id, &swapped).is_err());
+        let block1 = &image[4096..8192];
+        assert_eq!(g.verify_block(id, 1, block1).unwrap().len(), 4088);
+        assert!(g.verify_block(id, 2, block1).is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! Opening the page store: create or read the superblock, check the page
+//! sizes, and rebuild the set of live pages by walking node pages from the
+//! committed root (leaves are named by their parents, never read).
+
+use std::collections::HashMap;
+use std::io;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+
+use super::alloc::SlotAllocator;
+use super::cache::PageCache;
+use super::codec::Geometry;
+use super::store::{IoCounters, ListChildren, PageFile, PageStore, PageStoreOptions, kind_index};
+use super::superblock::{self, SUPERBLOCK_FILE_NAME, Slot, SuperblockRecord};
+use super::versions::Versions;
+use super::{CachePriority, PageId, PageKind};
+use crate::io::{FileSystem, OpenOptions};
+use crate::{Error, Result};
+
+/// File names of the node and leaf page files.
+pub(crate) const PAGE_FILE_NAMES: [&str; 2] = ["nodes.pages", "leaves.pages"];
+
+impl PageStore {
+    /// Opens the page store in `dir`, creating it when missing and allowed.
+    /// Returns the store and the newest committed record.
+    pub fn open(
+        fs: Arc<dyn FileSystem>,
+        dir: &Path,
+        options: &PageStoreOptions,
+        list_children: ListChildren<'_>,
+    ) -> Result<(PageStore, SuperblockRecord)> {
+        check_options(options)?;
+        let superblock_path = dir.join(SUPERBLOCK_FILE_NAME);
+        let exists = fs
+            .list_dir(dir)
+            .is_ok_and(|names| names.iter().any(|n| n == SUPERBLOCK_FILE_NAME));
+        if !exists && !options.create_if_missing {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no page store at {}", dir.display()),
+            )));
+        }
+        fs.create_dir_all(dir)?;
+        let open = |path: &Path| {
+            fs.open(
+                path,
+                OpenOptions::read_write_create().with_direct(options.direct_io),
+            )
+        };
+        let superblock = open(&superblock_path)?;
+        let files = PAGE_FILE_NAMES.map(|name| dir.join(name));
+        let files = [PageKind::Node, PageKind::Leaf].map(|kind| {
+            let path = files[kind_index(kind)].clone();
+            let file = open(&path)?;
+            Ok::<_, Error>(PageFile {
+                file,
+                path,
+                geometry: Geometry::new(kind, options.node_size_bytes, options.leaf_size_bytes),
+                dirty: AtomicBool::new(false),
+            })
+        });
+        let [nodes, leaves] = files;
+        let files = [nodes?, leaves?];
+        let slot = match superblock::read_newest(&*superblock)? {
+            Some(slot) => slot,
+            None => initialise(&*fs, dir, &superblock_path, &superblock, &files, options)?,
+        };
+        if (slot.node_size_bytes, slot.leaf_size_bytes)
+            != (options.node_size_bytes, options.leaf_size_bytes)
+        {
+            return Err(Error::InvalidOptions(format!(
+                "the database was created with node_size_bytes = {} and leaf_size_bytes = {}; \
+                 options ask for {} and {}",
+                slot.node_size_bytes,
+                slot.leaf_size_bytes,
+                options.node_size_bytes,
+                options.leaf_size_bytes
+            )));
+        }
+        let store = PageStore {
+            alloc: Mutex::new([PageKind::Node, PageKind::Leaf].map(|kind| {
+                SlotAllocator::with_live(kind, files[kind_index(kind)].geometry.slot_blocks(), [])
+            })),
+            files,
+            superblock,
+            superblock_path,
+            options: *options,
+            versions: Versions::new(slot.generation, slot.record),
+            cache: PageCache::new(options.cache_capacity_bytes),
+            commit_lock: Mutex::new(()),
+            poison: OnceLock::new(),
+            counters: IoCounters::default(),
+        };
+        let live = store.reachable(slot.record.root, list_children, Some(CachePriority::Node))?;
+        store.install_live(live)?;
+        Ok((store, slot.record))
+    }
+
+    /// Every page reachable from `root`, by kind, reading node pages only;
+    /// `priority: None` reads them past the cache. Rejects ids that cannot
+    /// name a page and two ids sharing one slot.
+    pub(super) fn reachable(
+        &self,
+        root: Option<PageId>,
+        list_children: ListChildren<'_>,
+        priority: Option<CachePriority>,
+    ) -> Result<[HashMap<u64, PageId>; 2]> {
+        let mut live: [HashMap<u64, PageId>; 2] = Default::default();
+        let mut stack: Vec<(PageId, Option<PageId>)> =
+            root.map(|r| (r, None)).into_iter().collect();
+        while let Some((id, parent)) = stack.pop() {
+            let pf = self.file_of(id);
+            let slots = &mut live[kind_index(id.kind())];
+            match slots.get(&id.slot()) {
+                Some(&seen) if seen == id => continue,
+                Some(&seen) => {
+                    return Err(Error::corruption(
+                        &pf.path,
+                        pf.offset_of(id),
+                        format!(
+                            "pages {:#x} and {:#x} both claim slot {}",
+                            seen.to_raw(),
+                            id.to_raw(),
+                            id.slot()
+                        ),
+                    ));
+                }
+                None => {}
+            }
+            if id.blocks() > pf.geometry.slot_blocks() {
+                let parent = parent.map_or("the superblock".to_string(), |p| {
+                    format!("page {:#x}", p.to_raw())
+                });
+                return Err(Error::corruption(
+                    &pf.path,
+                    pf.offset_of(id),
+                    format!("{parent} names malformed page id {:#x}", id.to_raw()),
+                ));
+            }
+            slots.insert(id.slot(), id);
+            if id.kind() == PageKind::Node {
+                let bytes = self.read_whole(id, priority)?;
+                stack.extend(
+                    list_children(&bytes)?
+                        .into_iter()
+                        .map(|child| (child, Some(id))),
+                );
+            }
+        }
+        Ok(live)
+    }
+
+    /// Builds the allocators from the live set, truncates each file after its
+    /// last live slot, and punches every free leaf slot (it may hold pages of
+    /// a checkpoint that never committed, or freed before a crash).
+    fn install_live(&self, live: [HashMap<u64, PageId>; 2]) -> Result<()> {
+        let mut alloc = self.alloc.lock();
+        for (i, pages) in live.into_iter().enumerate() {
+            let pf = &self.files[i];
+            let kind = [PageKind::Node, PageKind::Leaf][i];
+            let allocator =
+                SlotAllocator::with_live(kind, pf.geometry.slot_blocks(), pages.into_values());
+            let end = allocator.high_water_slot() * pf.geometry.slot_bytes;
+            if pf.file.len()? > end {
+                pf.file.set_len(end).map_err(|e| self.poison_with(e))?;
+            }
+            if i == kind_index(PageKind::Leaf) {
+                for slot in allocator.free_slots() {
+                    let offset = slot * pf.geometry.slot_bytes;
+                    match pf.file.punch_hole(offset, pf.geometry.slot_bytes) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == io::ErrorKind::Unsupported => break,
+                        Err(e) => return Err(self.poison_with(e)),
+                    }
+                }
+            }
+            alloc[i] = allocator;
+        }
+        Ok(())
+    }
+}
+
+fn check_options(options: &PageStoreOptions) -> Result<()> {
+    let node = options.node_size_bytes;
+    let leaf = options.leaf_size_bytes;
+    if !node.is_power_of_two() || !(512..=65536).contains(&node) {
+        return Err(Error::InvalidOptions(format!(
+            "node_size_bytes = {node} must be a power of two in 512..=65536"
+        )));
+    }
+    if leaf % 4096 != 0 || !(4096..=64 << 20).contains(&leaf) {
+        return Err(Error::InvalidOptions(format!(
+            "leaf_size_bytes = {leaf} must be a multiple of 4096 in 4 KiB..=64 MiB"
+        )));
+    }
+    if options.direct_io && node < 4096 {
+        return Err(Error::InvalidOptions(format!(
+            "direct_io needs node_size_bytes >= 4096 (aligned I/O), not {node}"
+        )));
+    }
+    Ok(())
+}
+
+/// Writes generation 0 (empty tree) into a new store, or one whose creation
+/// was interrupted before its first slot was durable: recognised by empty
+/// page files, so a damaged superblock over real data is never overwritten.
+fn initialise(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    superblock_path: &Path,
+    superblock: &Arc<dyn crate::io::File>,
+    files: &[PageFile; 2],
+    options: &PageStoreOptions,
+) -> Result<Slot> {
+    for pf in files {
+        if pf.file.len()? != 0 {
+            return Err(Error::corruption(
+                superblock_path,
+                0,
+                "neither superblock slot is valid, and the page files hold data",
+            ));
+        }
+    }
+    let slot = Slot {
+        generation: 0,
+        node_size_bytes: options.node_size_bytes,
+        leaf_size_bytes: options.leaf_size_bytes,
+        record: SuperblockRecord::default(),
+    };
+    superblock.write_at(&slot.encode(), Slot::offset(0))?;
+    superblock.sync_data()?;
+    for pf in files {
+        pf.file.sync_data()?;
+    }
+    fs.sync_dir(dir)?;
+    Ok(slot)
+}

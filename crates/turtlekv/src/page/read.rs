@@ -1,0 +1,204 @@
+//! Reading pages: whole pages, or the blocks covering a byte range, through
+//! the cache, verified before anything is returned or cached.
+
+use std::io;
+use std::sync::atomic::Ordering;
+
+use bytes::{Bytes, BytesMut};
+
+use super::cache::{CacheKey, WHOLE_PAGE};
+use super::codec::{BadBlock, PAGE_HEADER_BYTES};
+use super::store::{PageFile, PageStore, bump};
+use super::{CachePriority, PageId};
+use crate::io::{AlignedBuf, read_exact_at};
+use crate::{Error, Result};
+
+impl PageStore {
+    /// The page's content; `priority: None` bypasses the cache entirely
+    /// (deep checks must see the disk, not a cached copy).
+    pub(super) fn read_whole(&self, id: PageId, priority: Option<CachePriority>) -> Result<Bytes> {
+        let key = CacheKey {
+            page: id.to_raw(),
+            part: WHOLE_PAGE,
+        };
+        if priority.is_some() {
+            if let Some(bytes) = self.cache.get(key) {
+                bump(&self.counters.cache_hits, 1);
+                return Ok(bytes);
+            }
+            bump(&self.counters.cache_misses, 1);
+        }
+        let pf = self.checked_file(id)?;
+        let image = self.read_image(pf, id, 0, id.blocks())?;
+        let content = pf
+            .geometry
+            .decode(id, &image)
+            .map_err(|bad| corruption(pf, id, bad))?;
+        if let Some(priority) = priority {
+            self.cache.insert(key, content.clone(), priority);
+        }
+        Ok(content)
+    }
+
+    /// `len` content bytes at `offset`, reading only uncached covering blocks.
+    pub(super) fn read_blocks_range(
+        &self,
+        id: PageId,
+        offset: u64,
+        len: u64,
+        priority: CachePriority,
+    ) -> Result<Bytes> {
+        let pf = self.checked_file(id)?;
+        let beyond = || {
+            Error::corruption(
+                &pf.path,
+                pf.offset_of(id),
+                format!(
+                    "range {offset}+{len} lies beyond the end of page {:#x}",
+                    id.to_raw()
+                ),
+            )
+        };
+        let whole_key = CacheKey {
+            page: id.to_raw(),
+            part: WHOLE_PAGE,
+        };
+        if let Some(whole) = self.cache.get(whole_key) {
+            bump(&self.counters.cache_hits, 1);
+            let end = offset.checked_add(len).filter(|&e| e <= whole.len() as u64);
+            let end = end.ok_or_else(beyond)?;
+            return Ok(whole.slice(offset as usize..end as usize));
+        }
+        let payload = pf.geometry.payload_bytes() as u64;
+        let start = PAGE_HEADER_BYTES as u64 + offset;
+        let end = start.checked_add(len).ok_or_else(beyond)?;
+        let first = (start / payload) as u32;
+        let last = (end.max(start + 1) - 1) / payload;
+        if last >= u64::from(id.blocks()) {
+            return Err(beyond());
+        }
+        let last = last as u32;
+        let mut blocks: Vec<Option<Bytes>> = (first..=last)
+            .map(|b| {
+                self.cache.get(CacheKey {
+                    page: id.to_raw(),
+                    part: b,
+                })
+            })
+            .collect();
+        let all_cached = blocks.iter().all(Option::is_some);
+        bump(
+            if all_cached {
+                &self.counters.cache_hits
+            } else {
+                &self.counters.cache_misses
+            },
+            1,
+        );
+        self.fill_missing(pf, id, first, &mut blocks, priority)?;
+        let blocks: Vec<Bytes> = blocks.into_iter().map(|b| b.expect("filled")).collect();
+        // Only the last block may be short; the range must end within it.
+        let last_used = blocks.last().map_or(0, |b| b.len() as u64);
+        if end - u64::from(last) * payload > last_used {
+            return Err(beyond());
+        }
+        let skip = (start - u64::from(first) * payload) as usize;
+        if blocks.len() == 1 {
+            return Ok(blocks[0].slice(skip..skip + len as usize));
+        }
+        let mut out = BytesMut::with_capacity(len as usize);
+        for (i, block) in blocks.iter().enumerate() {
+            let from = if i == 0 { skip } else { 0 };
+            let want = (len as usize - out.len()).min(block.len() - from);
+            out.extend_from_slice(&block[from..from + want]);
+        }
+        debug_assert_eq!(out.len() as u64, len);
+        Ok(out.freeze())
+    }
+
+    /// Reads each run of consecutive missing blocks with one I/O, verifies
+    /// every block, caches it, and fills it in.
+    fn fill_missing(
+        &self,
+        pf: &PageFile,
+        id: PageId,
+        first: u32,
+        blocks: &mut [Option<Bytes>],
+        priority: CachePriority,
+    ) -> Result<()> {
+        let mut i = 0;
+        while i < blocks.len() {
+            if blocks[i].is_some() {
+                i += 1;
+                continue;
+            }
+            let run_end = (i..blocks.len())
+                .find(|&j| blocks[j].is_some())
+                .unwrap_or(blocks.len());
+            let run_first = first + i as u32;
+            let image = self.read_image(pf, id, run_first, (run_end - i) as u32)?;
+            let block_bytes = pf.geometry.block_bytes;
+            for (k, block) in image.chunks_exact(block_bytes).enumerate() {
+                let index = run_first + k as u32;
+                let used = pf
+                    .geometry
+                    .verify_block(id, index, block)
+                    .map_err(|bad| corruption(pf, id, bad))?;
+                let bytes = Bytes::copy_from_slice(used);
+                let key = CacheKey {
+                    page: id.to_raw(),
+                    part: index,
+                };
+                self.cache.insert(key, bytes.clone(), priority);
+                blocks[i + k] = Some(bytes);
+            }
+            i = run_end;
+        }
+        Ok(())
+    }
+
+    /// The page's file, after checking the id could name a page in it.
+    fn checked_file(&self, id: PageId) -> Result<&PageFile> {
+        let pf = self.file_of(id);
+        if id.blocks() > pf.geometry.slot_blocks() {
+            return Err(Error::corruption(
+                &pf.path,
+                pf.offset_of(id),
+                format!(
+                    "page id {:#x} claims {} blocks, a slot holds {}",
+                    id.to_raw(),
+                    id.blocks(),
+                    pf.geometry.slot_blocks()
+                ),
+            ));
+        }
+        Ok(pf)
+    }
+
+    /// Reads `count` blocks of a page starting at block `first`.
+    fn read_image(&self, pf: &PageFile, id: PageId, first: u32, count: u32) -> Result<AlignedBuf> {
+        let block_bytes = pf.geometry.block_bytes as u64;
+        let offset = pf.offset_of(id) + u64::from(first) * block_bytes;
+        let mut image = AlignedBuf::zeroed((u64::from(count) * block_bytes) as usize);
+        match read_exact_at(&*pf.file, &mut image, offset) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                return Err(Error::corruption(
+                    &pf.path,
+                    offset,
+                    format!("page {:#x} lies beyond the end of the file", id.to_raw()),
+                ));
+            }
+            Err(e) => return Err(Error::Io(e)),
+        }
+        bump(&self.counters.read_ios, 1);
+        self.counters
+            .bytes_read
+            .fetch_add(image.len() as u64, Ordering::Relaxed);
+        Ok(image)
+    }
+}
+
+fn corruption(pf: &PageFile, id: PageId, bad: BadBlock) -> Error {
+    Error::corruption(&pf.path, pf.offset_of(id) + bad.offset_in_page, bad.reason)
+}

@@ -1,0 +1,345 @@
+//! The page store: writes immutable pages into free slots, commits roots
+//! through the superblock, and reuses slots once nothing can reach them.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::alloc::SlotAllocator;
+use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
+use super::codec::Geometry;
+use super::superblock::{Slot, SuperblockRecord};
+use super::versions::{RootPin, Versions};
+use super::{CachePriority, PageId, PageIo, PageKind, PageStoreStats};
+use crate::io::{AlignedBuf, File};
+use crate::{Error, Options, Result};
+
+/// What the page store needs from [`Options`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PageStoreOptions {
+    pub node_size_bytes: u64,
+    pub leaf_size_bytes: u64,
+    pub cache_capacity_bytes: u64,
+    pub direct_io: bool,
+    pub create_if_missing: bool,
+}
+
+impl PageStoreOptions {
+    /// The page store's share of the engine options.
+    pub fn from_options(options: &Options) -> Self {
+        PageStoreOptions {
+            node_size_bytes: options.node_size_bytes,
+            leaf_size_bytes: options.leaf_size_bytes,
+            cache_capacity_bytes: options.cache_capacity_bytes,
+            direct_io: options.direct_io,
+            create_if_missing: options.create_if_missing,
+        }
+    }
+}
+
+/// Lists the page ids a node page references (the node format belongs to
+/// the tree); used to rebuild the live set at open and by deep checks.
+pub(crate) type ListChildren<'a> = &'a dyn Fn(&[u8]) -> Result<Vec<PageId>>;
+
+/// One page file: its handle, geometry, and whether it has unsynced writes.
+#[derive(Debug)]
+pub(super) struct PageFile {
+    pub file: Arc<dyn File>,
+    pub path: PathBuf,
+    pub geometry: Geometry,
+    pub dirty: AtomicBool,
+}
+
+impl PageFile {
+    /// File offset of a page's first block.
+    pub fn offset_of(&self, id: PageId) -> u64 {
+        id.slot() * self.geometry.slot_bytes
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct IoCounters {
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub read_ios: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub pages_written: AtomicU64,
+    pub syncs: AtomicU64,
+    pub commits: AtomicU64,
+    pub bytes_punched: AtomicU64,
+}
+
+pub(super) fn bump(counter: &AtomicU64, by: u64) {
+    counter.fetch_add(by, Ordering::Relaxed);
+}
+
+/// Index of a kind's file, allocator and geometry.
+pub(super) fn kind_index(kind: PageKind) -> usize {
+    match kind {
+        PageKind::Node => 0,
+        PageKind::Leaf => 1,
+    }
+}
+
+/// The page store. Shared by reference (`Arc`) between the checkpoint
+/// thread, which writes and commits, and readers.
+#[derive(Debug)]
+pub(crate) struct PageStore {
+    pub(super) files: [PageFile; 2],
+    pub(super) superblock: Arc<dyn File>,
+    pub(super) superblock_path: PathBuf,
+    pub(super) options: PageStoreOptions,
+    pub(super) alloc: Mutex<[SlotAllocator; 2]>,
+    pub(super) versions: Arc<Versions>,
+    pub(super) cache: PageCache,
+    /// Serialises commits (and the reclaim that precedes each).
+    pub(super) commit_lock: Mutex<()>,
+    pub(super) poison: OnceLock<String>,
+    pub(super) counters: IoCounters,
+}
+
+impl PageStore {
+    /// The file a page lives in.
+    pub(super) fn file_of(&self, id: PageId) -> &PageFile {
+        &self.files[kind_index(id.kind())]
+    }
+
+    /// Largest page content `kind` can hold (slot size minus block trailers
+    /// and page header; see `docs/format.md`).
+    pub fn max_page_bytes(&self, kind: PageKind) -> usize {
+        self.files[kind_index(kind)].geometry.capacity_bytes()
+    }
+
+    /// Refuses writes after an earlier write or sync failed.
+    fn check_writable(&self) -> Result<()> {
+        match self.poison.get() {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records a write or sync failure: from now on the store is read-only,
+    /// since the state of the failed write on disk is unknown.
+    pub(super) fn poison_with(&self, e: io::Error) -> Error {
+        self.poison.get_or_init(|| e.to_string());
+        Error::Io(e)
+    }
+
+    /// Pins the newest committed root: pages it reaches stay intact until
+    /// the pin (and every clone of it) is dropped.
+    pub fn pin(&self) -> RootPin {
+        self.versions.pin()
+    }
+
+    /// The newest committed generation and record.
+    pub fn current(&self) -> (u64, SuperblockRecord) {
+        self.versions.current()
+    }
+
+    /// Makes `record` the durable root: syncs the pages written so far,
+    /// writes the next superblock slot and syncs it. `unreachable` lists the
+    /// pages the new root no longer reaches (but the previous root did, or
+    /// that were written and never linked); their slots are reused once no
+    /// reader pins an older generation. Returns the new generation.
+    pub fn commit(&self, record: SuperblockRecord, unreachable: &[PageId]) -> Result<u64> {
+        let _serial = self.commit_lock.lock();
+        self.check_writable()?;
+        self.reclaim_locked()?;
+        self.debug_check_unreachable(record, unreachable);
+        for pf in &self.files {
+            // Cleared before the sync: a write finishing during it sets the
+            // flag again, and the next commit syncs it.
+            if pf.dirty.swap(false, Ordering::AcqRel) {
+                pf.file.sync_data().map_err(|e| self.poison_with(e))?;
+                bump(&self.counters.syncs, 1);
+            }
+        }
+        let (generation, _) = self.versions.current();
+        let next = generation + 1;
+        let slot = Slot {
+            generation: next,
+            node_size_bytes: self.options.node_size_bytes,
+            leaf_size_bytes: self.options.leaf_size_bytes,
+            record,
+        };
+        self.superblock
+            .write_at(&slot.encode(), Slot::offset(next))
+            .map_err(|e| self.poison_with(e))?;
+        self.superblock
+            .sync_data()
+            .map_err(|e| self.poison_with(e))?;
+        bump(&self.counters.syncs, 1);
+        bump(&self.counters.commits, 1);
+        self.versions.publish(next, record, unreachable.to_vec());
+        Ok(next)
+    }
+
+    fn debug_check_unreachable(&self, record: SuperblockRecord, unreachable: &[PageId]) {
+        if cfg!(debug_assertions) {
+            let alloc = self.alloc.lock();
+            let pending = self.versions.pending_pages();
+            for id in unreachable {
+                debug_assert!(
+                    alloc[kind_index(id.kind())].is_live(*id) && !pending.contains(id),
+                    "page {:#x} freed twice or never allocated",
+                    id.to_raw()
+                );
+                debug_assert_ne!(Some(*id), record.root, "freeing the new root");
+            }
+        }
+    }
+
+    /// Returns to the free lists the pages no pinned reader can reach:
+    /// drops them from the cache and punches their blocks out of the file.
+    /// Runs before each commit and before a write when pages wait; call it
+    /// after dropping old pins to release space sooner.
+    pub fn reclaim(&self) -> Result<()> {
+        let _serial = self.commit_lock.lock();
+        self.check_writable()?;
+        self.reclaim_locked()
+    }
+
+    fn reclaim_locked(&self) -> Result<()> {
+        let pages = self.versions.take_reusable();
+        if pages.is_empty() {
+            return Ok(());
+        }
+        let mut punch_supported = true;
+        for &id in &pages {
+            self.cache.remove(CacheKey {
+                page: id.to_raw(),
+                part: WHOLE_PAGE,
+            });
+            for block in 0..id.blocks() {
+                self.cache.remove(CacheKey {
+                    page: id.to_raw(),
+                    part: block,
+                });
+            }
+            // A free leaf slot is a hole, so disk usage follows live data and
+            // a reused slot holds nothing past its new page. Node slots are
+            // small and rewritten whole.
+            if id.kind() == PageKind::Leaf && punch_supported {
+                let pf = self.file_of(id);
+                let len = u64::from(id.blocks()) * pf.geometry.block_bytes as u64;
+                match pf.file.punch_hole(pf.offset_of(id), len) {
+                    Ok(()) => {
+                        pf.dirty.store(true, Ordering::Release);
+                        bump(&self.counters.bytes_punched, len);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Unsupported => punch_supported = false,
+                    Err(e) => return Err(self.poison_with(e)),
+                }
+            }
+        }
+        let mut alloc = self.alloc.lock();
+        for id in pages {
+            let freed = alloc[kind_index(id.kind())].free(id);
+            debug_assert_eq!(freed, Ok(()), "bad free");
+        }
+        Ok(())
+    }
+
+    /// Changes the cache budget; shrinking evicts at once.
+    pub fn set_cache_capacity(&self, capacity_bytes: u64) {
+        self.cache.set_capacity(capacity_bytes);
+    }
+
+    /// Counters and gauges.
+    pub fn stats(&self) -> PageStoreStats {
+        let c = &self.counters;
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let cache = self.cache.counts();
+        let (pending_free_pages, pinned_readers) = self.versions.counts();
+        let alloc = self.alloc.lock();
+        PageStoreStats {
+            cache_hits: load(&c.cache_hits),
+            cache_misses: load(&c.cache_misses),
+            cache_evictions: cache.evictions,
+            cache_used_bytes: cache.used_bytes,
+            cache_capacity_bytes: cache.capacity_bytes,
+            cache_entries: cache.entries,
+            bytes_read: load(&c.bytes_read),
+            read_ios: load(&c.read_ios),
+            bytes_written: load(&c.bytes_written),
+            pages_written: load(&c.pages_written),
+            bytes_punched: load(&c.bytes_punched),
+            syncs: load(&c.syncs),
+            commits: load(&c.commits),
+            generation: self.versions.current().0,
+            live_node_pages: alloc[0].live_count(),
+            live_leaf_pages: alloc[1].live_count(),
+            free_node_slots: alloc[0].free_count(),
+            free_leaf_slots: alloc[1].free_count(),
+            pending_free_pages,
+            pinned_readers,
+        }
+    }
+}
+
+impl PageIo for PageStore {
+    fn write_page(&self, kind: PageKind, bytes: &[u8]) -> Result<PageId> {
+        self.check_writable()?;
+        if self.versions.has_pending() {
+            // Skipped while a commit runs: it reclaims itself, and waiting
+            // for its fsyncs would stall the writer.
+            if let Some(_serial) = self.commit_lock.try_lock() {
+                self.reclaim_locked()?;
+            }
+        }
+        let pf = &self.files[kind_index(kind)];
+        let g = pf.geometry;
+        if bytes.len() > g.capacity_bytes() {
+            return Err(Error::InvalidOptions(format!(
+                "a {kind:?} page of {} bytes exceeds the {} bytes a slot holds",
+                bytes.len(),
+                g.capacity_bytes()
+            )));
+        }
+        let blocks = g.blocks_for(bytes.len());
+        // Pages are committed by the next generation; the id's tag says so.
+        let generation = self.versions.current().0 + 1;
+        let id = self.alloc.lock()[kind_index(kind)]
+            .allocate(blocks, generation)
+            .ok_or_else(|| Error::Io(io::Error::other("page file has no free slot ids left")))?;
+        let mut image = AlignedBuf::zeroed(blocks as usize * g.block_bytes);
+        g.encode(id, bytes, &mut image);
+        pf.file
+            .write_at(&image, pf.offset_of(id))
+            .map_err(|e| self.poison_with(e))?;
+        pf.dirty.store(true, Ordering::Release);
+        bump(&self.counters.bytes_written, image.len() as u64);
+        bump(&self.counters.pages_written, 1);
+        if kind == PageKind::Node {
+            // The tree reads freshly written nodes on its next batch.
+            let key = CacheKey {
+                page: id.to_raw(),
+                part: WHOLE_PAGE,
+            };
+            self.cache
+                .insert(key, Bytes::copy_from_slice(bytes), CachePriority::Node);
+        }
+        Ok(id)
+    }
+
+    fn read_page(&self, id: PageId, priority: CachePriority) -> Result<Bytes> {
+        self.read_whole(id, Some(priority))
+    }
+
+    fn read_range(
+        &self,
+        id: PageId,
+        offset: u64,
+        len: u64,
+        priority: CachePriority,
+    ) -> Result<Bytes> {
+        self.read_blocks_range(id, offset, len, priority)
+    }
+}

@@ -1,0 +1,278 @@
+//! Round trips, reopen, reuse after unpinning, range reads, poisoning.
+
+use std::path::Path;
+
+use super::harness::{
+    DIR, Version, leaf_bytes, list_children, node_bytes, open, record, small_options,
+};
+use crate::Error;
+use crate::io::{Fault, FaultFs, FaultKind, FaultOn, File, FileSystem, OpenOptions};
+use crate::page::{
+    CachePriority, CheckReport, PageIo, PageKind, PageStoreOptions, RootPin, SuperblockRecord,
+};
+
+fn leaves(
+    store: &crate::page::PageStore,
+    seeds: std::ops::Range<u64>,
+) -> Vec<(crate::page::PageId, u64, usize)> {
+    seeds
+        .map(|s| Version::new_leaf(store, s, 1000 + (s as usize * 7919) % 60_000).unwrap())
+        .collect()
+}
+
+#[test]
+fn committed_version_survives_reopen_and_checks_clean() {
+    let fs = FaultFs::new();
+    let (store, rec) = open(&fs, &small_options()).unwrap();
+    assert_eq!(rec, SuperblockRecord::default());
+    let v = Version::write(&store, leaves(&store, 0..6)).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    v.verify(&store).unwrap();
+    drop(store);
+    let (store, rec) = open(&fs, &small_options()).unwrap();
+    assert_eq!(rec, record(Some(v.root), 1));
+    v.verify(&store).unwrap();
+    let report: CheckReport = store.check(&store.pin(), &list_children).unwrap();
+    assert_eq!((report.node_pages, report.leaf_pages), (1, 6));
+    let expected: usize = v.leaves.iter().map(|l| l.2).sum();
+    assert_eq!(report.leaf_bytes, expected as u64);
+}
+
+#[test]
+fn page_sizes_are_fixed_at_creation() {
+    let fs = FaultFs::new();
+    drop(open(&fs, &small_options()).unwrap());
+    let other = PageStoreOptions {
+        leaf_size_bytes: 128 * 1024,
+        ..small_options()
+    };
+    assert!(matches!(open(&fs, &other), Err(Error::InvalidOptions(_))));
+    let missing = PageStoreOptions {
+        create_if_missing: false,
+        ..small_options()
+    };
+    assert!(matches!(open(&FaultFs::new(), &missing), Err(Error::Io(_))));
+}
+
+#[test]
+fn oversized_pages_are_refused_and_the_limit_fits() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let max = store.max_page_bytes(PageKind::Leaf);
+    assert_eq!(
+        max,
+        crate::page::max_page_bytes(PageKind::Leaf, 4096, 65536)
+    );
+    let id = store
+        .write_page(PageKind::Leaf, &leaf_bytes(1, max))
+        .unwrap();
+    assert_eq!(id.blocks(), 16);
+    assert!(matches!(
+        store.write_page(PageKind::Leaf, &vec![0u8; max + 1]),
+        Err(Error::InvalidOptions(_))
+    ));
+    let node_max = store.max_page_bytes(PageKind::Node);
+    assert_eq!(node_max, 4072);
+    store
+        .write_page(PageKind::Node, &vec![1u8; node_max])
+        .unwrap();
+}
+
+#[test]
+fn range_reads_match_and_hit_the_cache_on_repeat() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let data = leaf_bytes(9, 50_000);
+    let id = store.write_page(PageKind::Leaf, &data).unwrap();
+    for (offset, len) in [
+        (0, 16),
+        (4000, 200),
+        (4070, 30),
+        (0, 50_000),
+        (49_999, 1),
+        (12_345, 9000),
+        (7, 0),
+    ] {
+        let got = store
+            .read_range(id, offset, len, CachePriority::LeafBlock)
+            .unwrap();
+        assert_eq!(&got[..], &data[offset as usize..(offset + len) as usize]);
+    }
+    let before = store.stats();
+    store
+        .read_range(id, 4000, 200, CachePriority::LeafBlock)
+        .unwrap();
+    let after = store.stats();
+    assert_eq!(after.cache_hits, before.cache_hits + 1);
+    assert_eq!(after.bytes_read, before.bytes_read);
+    assert!(matches!(
+        store.read_range(id, 49_990, 11, CachePriority::LeafBlock),
+        Err(Error::Corruption { .. })
+    ));
+    // On a cold cache a point lookup reads the head block and one more,
+    // never the whole leaf.
+    let root = store
+        .write_page(PageKind::Node, &node_bytes(&[id]))
+        .unwrap();
+    store.commit(record(Some(root), 1), &[]).unwrap();
+    drop(store);
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let before = store.stats();
+    let head = store
+        .read_range(id, 0, 64, CachePriority::LeafHead)
+        .unwrap();
+    let item = store
+        .read_range(id, 30_000, 100, CachePriority::LeafBlock)
+        .unwrap();
+    assert_eq!((&head[..], &item[..]), (&data[..64], &data[30_000..30_100]));
+    let after = store.stats();
+    assert_eq!(after.bytes_read - before.bytes_read, 2 * 4096);
+    assert_eq!(after.read_ios - before.read_ios, 2);
+}
+
+#[test]
+fn freed_pages_are_reused_only_after_older_pins_drop() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let v1 = Version::write(&store, leaves(&store, 0..4)).unwrap();
+    store.commit(record(Some(v1.root), 1), &[]).unwrap();
+    let reader: RootPin = store.pin();
+    assert_eq!(reader.root(), Some(v1.root));
+    // Version 2 replaces leaf 0 and the root.
+    let mut l2 = v1.leaves.clone();
+    l2[0] = Version::new_leaf(&store, 100, 3000).unwrap();
+    let v2 = Version::write(&store, l2).unwrap();
+    store
+        .commit(record(Some(v2.root), 2), &[v1.root, v1.leaves[0].0])
+        .unwrap();
+    assert_eq!(store.stats().pending_free_pages, 2);
+    // Writes while the reader holds version 1 must not land in its pages.
+    let extra: Vec<_> = (0..4)
+        .map(|s| Version::new_leaf(&store, 200 + s, 2000).unwrap())
+        .collect();
+    assert!(extra.iter().all(|e| e.0.slot() != v1.leaves[0].0.slot()));
+    v1.verify(&store).unwrap();
+    drop(reader);
+    store.reclaim().unwrap();
+    let stats = store.stats();
+    assert_eq!(stats.pending_free_pages, 0);
+    assert!(stats.bytes_punched >= 4096);
+    let reused = Version::new_leaf(&store, 300, 100).unwrap();
+    assert_eq!(reused.0.slot(), v1.leaves[0].0.slot());
+    assert!(matches!(
+        store.read_page(v1.leaves[0].0, CachePriority::LeafBlock),
+        Err(Error::Corruption { .. })
+    ));
+    store
+        .commit(
+            record(Some(v2.root), 3),
+            &extra.iter().map(|e| e.0).collect::<Vec<_>>(),
+        )
+        .unwrap();
+    store.check(&store.pin(), &list_children).unwrap();
+}
+
+#[test]
+fn open_frees_uncommitted_pages_and_truncates() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let v = Version::write(&store, leaves(&store, 0..2)).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    leaves(&store, 10..15);
+    drop(store);
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let stats = store.stats();
+    assert_eq!((stats.live_leaf_pages, stats.live_node_pages), (2, 1));
+    let leaf_file = fs
+        .open(
+            &Path::new(DIR).join("leaves.pages"),
+            OpenOptions::read_only(),
+        )
+        .unwrap();
+    assert!(leaf_file.len().unwrap() <= 2 * 65536);
+    v.verify(&store).unwrap();
+    store.check(&store.pin(), &list_children).unwrap();
+}
+
+#[test]
+fn a_failed_write_or_sync_poisons_writes_but_not_reads() {
+    for on in [FaultOn::Write, FaultOn::Sync] {
+        let fs = FaultFs::new();
+        let (store, _) = open(&fs, &small_options()).unwrap();
+        let v = Version::write(&store, leaves(&store, 0..2)).unwrap();
+        store.commit(record(Some(v.root), 1), &[]).unwrap();
+        fs.inject(Fault {
+            on,
+            after: 0,
+            kind: FaultKind::Eio,
+            persistent: false,
+            path_contains: None,
+        });
+        let first = Version::new_leaf(&store, 5, 100)
+            .and_then(|_| store.commit(record(Some(v.root), 2), &[]));
+        assert!(matches!(first, Err(Error::Io(_))), "{on:?}: {first:?}");
+        assert!(matches!(
+            Version::new_leaf(&store, 6, 100),
+            Err(Error::Poisoned { .. })
+        ));
+        assert!(matches!(
+            store.commit(record(Some(v.root), 2), &[]),
+            Err(Error::Poisoned { .. })
+        ));
+        v.verify(&store).unwrap();
+    }
+}
+
+#[test]
+fn no_space_is_an_error_that_poisons() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    fs.set_space_limit_bytes(Some(100_000));
+    let err = (0..10).try_for_each(|s| Version::new_leaf(&store, s, 30_000).map(|_| ()));
+    match err {
+        Err(Error::Io(e)) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC)),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(
+        Version::new_leaf(&store, 1, 10),
+        Err(Error::Poisoned { .. })
+    ));
+}
+
+#[test]
+fn direct_io_keeps_every_transfer_aligned() {
+    let fs = FaultFs::new();
+    let options = PageStoreOptions {
+        direct_io: true,
+        ..small_options()
+    };
+    let (store, _) = open(&fs, &options).unwrap();
+    let v = Version::write(&store, leaves(&store, 0..3)).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    v.verify(&store).unwrap();
+    let data = leaf_bytes(v.leaves[1].1, v.leaves[1].2);
+    let got = store
+        .read_range(v.leaves[1].0, 5000, 300, CachePriority::LeafHead)
+        .unwrap();
+    assert_eq!(&got[..], &data[5000..5300]);
+    drop(store);
+    let (store, _) = open(&fs, &options).unwrap();
+    v.verify(&store).unwrap();
+    let small_nodes = PageStoreOptions {
+        node_size_bytes: 512,
+        ..options
+    };
+    assert!(matches!(
+        open(&FaultFs::new(), &small_nodes),
+        Err(Error::InvalidOptions(_))
+    ));
+}
+
+#[test]
+fn creation_makes_the_three_files() {
+    let fs = FaultFs::new();
+    drop(open(&fs, &small_options()).unwrap());
+    let mut names = fs.list_dir(Path::new(DIR)).unwrap();
+    names.sort();
+    assert_eq!(names, ["SUPERBLOCK", "leaves.pages", "nodes.pages"]);
+}
