@@ -1,1 +1,173 @@
-//! See DESIGN.md; filled in by its issue.
+//! Per-leaf static filters (binary fuse, `xorf`): built once when a leaf or
+//! segment is serialised, consulted before any of the page's other bytes are
+//! read. Layout in `docs/format.md`, section "Filters".
+
+// Remove once the checkpoint pipeline (issue 5) reaches the tree.
+#![cfg_attr(
+    not(test),
+    expect(dead_code, reason = "used by the tree, which the checkpoint pipeline wires in")
+)]
+
+use xorf::{BinaryFuse8, BinaryFuse16, BinaryFuse32, Filter};
+
+/// Bytes before the fingerprints.
+const HEADER_BYTES: usize = 32;
+
+/// Hash of a key as the filters see it.
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(key)
+}
+
+/// Fingerprint width for a `filter_bits_per_key` setting; `None` = no filter.
+fn width_bits(bits_per_key: u32) -> Option<u8> {
+    match bits_per_key {
+        0 => None,
+        1..=12 => Some(8),
+        13..=24 => Some(16),
+        _ => Some(32),
+    }
+}
+
+/// An upper bound on the encoded size of a filter over `key_count` keys, so
+/// leaves can be cut to fit their page before the filter exists. It mirrors
+/// the sizing rule of `xorf`'s binary fuse construction.
+pub(crate) fn max_encoded_len(key_count: usize, bits_per_key: u32) -> usize {
+    let Some(width) = width_bits(bits_per_key) else {
+        return 0;
+    };
+    if key_count == 0 {
+        return 0;
+    }
+    let n = key_count as f64;
+    // Same formulas as the construction (arity 3): segment length and the
+    // capacity factor; a single key gets the minimum array.
+    let segment_length = 1usize << ((n.ln() / 3.33f64.ln() + 2.25).floor().max(0.0) as u32).min(18);
+    let capacity = if key_count > 1 {
+        let factor = (0.875 + 0.25 * 1_000_000f64.ln() / n.ln()).max(1.125);
+        (n * factor).round() as usize
+    } else {
+        0
+    };
+    let segments = capacity.div_ceil(segment_length).max(3) + 1;
+    HEADER_BYTES + segments * segment_length * usize::from(width / 8)
+}
+
+/// Builds the encoded filter over `hashes` (sorted and deduplicated here, as
+/// the construction fails on repeated hashes). Returns an empty vector when
+/// filters are off or the construction fails: the page then has no filter and
+/// every lookup reads it.
+pub(crate) fn build(mut hashes: Vec<u64>, bits_per_key: u32) -> Vec<u8> {
+    let Some(width) = width_bits(bits_per_key) else {
+        return Vec::new();
+    };
+    hashes.sort_unstable();
+    hashes.dedup();
+    if hashes.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![0u8; HEADER_BYTES];
+    out[4] = width;
+    let descriptor = match width {
+        8 => match BinaryFuse8::try_from(&hashes) {
+            Ok(f) => {
+                out.extend_from_slice(&f.fingerprints);
+                f.descriptor
+            }
+            Err(_) => return Vec::new(),
+        },
+        16 => match BinaryFuse16::try_from(&hashes) {
+            Ok(f) => {
+                f.fingerprints.iter().for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
+                f.descriptor
+            }
+            Err(_) => return Vec::new(),
+        },
+        _ => match BinaryFuse32::try_from(&hashes) {
+            Ok(f) => {
+                f.fingerprints.iter().for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
+                f.descriptor
+            }
+            Err(_) => return Vec::new(),
+        },
+    };
+    let count = (out.len() - HEADER_BYTES) / usize::from(width / 8);
+    out[8..16].copy_from_slice(&descriptor.seed.to_le_bytes());
+    out[16..20].copy_from_slice(&descriptor.segment_length.to_le_bytes());
+    out[20..24].copy_from_slice(&descriptor.segment_length_mask.to_le_bytes());
+    out[24..28].copy_from_slice(&descriptor.segment_count_length.to_le_bytes());
+    out[28..32].copy_from_slice(&(count as u32).to_le_bytes());
+    let crc = crc32c::crc32c(&out[4..]);
+    out[0..4].copy_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// A decoded filter, ready for membership queries.
+#[derive(Debug, Clone)]
+pub(crate) enum KeyFilter {
+    Fuse8(BinaryFuse8),
+    Fuse16(BinaryFuse16),
+    Fuse32(BinaryFuse32),
+}
+
+impl KeyFilter {
+    /// Decodes an encoded filter; `Err` names what failed so the caller can
+    /// report corruption with the page's location.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(format!("filter of {} bytes is shorter than its header", bytes.len()));
+        }
+        let stored_crc = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
+        if crc32c::crc32c(&bytes[4..]) != stored_crc {
+            return Err("filter checksum mismatch".to_string());
+        }
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+        let descriptor = xorf::Descriptor {
+            seed: u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")),
+            segment_length: u32_at(16),
+            segment_length_mask: u32_at(20),
+            segment_count_length: u32_at(24),
+        };
+        let count = u32_at(28) as usize;
+        let width = bytes[4];
+        let body = &bytes[HEADER_BYTES..];
+        let width_bytes = usize::from(width / 8);
+        if !matches!(width, 8 | 16 | 32) || body.len() != count * width_bytes {
+            return Err(format!("filter width {width} / length {} inconsistent", body.len()));
+        }
+        // The fuse lookup indexes up to segment_count_length + 2 segments.
+        let needed = descriptor.segment_count_length as usize
+            + 2 * descriptor.segment_length as usize;
+        if count < needed || !descriptor.segment_length.is_power_of_two() {
+            return Err("filter descriptor does not match its fingerprints".to_string());
+        }
+        Ok(match width {
+            8 => KeyFilter::Fuse8(BinaryFuse8 { descriptor, fingerprints: body.into() }),
+            16 => KeyFilter::Fuse16(BinaryFuse16 {
+                descriptor,
+                fingerprints: body
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .collect(),
+            }),
+            _ => KeyFilter::Fuse32(BinaryFuse32 {
+                descriptor,
+                fingerprints: body
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect(),
+            }),
+        })
+    }
+
+    /// `false` means the key is certainly absent.
+    pub(crate) fn may_contain(&self, hash: u64) -> bool {
+        match self {
+            KeyFilter::Fuse8(f) => f.contains(&hash),
+            KeyFilter::Fuse16(f) => f.contains(&hash),
+            KeyFilter::Fuse32(f) => f.contains(&hash),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
