@@ -80,6 +80,10 @@ pub trait File: Send + Sync + Debug {
     fn sync_data(&self) -> io::Result<()>;
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
+    /// `true` when the file holds no bytes.
+    fn is_empty(&self) -> io::Result<bool> {
+        Ok(self.len()? == 0)
+    }
     /// Truncates or extends (with zeros) to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
 

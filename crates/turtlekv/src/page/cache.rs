@@ -33,8 +33,9 @@ struct Entry {
     key: CacheKey,
     bytes: Bytes,
     charge_bytes: u64,
-    /// CLOCK weight: set to `level` on access, decremented by each sweep
-    /// that passes; evicted at zero. Higher priorities survive more sweeps.
+    /// CLOCK weight: `level - 1` when inserted, `level` after a hit,
+    /// decremented by each sweep that passes; evicted at zero. Higher
+    /// priorities survive more sweeps.
     weight: AtomicU8,
     level: u8,
 }
@@ -121,7 +122,9 @@ impl PageCache {
             key,
             bytes,
             charge_bytes,
-            weight: AtomicU8::new(level(priority)),
+            // One life fewer than a hit gives: a block read once (a scan)
+            // goes before anything read twice, and before higher priorities.
+            weight: AtomicU8::new(level(priority) - 1),
             level: level(priority),
         };
         let index = match shard.vacant.pop() {

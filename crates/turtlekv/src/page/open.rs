@@ -64,7 +64,8 @@ impl PageStore {
         });
         let [nodes, leaves] = files;
         let files = [nodes?, leaves?];
-        let slot = match superblock::read_newest(&*superblock)? {
+        let state = superblock::read_newest(&*superblock)?;
+        let slot = match state.newest {
             Some(slot) => slot,
             None => initialise(&*fs, dir, &superblock_path, &superblock, &files, options)?,
         };
@@ -95,7 +96,9 @@ impl PageStore {
             counters: IoCounters::default(),
         };
         let live = store.reachable(slot.record.root, list_children, Some(CachePriority::Node))?;
-        store.install_live(live)?;
+        // With a damaged slot we cannot tell a torn commit from a decayed
+        // newer one; keep the bytes the other slot may name, for repair.
+        store.install_live(live, !state.damaged)?;
         Ok((store, slot.record))
     }
 
@@ -153,10 +156,11 @@ impl PageStore {
         Ok(live)
     }
 
-    /// Builds the allocators from the live set, truncates each file after its
-    /// last live slot, and punches every free leaf slot (it may hold pages of
-    /// a checkpoint that never committed, or freed before a crash).
-    fn install_live(&self, live: [HashMap<u64, PageId>; 2]) -> Result<()> {
+    /// Builds the allocators from the live set. With `clean_up`, truncates
+    /// each file after its last live slot and punches every free leaf slot
+    /// (it may hold pages of a checkpoint that never committed, or pages
+    /// freed before a crash).
+    fn install_live(&self, live: [HashMap<u64, PageId>; 2], clean_up: bool) -> Result<()> {
         let mut alloc = self.alloc.lock();
         for (i, pages) in live.into_iter().enumerate() {
             let pf = &self.files[i];
@@ -164,6 +168,10 @@ impl PageStore {
             let allocator =
                 SlotAllocator::with_live(kind, pf.geometry.slot_blocks(), pages.into_values());
             let end = allocator.high_water_slot() * pf.geometry.slot_bytes;
+            if !clean_up {
+                alloc[i] = allocator;
+                continue;
+            }
             if pf.file.len()? > end {
                 pf.file.set_len(end).map_err(|e| self.poison_with(e))?;
             }

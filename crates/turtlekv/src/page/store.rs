@@ -88,7 +88,6 @@ pub(super) fn kind_index(kind: PageKind) -> usize {
 
 /// The page store. Shared by reference (`Arc`) between the checkpoint
 /// thread, which writes and commits, and readers.
-#[derive(Debug)]
 pub(crate) struct PageStore {
     pub(super) files: [PageFile; 2],
     pub(super) superblock: Arc<dyn File>,
@@ -101,6 +100,18 @@ pub(crate) struct PageStore {
     pub(super) commit_lock: Mutex<()>,
     pub(super) poison: OnceLock<String>,
     pub(super) counters: IoCounters,
+}
+
+impl std::fmt::Debug for PageStore {
+    // Short on purpose: the file handles of a test file system print its
+    // whole contents.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageStore")
+            .field("superblock_path", &self.superblock_path)
+            .field("options", &self.options)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
 }
 
 impl PageStore {

@@ -108,22 +108,38 @@ impl Slot {
     }
 }
 
-/// The newest valid slot of the superblock file, `Ok(None)` when neither is
-/// valid (the caller decides whether that is an interrupted creation).
-pub(crate) fn read_newest(file: &dyn File) -> Result<Option<Slot>> {
+/// What the superblock file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SuperblockState {
+    /// The valid slot with the higher generation; `None` when neither is
+    /// valid (the caller decides whether that is an interrupted creation).
+    pub newest: Option<Slot>,
+    /// Some slot holds bytes that do not validate: a torn commit, or decay.
+    pub damaged: bool,
+}
+
+/// Reads and decodes both slots of the superblock file.
+pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
     let mut buf = AlignedBuf::zeroed(2 * SLOT_BYTES);
     let len = file.len()?.min(buf.len() as u64) as usize;
     // Read whole aligned slots (O_DIRECT); bytes past the end stay zero.
     let readable = len / SLOT_BYTES * SLOT_BYTES;
     read_exact_at(file, &mut buf[..readable], 0)?;
-    let slots: Vec<Slot> = (0..2u64)
-        .filter_map(|i| {
-            let start = i as usize * SLOT_BYTES;
-            Slot::decode(&buf[start..start + SLOT_BYTES], i).ok()
-        })
-        .collect();
-    // Parity makes the two generations differ, so the newest is unique.
-    Ok(slots.into_iter().max_by_key(|s| s.generation))
+    let mut state = SuperblockState {
+        newest: None,
+        damaged: false,
+    };
+    for (i, bytes) in buf.chunks_exact(SLOT_BYTES).enumerate() {
+        match Slot::decode(bytes, i as u64) {
+            // Parity makes the two generations differ: the newest is unique.
+            Ok(slot) if state.newest.is_none_or(|n| n.generation < slot.generation) => {
+                state.newest = Some(slot);
+            }
+            Ok(_) => {}
+            Err(_) => state.damaged |= bytes.iter().any(|&b| b != 0),
+        }
+    }
+    Ok(state)
 }
 
 #[cfg(test)]
@@ -169,14 +185,18 @@ mod tests {
         fs.create_dir_all(Path::new("/d")).unwrap();
         let path = Path::new("/d/SUPERBLOCK");
         let f = fs.open(path, OpenOptions::read_write_create()).unwrap();
-        assert_eq!(read_newest(&*f).unwrap(), None);
+        let read = |f: &dyn File| {
+            let state = read_newest(f).unwrap();
+            (state.newest, state.damaged)
+        };
+        assert_eq!(read(&*f), (None, false));
         f.write_at(&slot(4).encode(), Slot::offset(4)).unwrap();
-        assert_eq!(read_newest(&*f).unwrap(), Some(slot(4)));
+        assert_eq!(read(&*f), (Some(slot(4)), false));
         f.write_at(&slot(5).encode(), Slot::offset(5)).unwrap();
-        assert_eq!(read_newest(&*f).unwrap(), Some(slot(5)));
+        assert_eq!(read(&*f), (Some(slot(5)), false));
         fs.flip_bit(path, 4096 * 8 + 20).unwrap();
-        assert_eq!(read_newest(&*f).unwrap(), Some(slot(4)));
+        assert_eq!(read(&*f), (Some(slot(4)), true));
         f.write_at(&slot(4).encode(), Slot::offset(5)).unwrap();
-        assert_eq!(read_newest(&*f).unwrap(), Some(slot(4)));
+        assert_eq!(read(&*f), (Some(slot(4)), true));
     }
 }

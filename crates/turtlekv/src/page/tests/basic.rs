@@ -6,7 +6,7 @@ use super::harness::{
     DIR, Version, leaf_bytes, list_children, node_bytes, open, record, small_options,
 };
 use crate::Error;
-use crate::io::{Fault, FaultFs, FaultKind, FaultOn, File, FileSystem, OpenOptions};
+use crate::io::{Fault, FaultFs, FaultKind, FaultOn, FileSystem, OpenOptions};
 use crate::page::{
     CachePriority, CheckReport, PageIo, PageKind, PageStoreOptions, RootPin, SuperblockRecord,
 };
@@ -275,4 +275,37 @@ fn creation_makes_the_three_files() {
     let mut names = fs.list_dir(Path::new(DIR)).unwrap();
     names.sort();
     assert_eq!(names, ["SUPERBLOCK", "leaves.pages", "nodes.pages"]);
+}
+
+#[test]
+fn pages_written_from_many_threads_get_distinct_slots() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let leaves: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4u64)
+            .map(|t| {
+                let store = &store;
+                scope.spawn(move || {
+                    (0..8)
+                        .map(|i| {
+                            Version::new_leaf(store, t * 100 + i, 700 * (i as usize + 1)).unwrap()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let mut slots: Vec<u64> = leaves.iter().map(|l| l.0.slot()).collect();
+    slots.sort();
+    slots.dedup();
+    assert_eq!(slots.len(), 32);
+    let v = Version::write(&store, leaves).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    drop(store);
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    v.verify(&store).unwrap();
 }

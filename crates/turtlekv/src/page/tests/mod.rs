@@ -1,4 +1,9 @@
-//! Tests of the page store as a whole, on the fault-injecting file system.
+//! Tests of the page store as a whole, on the fault-injecting file system
+//! (and the real one where disk usage is measured).
 
 mod basic;
+mod cache;
+mod corruption;
+mod crash;
 mod harness;
+mod space;

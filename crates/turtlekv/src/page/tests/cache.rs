@@ -1,0 +1,140 @@
+//! The cache: byte budget under concurrent readers and resizing, priorities,
+//! counters.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bytes::Bytes;
+
+use super::harness::{Version, leaf_bytes, list_children, open, record, small_options};
+use crate::io::FaultFs;
+use crate::page::cache::{CacheKey, ENTRY_OVERHEAD_BYTES, PageCache, WHOLE_PAGE};
+use crate::page::{CachePriority, PageIo, PageStoreOptions};
+
+fn key(page: u64) -> CacheKey {
+    CacheKey {
+        page,
+        part: WHOLE_PAGE,
+    }
+}
+
+#[test]
+fn higher_priorities_outlive_a_flood_of_leaf_blocks() {
+    let entry_bytes = 1000;
+    let charge = entry_bytes + ENTRY_OVERHEAD_BYTES;
+    let cache = PageCache::new(100 * charge);
+    let insert =
+        |page: u64, priority| cache.insert(key(page), Bytes::from(vec![1u8; 1000]), priority);
+    for page in 0..20 {
+        insert(page, CachePriority::Node);
+        insert(1000 + page, CachePriority::LeafBlock);
+    }
+    for page in 2000..2060 {
+        insert(page, CachePriority::LeafHead);
+    }
+    assert_eq!(cache.counts().entries, 100);
+    // A scan's worth of new leaf blocks, as large as the whole cache.
+    for page in 3000..3100 {
+        insert(page, CachePriority::LeafBlock);
+        assert!(cache.counts().used_bytes <= 100 * charge);
+    }
+    let survivors =
+        |pages: std::ops::Range<u64>| pages.filter(|&p| cache.get(key(p)).is_some()).count();
+    assert_eq!(survivors(0..20), 20, "nodes were evicted by leaf blocks");
+    assert_eq!(
+        survivors(1000..1020),
+        0,
+        "old leaf blocks outlived the scan"
+    );
+    let counts = cache.counts();
+    assert_eq!((counts.evictions, counts.entries), (100, 100));
+    cache.check().unwrap();
+    // Entries larger than the budget are simply not cached.
+    cache.insert(
+        key(5000),
+        Bytes::from(vec![0u8; 200_000]),
+        CachePriority::Node,
+    );
+    assert!(cache.get(key(5000)).is_none());
+    cache.set_capacity(10 * charge);
+    assert!(cache.counts().used_bytes <= 10 * charge);
+    cache.check().unwrap();
+}
+
+#[test]
+fn budget_holds_under_concurrent_readers_and_resizing() {
+    let fs = FaultFs::new();
+    let options = PageStoreOptions {
+        cache_capacity_bytes: 256 * 1024,
+        ..small_options()
+    };
+    let (store, _) = open(&fs, &options).unwrap();
+    let leaves: Vec<_> = (0..24)
+        .map(|s| Version::new_leaf(&store, s, 20_000 + 1500 * s as usize).unwrap())
+        .collect();
+    let v = Version::write(&store, leaves).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    let store = Arc::new(store);
+    let done = Arc::new(AtomicBool::new(false));
+    let monitor = {
+        let (store, done) = (store.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut samples = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                let s = store.stats();
+                assert!(
+                    s.cache_used_bytes <= s.cache_capacity_bytes.max(256 * 1024),
+                    "{s:?}"
+                );
+                samples += 1;
+                std::thread::yield_now();
+            }
+            samples
+        })
+    };
+    let readers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (store, v) = (store.clone(), v.clone());
+            std::thread::spawn(move || {
+                let _pin = store.pin();
+                let mut x = t + 1;
+                for i in 0..3000u64 {
+                    x = x
+                        .wrapping_mul(6_364_136_223_846_793_005)
+                        .wrapping_add(1_442_695_040_888_963_407);
+                    let (id, seed, len) = v.leaves[(x >> 33) as usize % v.leaves.len()];
+                    let offset = (x >> 7) % (len as u64 - 100);
+                    let priority = if i % 3 == 0 {
+                        CachePriority::LeafHead
+                    } else {
+                        CachePriority::LeafBlock
+                    };
+                    let got = store.read_range(id, offset, 100, priority).unwrap();
+                    let o = offset as usize;
+                    assert_eq!(&got[..], &leaf_bytes(seed, len)[o..o + 100]);
+                    if i % 500 == 0 && t == 0 {
+                        // Shrink below the other readers' working set, then grow back.
+                        store.set_cache_capacity(if i % 1000 == 0 {
+                            64 * 1024
+                        } else {
+                            256 * 1024
+                        });
+                    }
+                }
+            })
+        })
+        .collect();
+    for r in readers {
+        r.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    assert!(monitor.join().unwrap() > 0);
+    let s = store.stats();
+    assert!(s.cache_used_bytes <= s.cache_capacity_bytes);
+    assert_eq!(s.cache_hits + s.cache_misses, 4 * 3000, "{s:?}");
+    assert!(
+        s.cache_hits > 1000 && s.cache_misses > 100 && s.cache_evictions > 0,
+        "{s:?}"
+    );
+    store.check(&store.pin(), &list_children).unwrap();
+}

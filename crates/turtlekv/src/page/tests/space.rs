@@ -1,0 +1,107 @@
+//! Disk usage on the real file system under a steady random-update load:
+//! the allocator's space amplification (allocated bytes over live page
+//! bytes) must stay under 1.3.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::harness::{Version, list_children, record};
+use crate::io::{FileSystem, OpenOptions, RealFs};
+use crate::page::open::PAGE_FILE_NAMES;
+use crate::page::superblock::SUPERBLOCK_FILE_NAME;
+use crate::page::{PageKind, PageStore, PageStoreOptions};
+
+const LEAVES: usize = 48;
+const CHECKPOINTS: u64 = 60;
+const REWRITES_PER_CHECKPOINT: usize = 6;
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn below(&mut self, bound: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % bound as u64) as usize
+    }
+}
+
+fn allocated_bytes(fs: &RealFs, dir: &Path) -> u64 {
+    PAGE_FILE_NAMES
+        .iter()
+        .chain([&SUPERBLOCK_FILE_NAME])
+        .map(|name| {
+            let f = fs.open(&dir.join(name), OpenOptions::read_only()).unwrap();
+            f.allocated_bytes().unwrap()
+        })
+        .sum()
+}
+
+#[test]
+fn space_amplification_stays_under_1_3_on_steady_random_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(RealFs);
+    let options = PageStoreOptions {
+        node_size_bytes: 4096,
+        leaf_size_bytes: 256 * 1024,
+        cache_capacity_bytes: 1 << 20,
+        direct_io: false,
+        create_if_missing: true,
+    };
+    let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
+    let max_leaf = store.max_page_bytes(PageKind::Leaf);
+    let min_leaf = options.leaf_size_bytes as usize / 4;
+    let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
+    // Leaves stay between a quarter and all of a leaf, as the tree keeps them.
+    let size = |rng: &mut XorShift, seed: u64| (seed, min_leaf + rng.below(max_leaf - min_leaf));
+    let leaves = (0..LEAVES as u64)
+        .map(|s| {
+            let (seed, len) = size(&mut rng, s);
+            Version::new_leaf(&store, seed, len).unwrap()
+        })
+        .collect();
+    let mut v = Version::write(&store, leaves).unwrap();
+    store.commit(record(Some(v.root), 0), &[]).unwrap();
+    let (mut worst, mut sum, mut samples) = (0f64, 0f64, 0u32);
+    for n in 1..=CHECKPOINTS {
+        // Every tenth checkpoint, a reader keeps the previous root pinned
+        // across the commit, so its pages cannot be reused yet.
+        let reader = (n % 10 == 0).then(|| store.pin());
+        let mut leaves = v.leaves.clone();
+        let mut freed = vec![v.root];
+        for k in 0..REWRITES_PER_CHECKPOINT {
+            let i = rng.below(LEAVES);
+            freed.push(leaves[i].0);
+            let (seed, len) = size(&mut rng, n * 100 + k as u64);
+            leaves[i] = Version::new_leaf(&store, seed, len).unwrap();
+            // A leaf rewritten twice in one checkpoint: its first copy was
+            // never reachable from any root, and goes back too.
+        }
+        freed.sort();
+        freed.dedup();
+        freed.retain(|id| !leaves.iter().any(|l| l.0 == *id));
+        let next_v = Version::write(&store, leaves).unwrap();
+        store.commit(record(Some(next_v.root), n), &freed).unwrap();
+        v = next_v;
+        store.reclaim().unwrap();
+        let live: u64 = v.leaves.iter().map(|l| l.2 as u64).sum::<u64>() + 8 * LEAVES as u64;
+        let amplification = allocated_bytes(&fs, dir.path()) as f64 / live as f64;
+        if n > 5 {
+            worst = worst.max(amplification);
+            sum += amplification;
+            samples += 1;
+        }
+        drop(reader);
+    }
+    store.reclaim().unwrap();
+    let stats = store.stats();
+    eprintln!(
+        "space amplification over {samples} checkpoints: mean {:.3}, worst {worst:.3} \
+         (reader pinned every tenth); {} bytes punched",
+        sum / f64::from(samples),
+        stats.bytes_punched
+    );
+    assert!(worst < 1.3, "worst space amplification {worst:.3}");
+    assert_eq!(stats.live_leaf_pages, LEAVES as u64);
+    store.check(&store.pin(), &list_children).unwrap();
+}
