@@ -195,7 +195,8 @@ impl PageStore {
     fn debug_check_unreachable(&self, record: SuperblockRecord, unreachable: &[PageId]) {
         if cfg!(debug_assertions) {
             let alloc = self.alloc.lock();
-            let pending = self.versions.pending_pages();
+            let pending: std::collections::HashSet<PageId> =
+                self.versions.pending_pages().into_iter().collect();
             for id in unreachable {
                 debug_assert!(
                     alloc[kind_index(id.kind())].is_live(*id) && !pending.contains(id),
