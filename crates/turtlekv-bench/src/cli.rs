@@ -1,0 +1,146 @@
+//! Command line of `turtlekv-bench`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::engines::EngineKind;
+use crate::generator::Distribution;
+use crate::keys::{KeyFormat, VALUE_HEADER_BYTES};
+use crate::workload::Workload;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "turtlekv-bench",
+    about = "Benchmarks for TurtleKV and its peers"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run YCSB core workloads on one or more engines and compare them.
+    Ycsb(YcsbArgs),
+}
+
+/// The defaults finish in about a minute for TurtleKV alone on two cores.
+#[derive(Debug, Clone, Args)]
+pub struct YcsbArgs {
+    /// Engines to run, in order; peers need their cargo feature.
+    #[arg(long, value_delimiter = ',', default_value = "turtlekv")]
+    pub engines: Vec<EngineKind>,
+    /// Phases to run after the load (the load always runs; list `load` to
+    /// report it).
+    #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,d,e,f")]
+    pub workloads: Vec<Workload>,
+    /// Records inserted by the load.
+    #[arg(long, default_value_t = 200_000)]
+    pub records: u64,
+    /// Operations per workload (a to f).
+    #[arg(long, default_value_t = 200_000)]
+    pub ops: u64,
+    /// Client threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: u16,
+    /// Bytes per value (at least 8: values carry a write nonce for checking).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(VALUE_HEADER_BYTES as i64..=(256 * 1024)))]
+    pub value_size: u32,
+    /// Cache budget given to every engine, in bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub cache_bytes: u64,
+    /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
+    #[arg(long)]
+    pub direct_io: bool,
+    /// fsync every write (default: the log is written, not fsynced).
+    #[arg(long)]
+    pub sync: bool,
+    /// Request distribution of reads, updates and scan starts.
+    #[arg(long, value_enum, default_value_t = Distribution::Zipfian)]
+    pub distribution: Distribution,
+    /// `binary`: 8-byte big-endian hashes; `ycsb`: `user<digits>` strings.
+    #[arg(long, value_enum, default_value_t = KeyFormat::Binary)]
+    pub key_format: KeyFormat,
+    /// Seed of every generator; the same seed gives the same requests.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Directory in which each engine gets a fresh subdirectory, removed
+    /// afterwards (default: the system temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw throughput per workload and engine to this PNG file.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_command_line() {
+        let cli = Cli::try_parse_from([
+            "turtlekv-bench",
+            "ycsb",
+            "--engines",
+            "turtlekv,rocksdb,fjall,redb,lmdb",
+            "--workloads",
+            "load,a,e",
+            "--records",
+            "1000",
+            "--ops",
+            "50",
+            "--threads",
+            "4",
+            "--value-size",
+            "100",
+            "--cache-bytes",
+            "1048576",
+            "--direct-io",
+            "--sync",
+            "--distribution",
+            "uniform",
+            "--key-format",
+            "ycsb",
+            "--seed",
+            "9",
+            "--json",
+            "out.json",
+            "--plot",
+            "out.png",
+        ])
+        .unwrap();
+        let Command::Ycsb(args) = cli.command;
+        assert_eq!(args.engines.len(), 5);
+        assert_eq!(
+            args.workloads,
+            vec![Workload::Load, Workload::A, Workload::E]
+        );
+        assert_eq!(
+            (args.records, args.ops, args.threads, args.value_size),
+            (1000, 50, 4, 100)
+        );
+        assert!(args.direct_io && args.sync);
+        assert_eq!(args.distribution, Distribution::Uniform);
+        assert_eq!(args.key_format, KeyFormat::Ycsb);
+        assert_eq!(args.plot, Some(PathBuf::from("out.png")));
+    }
+
+    #[test]
+    fn defaults_and_rejections() {
+        let Command::Ycsb(args) = Cli::try_parse_from(["turtlekv-bench", "ycsb"])
+            .unwrap()
+            .command;
+        assert_eq!(args.engines, vec![EngineKind::Turtlekv]);
+        assert_eq!(args.workloads.len(), 7);
+        assert_eq!(args.value_size, 120);
+        assert_eq!(args.distribution, Distribution::Zipfian);
+        assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--engines", "sqlite"]).is_err());
+        assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--threads", "0"]).is_err());
+        assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--value-size", "4"]).is_err());
+    }
+}

@@ -1,0 +1,79 @@
+//! fjall (an LSM-tree in Rust). Its journal is written to the OS on every
+//! insert by default, which matches the benchmark's non-sync setting; with
+//! `--sync` every insert is followed by an `fdatasync` of the journal.
+//! fjall has no direct I/O mode.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use super::{Engine, EngineConfig};
+
+/// The RocksDB write-buffer size of the TurtleKV paper, used for every LSM.
+const MEMTABLE_BYTES: u64 = 64 << 20;
+
+pub struct Fjall {
+    db: Database,
+    keyspace: Keyspace,
+    sync: bool,
+}
+
+impl Fjall {
+    pub fn open(dir: &Path, config: &EngineConfig) -> Result<Fjall> {
+        let db = Database::builder(dir)
+            .cache_size(config.cache_bytes)
+            .open()
+            .context("opening fjall")?;
+        let keyspace = db
+            .keyspace("ycsb", || {
+                KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES)
+            })
+            .context("creating the fjall keyspace")?;
+        Ok(Fjall {
+            db,
+            keyspace,
+            sync: config.sync,
+        })
+    }
+}
+
+impl Engine for Fjall {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.keyspace.insert(key, value)?;
+        if self.sync {
+            self.db.persist(PersistMode::SyncData)?;
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.keyspace.get(key)? {
+            Some(value) => {
+                out.clear();
+                out.extend_from_slice(&value);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut visited = 0;
+        for guard in self.keyspace.range(start..).take(count) {
+            let (key, value) = guard.into_inner()?;
+            visit(&key, &value);
+            visited += 1;
+        }
+        Ok(visited)
+    }
+
+    fn persist(&self) -> Result<()> {
+        Ok(self.db.persist(PersistMode::SyncData)?)
+    }
+}

@@ -1,0 +1,194 @@
+//! The stores under test, behind one small trait.
+//!
+//! Every adapter gets the same [`EngineConfig`]: one cache budget, one
+//! durability setting, a fresh directory. Peer engines are compiled only
+//! with their cargo feature.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{Result, bail};
+
+#[cfg(feature = "fjall")]
+mod fjall;
+#[cfg(feature = "lmdb")]
+mod lmdb;
+#[cfg(feature = "redb")]
+mod redb;
+#[cfg(feature = "rocksdb")]
+mod rocksdb;
+mod turtlekv;
+
+/// Settings every engine is opened with.
+#[derive(Debug, Clone, Copy)]
+pub struct EngineConfig {
+    /// Bytes of cache the engine may use for data it reads.
+    pub cache_bytes: u64,
+    /// Bypass the OS page cache where the engine supports it.
+    pub direct_io: bool,
+    /// `true`: every write is on stable storage before it returns.
+    /// `false`: the write-ahead log is written, not fsynced, per write.
+    pub sync: bool,
+    /// Threads the run will use, for engines that size pools by it.
+    pub threads: usize,
+}
+
+/// A key-value store as the driver sees it. All methods may be called from
+/// several threads at once.
+pub trait Engine: Send + Sync {
+    /// Inserts or overwrites `key`.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+
+    /// Copies the value of `key` into `out`; `false` when absent.
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool>;
+
+    /// Visits up to `count` records with keys `>= start`, in key order.
+    /// Returns how many were visited.
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize>;
+
+    /// Makes every acknowledged write durable, at the end of a phase, so
+    /// that the next phase starts from the same state for every engine.
+    fn persist(&self) -> Result<()>;
+}
+
+/// The engines this benchmark knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum EngineKind {
+    Turtlekv,
+    Rocksdb,
+    Fjall,
+    Redb,
+    Lmdb,
+}
+
+impl EngineKind {
+    /// Lower-case name, as on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Turtlekv => "turtlekv",
+            EngineKind::Rocksdb => "rocksdb",
+            EngineKind::Fjall => "fjall",
+            EngineKind::Redb => "redb",
+            EngineKind::Lmdb => "lmdb",
+        }
+    }
+
+    /// Whether this binary was built with the engine.
+    pub fn is_built(self) -> bool {
+        match self {
+            EngineKind::Turtlekv => true,
+            EngineKind::Rocksdb => cfg!(feature = "rocksdb"),
+            EngineKind::Fjall => cfg!(feature = "fjall"),
+            EngineKind::Redb => cfg!(feature = "redb"),
+            EngineKind::Lmdb => cfg!(feature = "lmdb"),
+        }
+    }
+
+    /// Whether the engine honours `--direct-io` (the others read through
+    /// the OS page cache regardless).
+    pub fn supports_direct_io(self) -> bool {
+        matches!(self, EngineKind::Turtlekv | EngineKind::Rocksdb)
+    }
+
+    /// Opens a new store in the empty directory `dir`.
+    pub fn open(self, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+        if !self.is_built() {
+            bail!(
+                "engine {} is not built into this binary; rebuild with `--features {}`",
+                self.name(),
+                self.feature_name()
+            );
+        }
+        match self {
+            EngineKind::Turtlekv => Ok(Box::new(turtlekv::TurtleKv::open(dir, config)?)),
+            #[cfg(feature = "rocksdb")]
+            EngineKind::Rocksdb => Ok(Box::new(rocksdb::RocksDb::open(dir, config)?)),
+            #[cfg(feature = "fjall")]
+            EngineKind::Fjall => Ok(Box::new(fjall::Fjall::open(dir, config)?)),
+            #[cfg(feature = "redb")]
+            EngineKind::Redb => Ok(Box::new(redb::Redb::open(dir, config)?)),
+            #[cfg(feature = "lmdb")]
+            EngineKind::Lmdb => Ok(Box::new(lmdb::Lmdb::open(dir, config)?)),
+            #[cfg(not(all(
+                feature = "rocksdb",
+                feature = "fjall",
+                feature = "redb",
+                feature = "lmdb"
+            )))]
+            _ => unreachable!("is_built() rejected engines left out of the build"),
+        }
+    }
+
+    fn feature_name(self) -> &'static str {
+        match self {
+            EngineKind::Lmdb => "lmdb",
+            other => other.name(),
+        }
+    }
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every built engine must agree on the trait's contract; the peers are
+    /// checked when their features are on (`cargo test --features ...`).
+    #[test]
+    fn built_engines_put_get_scan() {
+        let config = EngineConfig {
+            cache_bytes: 8 << 20,
+            direct_io: false,
+            sync: false,
+            threads: 2,
+        };
+        for kind in [
+            EngineKind::Turtlekv,
+            EngineKind::Rocksdb,
+            EngineKind::Fjall,
+            EngineKind::Redb,
+            EngineKind::Lmdb,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let opened = kind.open(dir.path(), &config);
+            if !kind.is_built() {
+                let message = opened
+                    .err()
+                    .expect("unbuilt engine must not open")
+                    .to_string();
+                assert!(message.contains("--features"), "{message}");
+                continue;
+            }
+            let engine = opened.unwrap();
+            for i in [5u8, 1, 3, 9, 7] {
+                engine.put(&[b'k', i], &[i; 4]).unwrap();
+            }
+            engine.put(&[b'k', 3], b"new").unwrap();
+            let mut out = Vec::new();
+            assert!(engine.get(b"k\x03", &mut out).unwrap(), "{kind}");
+            assert_eq!(out, b"new");
+            assert!(!engine.get(b"k\x04", &mut out).unwrap(), "{kind}");
+            let mut seen = Vec::new();
+            let n = engine
+                .scan(b"k\x02", 3, &mut |k, _| seen.push(k[1]))
+                .unwrap();
+            assert_eq!((n, seen), (3, vec![3, 5, 7]), "{kind}");
+            let mut tail = Vec::new();
+            let n = engine
+                .scan(b"k\x08", 10, &mut |k, _| tail.push(k[1]))
+                .unwrap();
+            assert_eq!((n, tail), (1, vec![9]), "{kind}");
+            engine.persist().unwrap();
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! TurtleKV through its public API only.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use turtlekv::{Db, Options, WriteOptions};
+
+use super::{Engine, EngineConfig};
+
+pub struct TurtleKv {
+    db: Db,
+    write_options: WriteOptions,
+}
+
+impl TurtleKv {
+    pub fn open(dir: &Path, config: &EngineConfig) -> Result<TurtleKv> {
+        let mut options = Options::default();
+        options.cache_capacity_bytes = config.cache_bytes;
+        options.direct_io = config.direct_io;
+        let db = Db::open(dir, options).context("opening turtlekv")?;
+        Ok(TurtleKv {
+            db,
+            write_options: WriteOptions { sync: config.sync },
+        })
+    }
+}
+
+impl Engine for TurtleKv {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        Ok(self.db.put_opt(key, value, &self.write_options)?)
+    }
+
+    fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+        match self.db.get(key)? {
+            Some(value) => {
+                out.clear();
+                out.extend_from_slice(&value);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    fn scan(
+        &self,
+        start: &[u8],
+        count: usize,
+        visit: &mut dyn FnMut(&[u8], &[u8]),
+    ) -> Result<usize> {
+        let mut visited = 0;
+        for item in self.db.range(start..).take(count) {
+            let (key, value) = item?;
+            visit(&key, &value);
+            visited += 1;
+        }
+        Ok(visited)
+    }
+
+    fn persist(&self) -> Result<()> {
+        Ok(self.db.flush_wal()?)
+    }
+}

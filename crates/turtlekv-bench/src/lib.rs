@@ -1,0 +1,15 @@
+//! YCSB benchmark driver for TurtleKV and the stores people would pick
+//! instead (RocksDB, fjall, redb, LMDB), each behind a cargo feature.
+//! See `docs/benchmarks.md` for how to run it and read its output.
+
+pub mod cli;
+pub mod engines;
+pub mod generator;
+pub mod keys;
+pub mod measure;
+pub mod plot;
+pub mod report;
+pub mod rng;
+pub mod runner;
+pub mod workload;
+pub mod ycsb;

@@ -1,0 +1,24 @@
+//! `turtlekv-bench ycsb ...`: see `docs/benchmarks.md`.
+
+use anyhow::{Context, Result};
+use clap::Parser as _;
+use turtlekv_bench::cli::{Cli, Command};
+use turtlekv_bench::{plot, report, ycsb};
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Ycsb(args) => {
+            let results = ycsb::run(&args)?;
+            print!("{}", report::render_table(&results));
+            if let Some(path) = &args.json {
+                std::fs::write(path, report::to_json(&results)?)
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+            if let Some(path) = &args.plot {
+                plot::plot_throughput(&results, path)?;
+            }
+            Ok(())
+        }
+    }
+}

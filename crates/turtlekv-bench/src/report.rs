@@ -1,0 +1,335 @@
+//! Results: one row per (engine, workload), printed as a table, written as
+//! JSON, and compared with TurtleKV.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::workload::OpKind;
+
+/// Latency percentiles of one operation kind, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Latency {
+    pub count: u64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+}
+
+impl Latency {
+    /// Percentiles of a histogram of nanoseconds; `None` when empty.
+    pub fn from_nanos(histogram: &Histogram<u64>) -> Option<Latency> {
+        if histogram.is_empty() {
+            return None;
+        }
+        let us = |q: f64| histogram.value_at_quantile(q) as f64 / 1000.0;
+        Some(Latency {
+            count: histogram.len(),
+            p50_us: us(0.50),
+            p99_us: us(0.99),
+            p999_us: us(0.999),
+        })
+    }
+}
+
+/// The measurements of one workload on one engine.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PhaseResult {
+    pub engine: String,
+    pub workload: String,
+    /// Records loaded before the workloads.
+    pub records: u64,
+    /// Operations performed in this phase.
+    pub ops: u64,
+    pub threads: usize,
+    pub ops_per_sec: f64,
+    /// Percentiles over all operations of the phase.
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    /// Device bytes written / user bytes written; `None` for phases that
+    /// write nothing.
+    pub write_amp: Option<f64>,
+    /// Bytes allocated on disk / user bytes of live records.
+    pub space_amp: Option<f64>,
+    pub peak_rss_bytes: Option<u64>,
+    /// This engine's throughput over TurtleKV's on the same workload.
+    pub ratio_to_turtlekv: Option<f64>,
+    /// Percentiles per operation kind (name, latency).
+    pub per_op: Vec<(String, Latency)>,
+}
+
+/// Fills in `ratio_to_turtlekv` for every row whose workload TurtleKV ran.
+pub fn compute_ratios(results: &mut [PhaseResult]) {
+    let baseline: Vec<(String, f64)> = results
+        .iter()
+        .filter(|r| r.engine == "turtlekv")
+        .map(|r| (r.workload.clone(), r.ops_per_sec))
+        .collect();
+    for row in results.iter_mut() {
+        row.ratio_to_turtlekv = baseline
+            .iter()
+            .find(|(w, _)| *w == row.workload)
+            .filter(|(_, base)| *base > 0.0)
+            .map(|(_, base)| row.ops_per_sec / base);
+    }
+}
+
+/// Per-kind latencies of a phase, kinds that did not occur left out.
+pub fn per_op_latencies(histograms: &[Histogram<u64>]) -> Vec<(String, Latency)> {
+    OpKind::ALL
+        .iter()
+        .filter_map(|kind| {
+            Latency::from_nanos(&histograms[kind.index()]).map(|l| (kind.name().to_string(), l))
+        })
+        .collect()
+}
+
+/// The JSON document: an array of rows.
+pub fn to_json(results: &[PhaseResult]) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(results)
+}
+
+fn optional(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn mebibytes(bytes: Option<u64>) -> String {
+    bytes.map_or_else(
+        || "-".to_string(),
+        |b| format!("{:.0}", b as f64 / (1 << 20) as f64),
+    )
+}
+
+/// Thousands separators make ops/s columns readable at a glance.
+fn grouped(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The text table: one line per (engine, workload, operation kind); the
+/// phase-wide columns appear on the phase's first line.
+pub fn render_table(results: &[PhaseResult]) -> String {
+    let header = [
+        "engine",
+        "workload",
+        "ops/s",
+        "vs turtlekv",
+        "op",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "write amp",
+        "space amp",
+        "peak RSS MiB",
+    ];
+    let mut rows: Vec<[String; 11]> = Vec::new();
+    for r in results {
+        for (i, (op, lat)) in r.per_op.iter().enumerate() {
+            let first = i == 0;
+            let phase = |s: String| if first { s } else { String::new() };
+            rows.push([
+                phase(r.engine.clone()),
+                phase(r.workload.clone()),
+                phase(grouped(r.ops_per_sec)),
+                phase(optional(r.ratio_to_turtlekv, 2)),
+                op.clone(),
+                format!("{:.1}", lat.p50_us),
+                format!("{:.1}", lat.p99_us),
+                format!("{:.1}", lat.p999_us),
+                phase(optional(r.write_amp, 2)),
+                phase(optional(r.space_amp, 2)),
+                phase(mebibytes(r.peak_rss_bytes)),
+            ]);
+        }
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .map(|row| row[c].len())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                // Names left-aligned, numbers right-aligned.
+                if c < 2 || c == 4 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        writeln!(out, "{}", text.join("  ").trim_end()).expect("writing to a String cannot fail");
+    };
+    line(header.to_vec());
+    line(
+        widths
+            .iter()
+            .map(|w| "-".repeat(*w))
+            .collect::<Vec<_>>()
+            .iter()
+            .map(String::as_str)
+            .collect(),
+    );
+    for row in &rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(engine: &str, workload: &str, ops_per_sec: f64) -> PhaseResult {
+        PhaseResult {
+            engine: engine.into(),
+            workload: workload.into(),
+            records: 1000,
+            ops: 500,
+            threads: 2,
+            ops_per_sec,
+            p50_us: 1.0,
+            p99_us: 2.0,
+            p999_us: 3.0,
+            write_amp: (workload == "load").then_some(1.5),
+            space_amp: Some(1.25),
+            peak_rss_bytes: Some(3 << 20),
+            ratio_to_turtlekv: None,
+            per_op: vec![
+                (
+                    "read".into(),
+                    Latency {
+                        count: 250,
+                        p50_us: 1.0,
+                        p99_us: 2.0,
+                        p999_us: 3.0,
+                    },
+                ),
+                (
+                    "update".into(),
+                    Latency {
+                        count: 250,
+                        p50_us: 4.0,
+                        p99_us: 5.0,
+                        p999_us: 6.5,
+                    },
+                ),
+            ],
+        }
+    }
+
+    #[test]
+    fn ratios_are_relative_to_turtlekv_per_workload() {
+        let mut results = vec![
+            row("turtlekv", "load", 1000.0),
+            row("turtlekv", "a", 400.0),
+            row("fjall", "load", 500.0),
+            row("fjall", "a", 800.0),
+            row("redb", "c", 10.0),
+        ];
+        compute_ratios(&mut results);
+        let ratios: Vec<Option<f64>> = results.iter().map(|r| r.ratio_to_turtlekv).collect();
+        assert_eq!(
+            ratios,
+            vec![Some(1.0), Some(1.0), Some(0.5), Some(2.0), None]
+        );
+    }
+
+    #[test]
+    fn percentiles_come_from_the_histogram_in_microseconds() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for ns in 1..=1000u64 {
+            h.record(ns * 1000).unwrap();
+        }
+        let lat = Latency::from_nanos(&h).unwrap();
+        assert_eq!(lat.count, 1000);
+        assert!((lat.p50_us - 500.0).abs() <= 1.0, "{}", lat.p50_us);
+        assert!((lat.p99_us - 990.0).abs() <= 1.0, "{}", lat.p99_us);
+        assert!((lat.p999_us - 999.0).abs() <= 1.0, "{}", lat.p999_us);
+        assert_eq!(
+            Latency::from_nanos(&Histogram::<u64>::new(3).unwrap()),
+            None
+        );
+        let mut hists: Vec<_> = OpKind::ALL
+            .iter()
+            .map(|_| Histogram::<u64>::new(3).unwrap())
+            .collect();
+        hists[OpKind::Scan.index()] = h;
+        let per_op = per_op_latencies(&hists);
+        assert_eq!(per_op.len(), 1);
+        assert_eq!(per_op[0].0, "scan");
+    }
+
+    #[test]
+    fn json_has_the_documented_fields() {
+        let mut results = vec![row("turtlekv", "load", 1234.5)];
+        compute_ratios(&mut results);
+        let json: serde_json::Value = serde_json::from_str(&to_json(&results).unwrap()).unwrap();
+        let obj = &json[0];
+        for field in [
+            "engine",
+            "workload",
+            "records",
+            "ops",
+            "threads",
+            "ops_per_sec",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "write_amp",
+            "space_amp",
+            "peak_rss_bytes",
+        ] {
+            assert!(obj.get(field).is_some(), "missing {field}");
+        }
+        assert_eq!(obj["engine"], "turtlekv");
+        assert_eq!(obj["ops_per_sec"], 1234.5);
+        assert_eq!(obj["write_amp"], 1.5);
+        assert_eq!(obj["peak_rss_bytes"], 3 << 20);
+    }
+
+    #[test]
+    fn table_lists_every_operation_with_phase_columns_once() {
+        let mut results = vec![
+            row("turtlekv", "load", 1_234_567.0),
+            row("fjall", "a", 99.0),
+        ];
+        compute_ratios(&mut results);
+        let table = render_table(&results);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 2 + 4, "{table}");
+        assert!(lines[0].starts_with("engine"));
+        assert!(lines[2].contains("turtlekv") && lines[2].contains("1,234,567"));
+        assert!(
+            lines[2].contains("1.50") && lines[2].contains("1.00"),
+            "{}",
+            lines[2]
+        );
+        assert!(lines[3].contains("update") && !lines[3].contains("turtlekv"));
+        // fjall ran no workload TurtleKV ran: no ratio.
+        assert!(
+            lines[4].contains("fjall") && lines[4].contains(" - "),
+            "{}",
+            lines[4]
+        );
+        assert_eq!(grouped(999.0), "999");
+        assert_eq!(grouped(1000.0), "1,000");
+    }
+}

@@ -1,0 +1,189 @@
+//! The `ycsb` command: every engine, in a fresh directory, through the
+//! load and the chosen workloads; then the table, JSON and plot.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::cli::YcsbArgs;
+use crate::engines::{EngineConfig, EngineKind};
+use crate::generator::InsertCounter;
+use crate::keys::ValueCodec;
+use crate::measure;
+use crate::report::{self, PhaseResult};
+use crate::runner::{self, PhaseSettings};
+use crate::workload::Workload;
+
+/// Runs the benchmark and returns one result per (engine, reported phase).
+pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
+    let settings = PhaseSettings {
+        records: args.records,
+        ops: args.ops,
+        threads: usize::from(args.threads),
+        seed: args.seed,
+        distribution: args.distribution,
+        key_format: args.key_format,
+        codec: ValueCodec::new(args.seed, args.value_size as usize),
+    };
+    let config = EngineConfig {
+        cache_bytes: args.cache_bytes,
+        direct_io: args.direct_io,
+        sync: args.sync,
+        threads: usize::from(args.threads),
+    };
+    // Fail before any work if an engine was left out of the build.
+    for engine in &args.engines {
+        if !engine.is_built() {
+            engine.open(Path::new("/nonexistent"), &config)?;
+        }
+    }
+    let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
+    let mut results = Vec::new();
+    for &engine in &args.engines {
+        results.extend(run_engine(engine, args, &settings, &config, &parent)?);
+    }
+    report::compute_ratios(&mut results);
+    Ok(results)
+}
+
+fn run_engine(
+    kind: EngineKind,
+    args: &YcsbArgs,
+    settings: &PhaseSettings,
+    config: &EngineConfig,
+    parent: &Path,
+) -> Result<Vec<PhaseResult>> {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("turtlekv-bench-{kind}-"))
+        .tempdir_in(parent)
+        .with_context(|| format!("creating a directory in {}", parent.display()))?;
+    let engine = kind.open(dir.path(), config)?;
+    let counter = InsertCounter::new(0);
+    let key_bytes = args.key_format.average_len_bytes(args.records);
+    let record_bytes = key_bytes + f64::from(args.value_size);
+
+    // The load always runs first: the workloads read what it wrote.
+    let mut phases = vec![Workload::Load];
+    phases.extend(args.workloads.iter().filter(|w| **w != Workload::Load));
+    let mut results = Vec::new();
+    for workload in phases {
+        let total = if workload == Workload::Load {
+            args.records
+        } else {
+            args.ops
+        };
+        let progress = progress_bar(kind, workload, total);
+        let rss_reset = measure::reset_peak_rss();
+        let written_before = measure::device_write_bytes().ok();
+        let outcome = runner::run_phase(engine.as_ref(), workload, settings, &counter, &progress)
+            .with_context(|| format!("{kind}, workload {workload}"))?;
+        // Durable before measuring, so every engine pays for its log.
+        engine
+            .persist()
+            .with_context(|| format!("{kind}: persisting after {workload}"))?;
+        progress.finish_and_clear();
+        if !args.workloads.contains(&workload) {
+            continue;
+        }
+        let written = written_before
+            .zip(measure::device_write_bytes().ok())
+            .map(|(before, after)| after.saturating_sub(before));
+        let live_bytes = counter.limit() as f64 * record_bytes;
+        let allocated = measure::allocated_bytes(dir.path()).ok();
+        let overall = merged(&outcome.latencies_ns);
+        let overall = report::Latency::from_nanos(&overall);
+        results.push(PhaseResult {
+            engine: kind.name().to_string(),
+            workload: workload.name().to_string(),
+            records: args.records,
+            ops: outcome.ops_done,
+            threads: settings.threads,
+            ops_per_sec: outcome.ops_done as f64
+                / outcome.elapsed.max(Duration::from_nanos(1)).as_secs_f64(),
+            p50_us: overall.map_or(0.0, |l| l.p50_us),
+            p99_us: overall.map_or(0.0, |l| l.p99_us),
+            p999_us: overall.map_or(0.0, |l| l.p999_us),
+            write_amp: written
+                .filter(|_| outcome.user_bytes_written > 0)
+                .map(|w| w as f64 / outcome.user_bytes_written as f64),
+            space_amp: allocated.map(|a| a as f64 / live_bytes),
+            peak_rss_bytes: if rss_reset {
+                measure::peak_rss_bytes().ok()
+            } else {
+                None
+            },
+            ratio_to_turtlekv: None,
+            per_op: report::per_op_latencies(&outcome.latencies_ns),
+        });
+    }
+    drop(engine);
+    dir.close()
+        .with_context(|| format!("removing the {kind} directory"))?;
+    Ok(results)
+}
+
+fn merged(histograms: &[hdrhistogram::Histogram<u64>]) -> hdrhistogram::Histogram<u64> {
+    let mut all = hdrhistogram::Histogram::new(3).expect("valid precision");
+    for h in histograms {
+        all.add(h)
+            .expect("auto-resizing histograms accept any value");
+    }
+    all
+}
+
+/// A bar on a terminal; indicatif draws nothing when stderr is not one.
+fn progress_bar(kind: EngineKind, workload: Workload, total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    let style = ProgressStyle::with_template(
+        "{prefix:>16} [{bar:40}] {pos}/{len} ops  {per_sec}  eta {eta}",
+    )
+    .expect("the template is valid")
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_prefix(format!("{kind} {workload}"));
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser as _;
+
+    #[test]
+    fn small_run_reports_every_requested_phase() {
+        let dir = tempfile::tempdir().unwrap();
+        let cli = Cli::try_parse_from([
+            "turtlekv-bench",
+            "ycsb",
+            "--records",
+            "3000",
+            "--ops",
+            "600",
+            "--workloads",
+            "a,e",
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--key-format",
+            "ycsb",
+        ])
+        .unwrap();
+        let Command::Ycsb(args) = cli.command;
+        let results = run(&args).unwrap();
+        let names: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
+        assert_eq!(names, vec!["a", "e"]);
+        for r in &results {
+            assert_eq!(r.ops, 600);
+            assert!(r.ops_per_sec > 0.0);
+            assert_eq!(r.ratio_to_turtlekv, Some(1.0));
+            assert!(r.p50_us <= r.p99_us && r.p99_us <= r.p999_us);
+            assert!(r.space_amp.is_some_and(|s| s > 0.0));
+        }
+        // A writes (updates); the load was run but not reported.
+        assert!(results[0].write_amp.is_some());
+        // The engine's directory was removed.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
