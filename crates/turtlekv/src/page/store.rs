@@ -236,12 +236,14 @@ impl PageStore {
                 });
             }
             // A free leaf slot is a hole, so disk usage follows live data and
-            // a reused slot holds nothing past its new page. Node slots are
-            // small and rewritten whole.
+            // a reused slot holds nothing past its new page. The whole slot
+            // is punched, not just the page's blocks: after an open that had
+            // to leave stale bytes (a damaged superblock slot) they go too.
+            // Node slots are small and rewritten whole.
             if id.kind() == PageKind::Leaf && punch_supported {
                 let pf = self.file_of(id);
                 let len = u64::from(id.blocks()) * pf.geometry.block_bytes as u64;
-                match pf.file.punch_hole(pf.offset_of(id), len) {
+                match pf.file.punch_hole(pf.offset_of(id), pf.geometry.slot_bytes) {
                     Ok(()) => {
                         pf.dirty.store(true, Ordering::Release);
                         bump(&self.counters.bytes_punched, len);

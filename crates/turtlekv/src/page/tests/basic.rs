@@ -309,3 +309,61 @@ fn pages_written_from_many_threads_get_distinct_slots() {
     let (store, _) = open(&fs, &small_options()).unwrap();
     v.verify(&store).unwrap();
 }
+
+#[test]
+fn multi_block_nodes_round_trip_and_reopen() {
+    let fs = FaultFs::new();
+    let options = PageStoreOptions {
+        node_size_bytes: 16384,
+        ..small_options()
+    };
+    let (store, _) = open(&fs, &options).unwrap();
+    assert_eq!(store.max_page_bytes(PageKind::Node), 4 * 4088 - 16);
+    // Enough children that the node spans three blocks.
+    let leaves = (0..1100)
+        .map(|s| Version::new_leaf(&store, s, 10).unwrap())
+        .collect();
+    let v = Version::write(&store, leaves).unwrap();
+    assert_eq!(v.root.blocks(), 3);
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    drop(store);
+    let (store, rec) = open(&fs, &options).unwrap();
+    assert_eq!(rec.root, Some(v.root));
+    v.verify(&store).unwrap();
+    let report = store.check(&store.pin(), &list_children).unwrap();
+    assert_eq!((report.node_pages, report.leaf_pages), (1, 1100));
+}
+
+#[test]
+fn direct_io_on_the_real_file_system() {
+    use std::sync::Arc;
+
+    use crate::io::RealFs;
+    use crate::page::PageStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let options = PageStoreOptions {
+        direct_io: true,
+        ..small_options()
+    };
+    let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
+    let (store, _) = match PageStore::open(fs.clone(), dir.path(), &options, &list_children) {
+        // File systems without O_DIRECT (tmpfs) refuse the open.
+        Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EINVAL) => return,
+        other => other.unwrap(),
+    };
+    let v = Version::write(&store, leaves(&store, 0..4)).unwrap();
+    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    let mut l2 = v.leaves.clone();
+    l2[1] = Version::new_leaf(&store, 77, 40_000).unwrap();
+    let v2 = Version::write(&store, l2).unwrap();
+    store
+        .commit(record(Some(v2.root), 2), &[v.root, v.leaves[1].0])
+        .unwrap();
+    store.reclaim().unwrap();
+    drop(store);
+    let (store, rec) = PageStore::open(fs, dir.path(), &options, &list_children).unwrap();
+    assert_eq!(rec.root, Some(v2.root));
+    v2.verify(&store).unwrap();
+    store.check(&store.pin(), &list_children).unwrap();
+}

@@ -5,5 +5,6 @@ mod basic;
 mod cache;
 mod corruption;
 mod crash;
+mod gate;
 mod harness;
 mod space;
