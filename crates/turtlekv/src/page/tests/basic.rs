@@ -367,3 +367,29 @@ fn direct_io_on_the_real_file_system() {
     v2.verify(&store).unwrap();
     store.check(&store.pin(), &list_children).unwrap();
 }
+
+#[test]
+fn default_options_hold_a_full_two_mebibyte_leaf() {
+    let fs = FaultFs::new();
+    let options = PageStoreOptions::from_options(&crate::Options::default());
+    assert_eq!(
+        (options.node_size_bytes, options.leaf_size_bytes),
+        (4096, 2 << 20)
+    );
+    let (store, _) = open(&fs, &options).unwrap();
+    let max = store.max_page_bytes(PageKind::Leaf);
+    assert_eq!(max, 2_093_040);
+    let data = leaf_bytes(3, max);
+    let id = store.write_page(PageKind::Leaf, &data).unwrap();
+    assert_eq!(id.blocks(), 512);
+    let root = store
+        .write_page(PageKind::Node, &node_bytes(&[id]))
+        .unwrap();
+    store.commit(record(Some(root), 1), &[]).unwrap();
+    let (store, _) = open(&fs, &options).unwrap();
+    let got = store
+        .read_range(id, 2_000_000, 93_040, CachePriority::LeafBlock)
+        .unwrap();
+    assert_eq!(&got[..], &data[2_000_000..]);
+    assert_eq!(store.read_page(id, CachePriority::LeafBlock).unwrap(), data);
+}

@@ -110,3 +110,45 @@ fn a_range_read_reports_a_bad_block_and_caches_nothing() {
         .read_range(id, 100, 10, CachePriority::LeafBlock)
         .unwrap();
 }
+
+#[test]
+fn ids_that_cannot_name_a_page_are_corruption() {
+    use crate::page::{CachePriority, PageId, PageIo};
+    let (fs, v) = committed_store();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let too_many_blocks = PageId::new(PageKind::Leaf, 0, 17, 1);
+    let past_the_end = PageId::new(PageKind::Leaf, 1000, 1, 1);
+    let stale_tag = PageId::new(
+        PageKind::Leaf,
+        v.leaves[0].0.slot(),
+        v.leaves[0].0.blocks(),
+        99,
+    );
+    for id in [too_many_blocks, past_the_end, stale_tag] {
+        assert!(matches!(
+            store.read_page(id, CachePriority::LeafBlock),
+            Err(Error::Corruption { .. })
+        ));
+        assert!(matches!(
+            store.read_range(id, 0, 1, CachePriority::LeafBlock),
+            Err(Error::Corruption { .. })
+        ));
+    }
+    // A committed node naming such ids fails the open's walk, or two ids
+    // for one slot.
+    for children in [
+        vec![v.leaves[0].0, too_many_blocks],
+        vec![v.leaves[0].0, stale_tag],
+    ] {
+        let bad_root = store
+            .write_page(PageKind::Node, &super::harness::node_bytes(&children))
+            .unwrap();
+        store.commit(record(Some(bad_root), 2), &[]).unwrap();
+        let (_, committed) = store.current();
+        assert_eq!(committed.root, Some(bad_root));
+        assert!(matches!(
+            open(&fs, &small_options()),
+            Err(Error::Corruption { .. })
+        ));
+    }
+}
