@@ -130,6 +130,16 @@ fn budget_holds_under_concurrent_readers_and_resizing() {
     done.store(true, Ordering::Relaxed);
     assert!(monitor.join().unwrap() > 0);
     let s = store.stats();
+    eprintln!(
+        "4 readers x 3000 range reads over {} KiB of leaves, cache 64-256 KiB: \
+         hit ratio {:.2}, {} evictions, {} KiB read, used {} of {} bytes",
+        v.leaves.iter().map(|l| l.2).sum::<usize>() / 1024,
+        s.cache_hits as f64 / (s.cache_hits + s.cache_misses) as f64,
+        s.cache_evictions,
+        s.bytes_read / 1024,
+        s.cache_used_bytes,
+        s.cache_capacity_bytes
+    );
     assert!(s.cache_used_bytes <= s.cache_capacity_bytes);
     assert_eq!(s.cache_hits + s.cache_misses, 4 * 3000, "{s:?}");
     assert!(
