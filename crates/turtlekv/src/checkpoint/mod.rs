@@ -6,7 +6,10 @@
 pub(crate) mod memory;
 #[cfg_attr(
     not(test),
-    expect(dead_code, reason = "used by the TurtleTree checkpoint target, next to land")
+    expect(
+        dead_code,
+        reason = "used by the TurtleTree checkpoint target, next to land"
+    )
 )]
 pub(crate) mod merge;
 mod target;
