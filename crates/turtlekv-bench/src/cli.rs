@@ -1,8 +1,9 @@
 //! Command line of `turtlekv-bench`.
 
-use std::path::PathBuf;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::engines::EngineKind;
 use crate::generator::Distribution;
@@ -75,6 +76,56 @@ pub struct YcsbArgs {
     /// Draw throughput per workload and engine to this PNG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Set by the parent process on the per-engine child it starts: print
+    /// no table, just write the JSON.
+    #[arg(long, hide = true)]
+    pub child: bool,
+}
+
+fn value_name(value: &impl ValueEnum) -> String {
+    value
+        .to_possible_value()
+        .expect("no variant is skipped")
+        .get_name()
+        .to_string()
+}
+
+impl YcsbArgs {
+    /// The command line of a child process that runs only `engine` with
+    /// these settings and writes its results to `json`.
+    pub fn child_args(&self, engine: EngineKind, json: &Path) -> Vec<OsString> {
+        let workloads: Vec<String> = self.workloads.iter().map(value_name).collect();
+        let mut args: Vec<OsString> = [
+            "ycsb".to_string(),
+            "--child".into(),
+            format!("--engines={}", value_name(&engine)),
+            format!("--workloads={}", workloads.join(",")),
+            format!("--records={}", self.records),
+            format!("--ops={}", self.ops),
+            format!("--threads={}", self.threads),
+            format!("--value-size={}", self.value_size),
+            format!("--cache-bytes={}", self.cache_bytes),
+            format!("--distribution={}", value_name(&self.distribution)),
+            format!("--key-format={}", value_name(&self.key_format)),
+            format!("--seed={}", self.seed),
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        if self.direct_io {
+            args.push("--direct-io".into());
+        }
+        if self.sync {
+            args.push("--sync".into());
+        }
+        if let Some(dir) = &self.dir {
+            args.push("--dir".into());
+            args.push(dir.into());
+        }
+        args.push("--json".into());
+        args.push(json.into());
+        args
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +179,65 @@ mod tests {
         assert_eq!(args.distribution, Distribution::Uniform);
         assert_eq!(args.key_format, KeyFormat::Ycsb);
         assert_eq!(args.plot, Some(PathBuf::from("out.png")));
+    }
+
+    #[test]
+    fn child_args_reproduce_the_settings_for_one_engine() {
+        let cli = Cli::try_parse_from([
+            "turtlekv-bench",
+            "ycsb",
+            "--engines",
+            "turtlekv,fjall",
+            "--workloads",
+            "load,d",
+            "--records",
+            "77",
+            "--ops",
+            "5",
+            "--threads",
+            "3",
+            "--value-size",
+            "64",
+            "--cache-bytes",
+            "99999",
+            "--sync",
+            "--distribution",
+            "uniform",
+            "--key-format",
+            "ycsb",
+            "--seed",
+            "4",
+            "--dir",
+            "/tmp/x",
+            "--plot",
+            "p.png",
+        ])
+        .unwrap();
+        let Command::Ycsb(parent) = cli.command;
+        let mut argv = vec![OsString::from("turtlekv-bench")];
+        argv.extend(parent.child_args(EngineKind::Fjall, Path::new("/tmp/r.json")));
+        let Command::Ycsb(child) = Cli::try_parse_from(argv).unwrap().command;
+        assert!(child.child);
+        assert_eq!(child.engines, vec![EngineKind::Fjall]);
+        assert_eq!(child.workloads, parent.workloads);
+        assert_eq!(
+            (
+                child.records,
+                child.ops,
+                child.threads,
+                child.value_size,
+                child.cache_bytes,
+                child.seed
+            ),
+            (77, 5, 3, 64, 99999, 4)
+        );
+        assert!(child.sync && !child.direct_io);
+        assert_eq!(child.distribution, Distribution::Uniform);
+        assert_eq!(child.key_format, KeyFormat::Ycsb);
+        assert_eq!(child.dir, parent.dir);
+        assert_eq!(child.json, Some(PathBuf::from("/tmp/r.json")));
+        // The parent draws the plot, from every engine's results.
+        assert_eq!(child.plot, None);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod engines;
 pub mod generator;
+pub mod isolate;
 pub mod keys;
 pub mod measure;
 pub mod plot;

@@ -10,7 +10,9 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Ycsb(args) => {
             let results = ycsb::run(&args)?;
-            print!("{}", report::render_table(&results));
+            if !args.child {
+                print!("{}", report::render_table(&results));
+            }
             if let Some(path) = &args.json {
                 std::fs::write(path, report::to_json(&results)?)
                     .with_context(|| format!("writing {}", path.display()))?;

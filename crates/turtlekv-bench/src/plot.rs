@@ -95,6 +95,7 @@ pub fn plot_throughput(results: &[PhaseResult], path: &Path) -> Result<()> {
                 String::new()
             }
         })
+        .y_label_formatter(&|v| compact(*v))
         .y_desc("ops/s")
         .label_style((FONT_FAMILY, 16))
         .draw()?;
@@ -133,6 +134,19 @@ pub fn plot_throughput(results: &[PhaseResult], path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `1500` as "1.5k", `2000000` as "2M": axis labels stay short.
+fn compact(value: f64) -> String {
+    let (scaled, suffix) = if value >= 1e6 {
+        (value / 1e6, "M")
+    } else if value >= 1e3 {
+        (value / 1e3, "k")
+    } else {
+        (value, "")
+    };
+    let text = format!("{scaled:.1}");
+    format!("{}{suffix}", text.trim_end_matches(".0"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +177,14 @@ mod tests {
                 },
             )],
         }
+    }
+
+    #[test]
+    fn compact_axis_labels() {
+        assert_eq!(compact(999.0), "999");
+        assert_eq!(compact(1500.0), "1.5k");
+        assert_eq!(compact(300_000.0), "300k");
+        assert_eq!(compact(2_000_000.0), "2M");
     }
 
     #[test]

@@ -4,12 +4,12 @@
 use std::fmt::Write as _;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::workload::OpKind;
 
 /// Latency percentiles of one operation kind, in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Latency {
     pub count: u64,
     pub p50_us: f64,
@@ -34,7 +34,7 @@ impl Latency {
 }
 
 /// The measurements of one workload on one engine.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PhaseResult {
     pub engine: String,
     pub workload: String,

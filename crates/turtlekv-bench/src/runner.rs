@@ -43,11 +43,18 @@ pub struct PhaseOutcome {
     pub user_bytes_written: u64,
 }
 
+/// Longest latency kept exactly; slower operations count as this long.
+const MAX_TRACKED_LATENCY_NS: u64 = 60 * 1_000_000_000;
+
+/// A histogram of nanoseconds from 1 ns to a minute, 3 significant digits.
+/// Fixed bounds: an auto-resizing histogram would saturate instead of grow
+/// under `saturating_record`, and resizing in the timed loop costs time.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_TRACKED_LATENCY_NS, 3).expect("valid histogram bounds")
+}
+
 fn new_histograms() -> Vec<Histogram<u64>> {
-    OpKind::ALL
-        .iter()
-        .map(|_| Histogram::new(3).expect("3 significant figures is a valid precision"))
-        .collect()
+    OpKind::ALL.iter().map(|_| latency_histogram()).collect()
 }
 
 /// Runs `workload` on `engine`. `counter` holds the records that exist
@@ -91,8 +98,7 @@ pub fn run_phase(
         ops_done += outcome.ops_done;
         user_bytes_written += outcome.user_bytes_written;
         for (all, mine) in latencies_ns.iter_mut().zip(&outcome.latencies_ns) {
-            all.add(mine)
-                .expect("auto-resizing histograms accept any value");
+            all.add(mine).expect("histograms share bounds");
         }
     }
     Ok(PhaseOutcome {
@@ -349,6 +355,14 @@ mod tests {
         assert_eq!(counter.limit(), 2_000);
         assert_eq!(load.latencies_ns[OpKind::Insert.index()].len(), 2_000);
         assert_eq!(load.user_bytes_written, 2_000 * (8 + 32));
+        // Latencies are real durations, not clipped to the histogram's
+        // lowest bucket: a put takes more than 10 ns.
+        let inserts = &load.latencies_ns[OpKind::Insert.index()];
+        assert!(
+            inserts.value_at_quantile(0.5) > 10,
+            "{}",
+            inserts.value_at_quantile(0.5)
+        );
         for workload in &Workload::ALL[1..] {
             let outcome =
                 run_phase(engine.as_ref(), *workload, &settings, &counter, &hidden).unwrap();

@@ -10,6 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::cli::YcsbArgs;
 use crate::engines::{EngineConfig, EngineKind};
 use crate::generator::InsertCounter;
+use crate::isolate;
 use crate::keys::ValueCodec;
 use crate::measure;
 use crate::report::{self, PhaseResult};
@@ -41,8 +42,14 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
     }
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut results = Vec::new();
-    for &engine in &args.engines {
-        results.extend(run_engine(engine, args, &settings, &config, &parent)?);
+    if let [engine] = args.engines[..] {
+        results = run_engine(engine, args, &settings, &config, &parent)?;
+    } else {
+        // One process per engine: peak RSS and /proc/self/io then measure
+        // that engine alone, not memory an earlier engine left behind.
+        for &engine in &args.engines {
+            results.extend(isolate::run_in_child(args, engine)?);
+        }
     }
     report::compute_ratios(&mut results);
     Ok(results)
@@ -125,10 +132,9 @@ fn run_engine(
 }
 
 fn merged(histograms: &[hdrhistogram::Histogram<u64>]) -> hdrhistogram::Histogram<u64> {
-    let mut all = hdrhistogram::Histogram::new(3).expect("valid precision");
+    let mut all = runner::latency_histogram();
     for h in histograms {
-        all.add(h)
-            .expect("auto-resizing histograms accept any value");
+        all.add(h).expect("histograms share bounds");
     }
     all
 }

@@ -1,0 +1,79 @@
+//! The binary end to end: table on stdout, JSON and plot files, one child
+//! process per engine, loud failures.
+
+use std::process::Command;
+
+fn bench() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_turtlekv-bench"))
+}
+
+#[test]
+fn two_engine_run_writes_table_json_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let plot = dir.path().join("out.png");
+    // The same engine twice: the only one every build has, and a check
+    // that the per-engine child processes are merged in order.
+    let output = bench()
+        .args([
+            "ycsb",
+            "--engines",
+            "turtlekv,turtlekv",
+            "--workloads",
+            "load,b,e",
+        ])
+        .args(["--records", "3000", "--ops", "500", "--threads", "2"])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .arg("--plot")
+        .arg(&plot)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // Not a terminal: no progress bars.
+    assert!(stderr.is_empty(), "{stderr}");
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(table.starts_with("engine"), "{table}");
+    assert_eq!(table.matches("turtlekv  load").count(), 2, "{table}");
+    assert!(table.contains("scan"), "{table}");
+
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = rows.as_array().unwrap();
+    let workloads: Vec<&str> = rows
+        .iter()
+        .map(|r| r["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(workloads, ["load", "b", "e", "load", "b", "e"]);
+    for row in rows {
+        assert_eq!(row["engine"], "turtlekv");
+        assert_eq!(row["records"], 3000);
+        assert_eq!(row["threads"], 2);
+        assert!(row["ops_per_sec"].as_f64().unwrap() > 0.0);
+        assert!(row["peak_rss_bytes"].as_u64().unwrap() > 0);
+    }
+    assert_eq!(rows[0]["ops"], 3000);
+    assert_eq!(rows[1]["ops"], 500);
+    assert!(rows[0]["write_amp"].as_f64().unwrap() > 0.0);
+    assert!(rows[2]["write_amp"].is_number(), "workload e inserts");
+    assert!(std::fs::metadata(&plot).unwrap().len() > 1000);
+    // Only our outputs are left: every engine directory was removed.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn engine_missing_from_the_build_fails_with_the_fix() {
+    if cfg!(feature = "redb") {
+        return;
+    }
+    let output = bench()
+        .args(["ycsb", "--engines", "turtlekv,redb"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--features redb"), "{stderr}");
+}
