@@ -2,13 +2,7 @@
 //! segment is serialised, consulted before any of the page's other bytes are
 //! read. Layout in `docs/format.md`, section "Filters".
 
-// Remove once the checkpoint pipeline (issue 5) reaches the tree.
-#![cfg_attr(
-    not(test),
-    expect(dead_code, reason = "used by the tree, which the checkpoint pipeline wires in")
-)]
-
-use xorf::{BinaryFuse8, BinaryFuse16, BinaryFuse32, Filter};
+use xorf::{BinaryFuse8, BinaryFuse8Ref, BinaryFuse16, BinaryFuse32, Filter, FilterRef};
 
 /// Bytes before the fingerprints.
 const HEADER_BYTES: usize = 32;
@@ -77,14 +71,18 @@ pub(crate) fn build(mut hashes: Vec<u64>, bits_per_key: u32) -> Vec<u8> {
         },
         16 => match BinaryFuse16::try_from(&hashes) {
             Ok(f) => {
-                f.fingerprints.iter().for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
+                f.fingerprints
+                    .iter()
+                    .for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
                 f.descriptor
             }
             Err(_) => return Vec::new(),
         },
         _ => match BinaryFuse32::try_from(&hashes) {
             Ok(f) => {
-                f.fingerprints.iter().for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
+                f.fingerprints
+                    .iter()
+                    .for_each(|fp| out.extend_from_slice(&fp.to_le_bytes()));
                 f.descriptor
             }
             Err(_) => return Vec::new(),
@@ -110,15 +108,30 @@ pub(crate) enum KeyFilter {
 }
 
 impl KeyFilter {
-    /// Decodes an encoded filter; `Err` names what failed so the caller can
-    /// report corruption with the page's location.
+    /// Decodes an encoded filter and verifies its checksum; `Err` names what
+    /// failed so the caller can report corruption with the page's location.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
         if bytes.len() < HEADER_BYTES {
-            return Err(format!("filter of {} bytes is shorter than its header", bytes.len()));
+            return Err(format!(
+                "filter of {} bytes is shorter than its header",
+                bytes.len()
+            ));
         }
         let stored_crc = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
         if crc32c::crc32c(&bytes[4..]) != stored_crc {
             return Err("filter checksum mismatch".to_string());
+        }
+        Self::decode_unverified(bytes)
+    }
+
+    /// Decodes without the checksum (the structure is still validated, so a
+    /// lookup cannot index out of bounds).
+    fn decode_unverified(bytes: &[u8]) -> Result<Self, String> {
+        if bytes.len() < HEADER_BYTES {
+            return Err(format!(
+                "filter of {} bytes is shorter than its header",
+                bytes.len()
+            ));
         }
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
         let descriptor = xorf::Descriptor {
@@ -132,16 +145,25 @@ impl KeyFilter {
         let body = &bytes[HEADER_BYTES..];
         let width_bytes = usize::from(width / 8);
         if !matches!(width, 8 | 16 | 32) || body.len() != count * width_bytes {
-            return Err(format!("filter width {width} / length {} inconsistent", body.len()));
+            return Err(format!(
+                "filter width {width} / length {} inconsistent",
+                body.len()
+            ));
         }
         // The fuse lookup indexes up to segment_count_length + 2 segments.
-        let needed = descriptor.segment_count_length as usize
-            + 2 * descriptor.segment_length as usize;
-        if count < needed || !descriptor.segment_length.is_power_of_two() {
+        let needed =
+            descriptor.segment_count_length as usize + 2 * descriptor.segment_length as usize;
+        if count < needed
+            || !descriptor.segment_length.is_power_of_two()
+            || descriptor.segment_length_mask != descriptor.segment_length - 1
+        {
             return Err("filter descriptor does not match its fingerprints".to_string());
         }
         Ok(match width {
-            8 => KeyFilter::Fuse8(BinaryFuse8 { descriptor, fingerprints: body.into() }),
+            8 => KeyFilter::Fuse8(BinaryFuse8 {
+                descriptor,
+                fingerprints: body.into(),
+            }),
             16 => KeyFilter::Fuse16(BinaryFuse16 {
                 descriptor,
                 fingerprints: body
@@ -167,6 +189,32 @@ impl KeyFilter {
             KeyFilter::Fuse32(f) => f.contains(&hash),
         }
     }
+}
+
+/// Probes an encoded filter: `Ok(false)` means the key is certainly absent.
+/// The checksum is not recomputed on this hot path: the page store verified
+/// the bytes when it read them, and `check()` verifies the filter's own
+/// checksum. The 8-bit filter (the default) is probed in place.
+pub(crate) fn may_contain(encoded: &[u8], hash: u64) -> Result<bool, String> {
+    if encoded.len() >= HEADER_BYTES && encoded[4] == 8 {
+        // Validate the structure once, then probe without copying.
+        let count = u32::from_le_bytes(encoded[28..32].try_into().expect("4 bytes")) as usize;
+        let segment_length =
+            u32::from_le_bytes(encoded[16..20].try_into().expect("4 bytes")) as usize;
+        let segment_count_length =
+            u32::from_le_bytes(encoded[24..28].try_into().expect("4 bytes")) as usize;
+        let body = &encoded[HEADER_BYTES..];
+        let mask = u32::from_le_bytes(encoded[20..24].try_into().expect("4 bytes")) as usize;
+        if body.len() != count
+            || count < segment_count_length + 2 * segment_length
+            || !segment_length.is_power_of_two()
+            || mask != segment_length - 1
+        {
+            return Err("filter descriptor does not match its fingerprints".to_string());
+        }
+        return Ok(BinaryFuse8Ref::from_dma(&encoded[8..28], body).contains(&hash));
+    }
+    Ok(KeyFilter::decode_unverified(encoded)?.may_contain(hash))
 }
 
 #[cfg(test)]

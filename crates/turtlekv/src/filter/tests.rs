@@ -1,7 +1,9 @@
 use super::*;
 
 fn keys(range: std::ops::Range<u64>, tag: &str) -> Vec<Vec<u8>> {
-    range.map(|i| format!("{tag}{i:012}").into_bytes()).collect()
+    range
+        .map(|i| format!("{tag}{i:012}").into_bytes())
+        .collect()
 }
 
 /// Builds a filter over 20,000 keys and probes 200,000 absent keys.
@@ -13,7 +15,10 @@ fn false_positive_rate(bits_per_key: u32) -> (f64, usize) {
         assert!(filter.may_contain(key_hash(k)), "false negative");
     }
     let absent = keys(0..200_000, "absent");
-    let hits = absent.iter().filter(|k| filter.may_contain(key_hash(k))).count();
+    let hits = absent
+        .iter()
+        .filter(|k| filter.may_contain(key_hash(k)))
+        .count();
     (hits as f64 / absent.len() as f64, bytes.len())
 }
 
@@ -50,8 +55,17 @@ fn duplicate_hashes_and_tiny_sets_build() {
 fn size_bound_holds() {
     for n in [1usize, 2, 3, 10, 100, 1000, 5000, 70_000] {
         for bits in [8, 16, 32] {
-            let bytes = build((0..n as u64).map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15)).collect(), bits);
-            assert!(bytes.len() <= max_encoded_len(n, bits), "n {n} bits {bits}: {}", bytes.len());
+            let bytes = build(
+                (0..n as u64)
+                    .map(|i| i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                    .collect(),
+                bits,
+            );
+            assert!(
+                bytes.len() <= max_encoded_len(n, bits),
+                "n {n} bits {bits}: {}",
+                bytes.len()
+            );
         }
     }
 }
@@ -65,4 +79,19 @@ fn disabled_and_corrupt_filters() {
     bytes[last] ^= 1;
     assert!(KeyFilter::decode(&bytes).is_err());
     assert!(KeyFilter::decode(&bytes[..10]).is_err());
+}
+
+#[test]
+fn in_place_probe_agrees_with_decoded_filter() {
+    for bits in [8, 16, 32] {
+        let bytes = build((0..1000u64).map(|i| i * 31).collect(), bits);
+        let filter = KeyFilter::decode(&bytes).unwrap();
+        for probe in 0..5000u64 {
+            assert_eq!(
+                may_contain(&bytes, probe).unwrap(),
+                filter.may_contain(probe)
+            );
+        }
+    }
+    assert!(may_contain(&[8; 40], 1).is_err());
 }

@@ -1,1 +1,165 @@
-//! See DESIGN.md; filled in by its issue.
+//! The TurtleTree: a B-epsilon-plus tree whose nodes hold pivots and an
+//! update buffer of level-tiered segments (DESIGN.md §2, TurtleKV paper §3).
+//!
+//! The tree is updated only in sorted batches, copy-on-write: `apply_batch`
+//! takes a root and returns a new root plus the pages it wrote and the pages
+//! of the old version it no longer reaches. Reads (`get`, `scan`) and the
+//! invariant checker work on any stored root. Storage is reached only through
+//! [`PageIo`]. Byte layouts are in `docs/format.md`.
+
+// Remove once the checkpoint pipeline (issue 5) drives the tree.
+#![cfg_attr(
+    not(test),
+    expect(dead_code, reason = "wired into the engine by the checkpoint pipeline")
+)]
+
+mod buffer;
+pub(crate) mod check;
+mod cut;
+mod flush;
+mod get;
+pub(crate) mod item;
+mod leaf;
+pub(crate) mod node;
+mod reshape;
+pub(crate) mod scan;
+pub(crate) mod update;
+mod write;
+
+#[cfg(test)]
+mod mem_io;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+pub(crate) use item::Item;
+
+use crate::page::{CachePriority, PageId, PageIo};
+use crate::{Error, Options, Result};
+
+/// Sizes the tree works with, derived from [`Options`] and the page store's
+/// page format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TreeConfig {
+    /// Largest leaf/segment page contents, in bytes.
+    pub leaf_max_bytes: usize,
+    /// A non-root leaf smaller than this is joined with a neighbour.
+    pub leaf_min_bytes: usize,
+    /// Largest node page contents, in bytes.
+    pub node_max_bytes: usize,
+    /// Block size inside leaves: the unit a point lookup reads.
+    pub block_size_bytes: usize,
+    pub filter_bits_per_key: u32,
+}
+
+/// Largest contents of a page in a slot of `slot_bytes` made of blocks of
+/// `block_bytes`: each block keeps 8 bytes for its trailer and the page
+/// stream starts with a 16-byte header (docs/format.md, "Page files").
+fn store_capacity_bytes(slot_bytes: u64, block_bytes: u64) -> usize {
+    (slot_bytes / block_bytes * (block_bytes - 8) - 16) as usize
+}
+
+impl TreeConfig {
+    pub(crate) fn from_options(options: &Options) -> Self {
+        let leaf_max_bytes = store_capacity_bytes(options.leaf_size_bytes, 4096);
+        let node_max_bytes =
+            store_capacity_bytes(options.node_size_bytes, options.node_size_bytes.min(4096));
+        // Blocks equal to the page store's block payload make a chunk read one
+        // store block; small (test) leaves use proportionally small blocks.
+        let block_size_bytes = if options.leaf_size_bytes >= 64 * 1024 {
+            4088
+        } else {
+            (options.leaf_size_bytes / 16) as usize
+        };
+        TreeConfig {
+            leaf_max_bytes,
+            leaf_min_bytes: options.leaf_size_bytes as usize / 4,
+            node_max_bytes,
+            block_size_bytes,
+            filter_bits_per_key: options.filter_bits_per_key,
+        }
+    }
+
+    /// A node whose pivots take more than this splits.
+    pub(crate) fn node_pivot_max_bytes(&self) -> usize {
+        self.node_max_bytes / 2
+    }
+
+    /// A non-root node whose pivots take less than this is joined or rebalanced
+    /// (half of what a freshly split node holds).
+    pub(crate) fn node_pivot_min_bytes(&self) -> usize {
+        self.node_max_bytes / 8
+    }
+}
+
+/// The tree over one page store. Cheap to clone.
+#[derive(Clone, Debug)]
+pub(crate) struct Tree {
+    io: Arc<dyn PageIo>,
+    config: TreeConfig,
+}
+
+fn corrupt(id: PageId, reason: impl std::fmt::Display) -> Error {
+    Error::corruption(format!("page {:#x}", id.to_raw()), 0, reason.to_string())
+}
+
+impl Tree {
+    pub(crate) fn new(io: Arc<dyn PageIo>, config: TreeConfig) -> Self {
+        Tree { io, config }
+    }
+
+    pub(crate) fn config(&self) -> &TreeConfig {
+        &self.config
+    }
+
+    /// Reads and decodes a node page.
+    fn read_node(&self, id: PageId) -> Result<node::Node> {
+        let bytes = self.io.read_page(id, CachePriority::Node)?;
+        node::Node::decode(&bytes).map_err(|reason| corrupt(id, reason))
+    }
+
+    /// Reads and decodes the head of a stored leaf.
+    fn read_leaf_head(&self, r: &node::LeafRef) -> Result<leaf::LeafHead> {
+        let head = self
+            .io
+            .read_range(r.id, 0, u64::from(r.head_len), CachePriority::LeafHead)?;
+        let decoded = leaf::LeafHead::decode(&head).map_err(|reason| corrupt(r.id, reason))?;
+        if decoded.filter_len != r.filter_len {
+            return Err(corrupt(
+                r.id,
+                "filter length differs from the node's reference",
+            ));
+        }
+        Ok(decoded)
+    }
+
+    /// Reads and decodes one chunk of a stored leaf.
+    fn read_chunk(
+        &self,
+        r: &node::LeafRef,
+        head: &leaf::LeafHead,
+        chunk: usize,
+    ) -> Result<Vec<Item>> {
+        let (offset, len) = head.chunk_range(chunk);
+        let bytes = self
+            .io
+            .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
+        head.decode_chunk(chunk, &bytes)
+            .map_err(|reason| corrupt(r.id, reason))
+    }
+
+    /// Reads every item of a stored leaf.
+    fn read_leaf_items(&self, r: &node::LeafRef) -> Result<Vec<Item>> {
+        let page: Bytes = self.io.read_page(r.id, CachePriority::LeafBlock)?;
+        if page.len() < r.head_len as usize {
+            return Err(corrupt(r.id, "leaf page shorter than its head"));
+        }
+        let head = leaf::LeafHead::decode(&page.slice(..r.head_len as usize))
+            .map_err(|reason| corrupt(r.id, reason))?;
+        head.decode_all(&page)
+            .map_err(|reason| corrupt(r.id, reason))
+    }
+}

@@ -1,0 +1,235 @@
+//! The deep invariant checker: reads and verifies every page of a tree
+//! version and every structural rule the update code relies on.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use super::item::{Item, total_size_bytes};
+use super::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
+use super::{Tree, corrupt};
+use crate::Result;
+use crate::filter;
+use crate::page::{CachePriority, PageId};
+
+/// Shape of a tree version, as the checker found it.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TreeStats {
+    /// Node levels above the leaves (0 for an empty tree).
+    pub height: u32,
+    pub node_pages: u64,
+    pub leaf_pages: u64,
+    /// Distinct segment pages (a shared segment counts once).
+    pub segment_pages: u64,
+    pub leaf_items: u64,
+    /// Unflushed items in all buffers (several versions of a key count each).
+    pub buffered_items: u64,
+}
+
+struct Checker<'a> {
+    tree: &'a Tree,
+    stats: TreeStats,
+    segments_seen: HashSet<PageId>,
+    single_leaf: bool,
+}
+
+impl Tree {
+    /// Verifies every page checksum and invariant of the tree at `root`:
+    /// key order, pivot ranges, flushed bounds, active sets, pending bytes,
+    /// buffer bound, node and leaf fill, page sizes.
+    pub(crate) fn check(&self, root: Option<PageId>) -> Result<TreeStats> {
+        let Some(root) = root else {
+            return Ok(TreeStats::default());
+        };
+        let mut checker = Checker {
+            tree: self,
+            stats: TreeStats::default(),
+            segments_seen: HashSet::new(),
+            single_leaf: false,
+        };
+        let node = self.read_node(root)?;
+        checker.stats.height = u32::from(node.height);
+        checker.single_leaf = node.height == 1 && node.pivots.len() == 1;
+        if node.height > 1 && node.pivots.len() < 2 {
+            return Err(corrupt(root, "root above height 1 with a single child"));
+        }
+        checker.node(root, node, Bytes::new(), None, true)?;
+        Ok(checker.stats)
+    }
+}
+
+impl Checker<'_> {
+    fn node(
+        &mut self,
+        id: PageId,
+        mut node: Node,
+        lo: Bytes,
+        hi: Option<Bytes>,
+        is_root: bool,
+    ) -> Result<()> {
+        let config = self.tree.config;
+        let fail = |reason: String| Err(corrupt(id, reason));
+        self.stats.node_pages += 1;
+        node.range_lo = lo;
+        node.range_hi = hi;
+        if node.encoded_len() > config.node_max_bytes
+            || node.pivot_bytes() > config.node_pivot_max_bytes()
+        {
+            return fail(format!(
+                "node of {} bytes ({} in pivots) overflows",
+                node.encoded_len(),
+                node.pivot_bytes()
+            ));
+        }
+        if !is_root && node.pivot_bytes() < config.node_pivot_min_bytes() {
+            return fail(format!(
+                "non-root node underfull: {} pivot bytes",
+                node.pivot_bytes()
+            ));
+        }
+        for p in 1..node.pivots.len() {
+            let key = &node.pivots[p].lower;
+            let above_lo = node.range_lo.is_empty() || *key > node.range_lo;
+            if !above_lo || node.range_hi.as_ref().is_some_and(|h| key >= h) {
+                return fail(format!("pivot {p} key outside the node's range"));
+            }
+        }
+        let bound = config.leaf_max_bytes as u64 * (node.pivots.len() as u64 - 1);
+        if node.total_pending_bytes() > bound {
+            return fail(format!(
+                "buffer holds {} bytes, bound {bound}",
+                node.total_pending_bytes()
+            ));
+        }
+        self.buffer(id, &node)?;
+        for p in 0..node.pivots.len() {
+            let (plo, phi) = node.pivot_range(p);
+            let (plo, phi) = (plo.clone(), phi.cloned());
+            match &node.pivots[p].child {
+                Child::StoredNode(child) => {
+                    let child_node = self.tree.read_node(*child)?;
+                    if child_node.height + 1 != node.height {
+                        return Err(corrupt(*child, "child height does not match its parent"));
+                    }
+                    self.node(*child, child_node, plo, phi, false)?;
+                }
+                Child::Leaf(LeafData::Stored(r)) if node.height == 1 => {
+                    self.leaf(r, &plo, phi.as_ref()).map_err(|e| {
+                        corrupt(
+                            id,
+                            format!("{e} (pivot {p} of {}, root: {is_root})", node.pivots.len()),
+                        )
+                    })?
+                }
+                _ => return fail("child kind does not match the node's height".into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Segments: levels, active sets, flushed bounds, pending bytes, and
+    /// uniqueness of live keys within a level.
+    fn buffer(&mut self, id: PageId, node: &Node) -> Result<()> {
+        let mut pending = vec![0u64; node.pivots.len()];
+        let mut level_last: Vec<Option<Bytes>> = vec![None; MAX_LEVELS as usize];
+        for seg in &node.segments {
+            let LeafData::Stored(r) = &seg.data else {
+                unreachable!("decoded nodes reference stored segments");
+            };
+            let items = self.page_items(r, true)?;
+            if items.len() != seg.item_count as usize {
+                return Err(corrupt(
+                    r.id,
+                    "segment item count differs from its node entry",
+                ));
+            }
+            if self.segments_seen.insert(r.id) {
+                self.stats.segment_pages += 1;
+            }
+            for p in 0..node.pivots.len() {
+                let live = node.unflushed_range(seg, p, &items);
+                if seg.bounds[p].is_some() == live.is_empty() {
+                    return Err(corrupt(
+                        id,
+                        format!(
+                            "segment {:#x}: pivot {p} active flag disagrees with its unflushed items",
+                            r.id.to_raw()
+                        ),
+                    ));
+                }
+                pending[p] += total_size_bytes(&items[live.clone()]) as u64;
+                self.stats.buffered_items += live.len() as u64;
+                if let Some(first) = items[live.clone()].first() {
+                    let last_key = &mut level_last[seg.level as usize];
+                    if last_key.as_ref().is_some_and(|k| *k >= first.key) {
+                        return Err(corrupt(
+                            id,
+                            format!("level {} holds a key twice or out of order", seg.level),
+                        ));
+                    }
+                    *last_key = Some(items[live.end - 1].key.clone());
+                }
+            }
+        }
+        for (p, bytes) in pending.iter().enumerate() {
+            if *bytes != node.pivots[p].pending_bytes {
+                return Err(corrupt(
+                    id,
+                    format!(
+                        "pivot {p}: pending bytes {} but buffer holds {bytes}",
+                        node.pivots[p].pending_bytes
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, r: &LeafRef, lo: &Bytes, hi: Option<&Bytes>) -> Result<()> {
+        let items = self.page_items(r, false)?;
+        self.stats.leaf_pages += 1;
+        self.stats.leaf_items += items.len() as u64;
+        let in_range = |it: &Item| it.key >= *lo && hi.is_none_or(|h| it.key < *h);
+        if !items.iter().all(in_range) {
+            return Err(corrupt(r.id, "leaf key outside its pivot's range"));
+        }
+        if items.iter().any(|it| it.value.is_none()) {
+            return Err(corrupt(r.id, "tombstone in a leaf"));
+        }
+        let page_bytes = self
+            .tree
+            .io
+            .read_page(r.id, CachePriority::LeafBlock)?
+            .len();
+        if !self.single_leaf && page_bytes < self.tree.config.leaf_min_bytes {
+            return Err(corrupt(r.id, format!("leaf underfull: {page_bytes} bytes")));
+        }
+        Ok(())
+    }
+
+    /// Reads a whole leaf or segment, verifying head, blocks and filter.
+    fn page_items(&mut self, r: &LeafRef, tombstones_allowed: bool) -> Result<Vec<Item>> {
+        let items = self.tree.read_leaf_items(r)?;
+        let page = self.tree.io.read_page(r.id, CachePriority::LeafBlock)?;
+        if page.len() > self.tree.config.leaf_max_bytes {
+            return Err(corrupt(r.id, "leaf page larger than the page limit"));
+        }
+        if r.filter_len > 0 {
+            let start = r.head_len as usize;
+            let bytes = page
+                .get(start..start + r.filter_len as usize)
+                .ok_or_else(|| corrupt(r.id, "filter overruns the page"))?;
+            let f = filter::KeyFilter::decode(bytes).map_err(|reason| corrupt(r.id, reason))?;
+            if !items
+                .iter()
+                .all(|it| f.may_contain(filter::key_hash(&it.key)))
+            {
+                return Err(corrupt(r.id, "filter rejects a key the page holds"));
+            }
+        }
+        if !tombstones_allowed && items.iter().any(|it| it.value.is_none()) {
+            return Err(corrupt(r.id, "tombstone in a leaf"));
+        }
+        Ok(items)
+    }
+}

@@ -1,0 +1,94 @@
+//! Cutting sorted runs into pages: leaves between `leaf_size/4` and the page
+//! limit (balanced when the last part would be too small), and batches into
+//! leaf-sized pieces.
+
+use super::TreeConfig;
+use super::item::Item;
+use super::leaf::LeafSizer;
+
+/// Page size the items would serialise to.
+pub(super) fn leaf_page_bytes(items: &[Item], config: &TreeConfig) -> usize {
+    let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
+    items.iter().for_each(|it| sizer.add(it));
+    sizer.page_bytes()
+}
+
+/// Cuts sorted items into leaf pages that each fit the page limit. With more
+/// than one part every part holds at least `leaf_min_bytes` when the items
+/// allow it. Always returns at least one (possibly empty) part.
+pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
+    let total = leaf_page_bytes(&items, config);
+    if total <= config.leaf_max_bytes {
+        return vec![items];
+    }
+    // Aim for equal parts of at most ~90% of a page so later merges have room.
+    let parts = total.div_ceil(config.leaf_max_bytes * 9 / 10);
+    let target = total / parts;
+    let mut out: Vec<Vec<Item>> = Vec::with_capacity(parts);
+    let mut current = Vec::new();
+    let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
+    for item in items {
+        let mut next = sizer.clone();
+        next.add(&item);
+        let full = sizer.page_bytes() >= target || next.page_bytes() > config.leaf_max_bytes;
+        if full && sizer.items() > 0 {
+            out.push(std::mem::take(&mut current));
+            sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
+            sizer.add(&item);
+        } else {
+            sizer = next;
+        }
+        current.push(item);
+    }
+    out.push(current);
+    rebalance_tail(&mut out, config);
+    out
+}
+
+/// If the last part is too small, splits the last two parts evenly by bytes.
+fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
+    let n = parts.len();
+    if n < 2 || leaf_page_bytes(&parts[n - 1], config) >= config.leaf_min_bytes {
+        return;
+    }
+    let last = parts.pop().expect("two parts");
+    let mut joined = parts.pop().expect("two parts");
+    let greedy_cut = joined.len();
+    joined.extend(last);
+    let half = super::item::total_size_bytes(&joined) / 2;
+    let mut acc = 0;
+    let even_cut = joined
+        .iter()
+        .position(|it| {
+            acc += it.size_bytes();
+            acc > half
+        })
+        .unwrap_or(joined.len() - 1)
+        .max(1);
+    let fits = leaf_page_bytes(&joined[..even_cut], config) <= config.leaf_max_bytes
+        && leaf_page_bytes(&joined[even_cut..], config) <= config.leaf_max_bytes;
+    // With huge items an even cut may not fit; then keep the greedy one.
+    let right = joined.split_off(if fits { even_cut } else { greedy_cut });
+    parts.push(joined);
+    parts.push(right);
+}
+
+/// Cuts a batch into pieces of about `max_bytes` of items each.
+pub(super) fn cut_batch(items: Vec<Item>, max_bytes: usize) -> Vec<Vec<Item>> {
+    let mut out = Vec::new();
+    let mut current = Vec::new();
+    let mut bytes = 0;
+    for item in items {
+        let size = item.size_bytes();
+        if bytes + size > max_bytes && !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+            bytes = 0;
+        }
+        bytes += size;
+        current.push(item);
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}

@@ -1,0 +1,88 @@
+//! Point lookups: newest buffer level first, only segments active for the
+//! key's pivot, filter before leaf, hits below a flushed bound ignored.
+
+use bytes::Bytes;
+
+use super::item::Item;
+use super::node::{Child, LeafData, LeafRef};
+use super::{Tree, corrupt};
+use crate::Result;
+use crate::filter;
+use crate::page::{CachePriority, PageId};
+
+impl Tree {
+    /// The value of `key` in the tree at `root`; `None` if absent or deleted.
+    pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
+        let Some(mut id) = root else {
+            return Ok(None);
+        };
+        let hash = filter::key_hash(key);
+        loop {
+            let node = self.read_node(id)?;
+            let p = node.pivot_for(key);
+            for seg in &node.segments {
+                let Some(bound) = seg.bounds[p] else {
+                    continue;
+                };
+                let LeafData::Stored(r) = &seg.data else {
+                    unreachable!("decoded nodes reference stored segments");
+                };
+                // A hit below the flushed bound was already moved down;
+                // a newer version, if any, is further down the tree.
+                if let Some((index, item)) = self.probe_leaf(r, key, hash, bound)? {
+                    if index >= bound {
+                        return Ok(item.value);
+                    }
+                }
+            }
+            match &node.pivots[p].child {
+                Child::StoredNode(child) => id = *child,
+                Child::Leaf(LeafData::Stored(r)) => {
+                    return Ok(self
+                        .probe_leaf(r, key, hash, 0)?
+                        .and_then(|(_, it)| it.value));
+                }
+                Child::Leaf(LeafData::New(_)) | Child::Node(_) => {
+                    unreachable!("decoded nodes reference stored pages")
+                }
+            }
+        }
+    }
+
+    /// Looks `key` up in one stored leaf: filter, head, one chunk. Returns the
+    /// item and its index in the leaf; items below `min_index` may be
+    /// reported absent without reading their chunk.
+    pub(super) fn probe_leaf(
+        &self,
+        r: &LeafRef,
+        key: &[u8],
+        hash: u64,
+        min_index: u32,
+    ) -> Result<Option<(u32, Item)>> {
+        if r.filter_len > 0 {
+            let bytes = self.io.read_range(
+                r.id,
+                u64::from(r.head_len),
+                u64::from(r.filter_len),
+                CachePriority::Filter,
+            )?;
+            if !filter::may_contain(&bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
+                return Ok(None);
+            }
+        }
+        let head = self.read_leaf_head(r)?;
+        if head.chunks.is_empty() {
+            return Ok(None);
+        }
+        let chunk = head.chunk_for(key);
+        if head.chunk_items(chunk).1 <= min_index {
+            return Ok(None); // the whole chunk was flushed: skip its read
+        }
+        let items = self.read_chunk(r, &head, chunk)?;
+        let (first, _) = head.chunk_items(chunk);
+        Ok(items
+            .binary_search_by(|it| it.key.as_ref().cmp(key))
+            .ok()
+            .map(|i| (first + i as u32, items[i].clone())))
+    }
+}

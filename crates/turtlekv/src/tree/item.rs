@@ -1,0 +1,164 @@
+//! Items (key, op, value), their sizes, separators and stable merges.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use bytes::Bytes;
+
+/// Bytes of an item's encoding besides key and value: op, key length, value length.
+pub(crate) const ITEM_OVERHEAD_BYTES: usize = 7;
+
+/// One update: a put (`value: Some`) or a tombstone (`None`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Item {
+    pub key: Bytes,
+    pub value: Option<Bytes>,
+}
+
+impl Item {
+    pub(crate) fn put(key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        Item {
+            key: key.into(),
+            value: Some(value.into()),
+        }
+    }
+
+    pub(crate) fn tombstone(key: impl Into<Bytes>) -> Self {
+        Item {
+            key: key.into(),
+            value: None,
+        }
+    }
+
+    /// Encoded size: what pending bytes, leaf fill and batch cuts count.
+    pub(crate) fn size_bytes(&self) -> usize {
+        ITEM_OVERHEAD_BYTES + self.key.len() + self.value.as_ref().map_or(0, Bytes::len)
+    }
+}
+
+/// Sum of item sizes.
+pub(crate) fn total_size_bytes(items: &[Item]) -> usize {
+    items.iter().map(Item::size_bytes).sum()
+}
+
+/// The shortest key `s` with `prev < s <= next` (requires `prev < next`).
+/// Used for pivot keys and chunk index entries: short separators keep nodes
+/// and leaf heads small.
+pub(crate) fn shortest_separator(prev: &[u8], next: &[u8]) -> Bytes {
+    debug_assert!(prev < next, "separator needs prev < next");
+    let common = prev.iter().zip(next).take_while(|(a, b)| a == b).count();
+    // next[..common + 1] is > prev (it differs at `common` with a larger byte,
+    // or prev is a prefix of it) and <= next.
+    Bytes::copy_from_slice(&next[..(common + 1).min(next.len())])
+}
+
+/// Index of the first item whose key is >= `key`.
+pub(crate) fn lower_bound(items: &[Item], key: &[u8]) -> usize {
+    items.partition_point(|it| it.key.as_ref() < key)
+}
+
+struct HeapEntry<'a> {
+    item: &'a Item,
+    run: usize,
+    pos: usize,
+}
+
+impl PartialEq for HeapEntry<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for HeapEntry<'_> {}
+impl PartialOrd for HeapEntry<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for HeapEntry<'_> {
+    // BinaryHeap is a max-heap: reverse so the smallest key, then the newest
+    // run (lowest index), comes out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .item
+            .key
+            .cmp(&self.item.key)
+            .then(other.run.cmp(&self.run))
+    }
+}
+
+/// Merges sorted runs of unique keys, `runs[0]` newest. For a key in several
+/// runs only the newest item is kept. Tombstones are kept unless
+/// `drop_tombstones` (at the bottom of the tree nothing older lies below).
+pub(crate) fn merge_runs(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
+    let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    let mut heap: BinaryHeap<HeapEntry<'_>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(run, r)| HeapEntry {
+            item: &r[0],
+            run,
+            pos: 0,
+        })
+        .collect();
+    let mut last_key: Option<&Bytes> = None;
+    while let Some(HeapEntry { item, run, pos }) = heap.pop() {
+        if let Some(next) = runs[run].get(pos + 1) {
+            heap.push(HeapEntry {
+                item: next,
+                run,
+                pos: pos + 1,
+            });
+        }
+        if last_key == Some(&item.key) {
+            continue; // an older version of a key already emitted
+        }
+        last_key = Some(&item.key);
+        if drop_tombstones && item.value.is_none() {
+            continue;
+        }
+        out.push(item.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn separators_are_shortest_and_between() {
+        let cases: [(&[u8], &[u8], &[u8]); 4] = [
+            (b"apple", b"banana", b"b"),
+            (b"abc", b"abd", b"abd"),
+            (b"ab", b"abc", b"abc"),
+            (b"abcx", b"abd", b"abd"),
+        ];
+        for (prev, next, want) in cases {
+            let sep = shortest_separator(prev, next);
+            assert_eq!(sep.as_ref(), want);
+            assert!(prev < sep.as_ref() && sep.as_ref() <= next);
+        }
+    }
+
+    #[test]
+    fn merge_keeps_newest_and_drops_tombstones_on_request() {
+        let newer = vec![Item::put("b", "new"), Item::tombstone("c")];
+        let older = vec![
+            Item::put("a", "1"),
+            Item::put("b", "old"),
+            Item::put("c", "3"),
+        ];
+        let merged = merge_runs(&[&newer, &older], false);
+        assert_eq!(
+            merged,
+            vec![
+                Item::put("a", "1"),
+                Item::put("b", "new"),
+                Item::tombstone("c")
+            ]
+        );
+        let merged = merge_runs(&[&newer, &older], true);
+        assert_eq!(merged, vec![Item::put("a", "1"), Item::put("b", "new")]);
+    }
+}

@@ -1,0 +1,96 @@
+use super::*;
+
+fn items(n: usize, value_len: impl Fn(usize) -> usize) -> Vec<Item> {
+    (0..n)
+        .map(|i| {
+            let key = format!("key{i:06}");
+            if i % 7 == 3 {
+                Item::tombstone(key)
+            } else {
+                Item::put(key, vec![i as u8; value_len(i)])
+            }
+        })
+        .collect()
+}
+
+fn roundtrip(items: &[Item], block_size: usize) -> Bytes {
+    let page = Bytes::from(serialize(items, block_size, 10, usize::MAX));
+    let mut sizer = LeafSizer::new(block_size, 10);
+    items.iter().for_each(|it| sizer.add(it));
+    assert!(
+        page.len() <= sizer.page_bytes(),
+        "sizer {} < page {}",
+        sizer.page_bytes(),
+        page.len()
+    );
+    let head =
+        LeafHead::decode(&page.slice(..HEADER_BYTES.max(u32_at(&page, 24) as usize))).unwrap();
+    assert_eq!(head.decode_all(&page).unwrap(), items);
+    // Every key is found in the chunk the index points to.
+    for item in items {
+        let c = head.chunk_for(&item.key);
+        let (offset, len) = head.chunk_range(c);
+        let chunk = head
+            .decode_chunk(c, &page.slice(offset as usize..(offset + len) as usize))
+            .unwrap();
+        assert!(chunk.contains(item));
+    }
+    page
+}
+
+#[test]
+fn small_items_roundtrip() {
+    roundtrip(&items(500, |i| i % 50), 256);
+    roundtrip(&items(0, |_| 0), 256);
+    roundtrip(&items(1, |_| 3), 4088);
+}
+
+#[test]
+fn values_larger_than_a_block_span_blocks() {
+    let page = roundtrip(&items(40, |i| if i % 5 == 0 { 3000 } else { 20 }), 512);
+    assert!(page.len() > 40 * 512);
+    roundtrip(&items(3, |_| crate::MAX_VALUE_SIZE), 4088);
+}
+
+#[test]
+fn small_item_chunks_are_one_block() {
+    let page = Bytes::from(serialize(&items(300, |_| 30), 512, 10, usize::MAX));
+    let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
+    for c in 0..head.chunks.len() {
+        assert_eq!(head.chunk_range(c).1, 512);
+    }
+    assert_eq!(
+        (head.data_offset as usize + 16) % 512,
+        0,
+        "data blocks align with store blocks"
+    );
+}
+
+#[test]
+fn corruption_is_detected() {
+    let page = serialize(&items(100, |_| 10), 256, 10, usize::MAX);
+    let head_len = u32_at(&page, 24) as usize;
+    for at in [0, 9, 50, head_len - 1] {
+        let mut bad = page.clone();
+        bad[at] ^= 0x10;
+        assert!(
+            LeafHead::decode(&Bytes::from(bad).slice(..head_len)).is_err(),
+            "flip at {at}"
+        );
+    }
+    let mut bad = page.clone();
+    let last = bad.len() - 1;
+    bad[last - 300] ^= 1;
+    let bad = Bytes::from(bad);
+    let head = LeafHead::decode(&bad.slice(..head_len)).unwrap();
+    assert!(head.decode_all(&bad).is_err());
+}
+
+#[test]
+fn filter_is_dropped_when_it_would_not_fit() {
+    let its = items(200, |_| 4);
+    let with = serialize(&its, 256, 10, usize::MAX);
+    let without = serialize(&its, 256, 10, with.len() - 1);
+    assert!(without.len() < with.len());
+    assert_eq!(u32_at(&without, 28), 0);
+}

@@ -1,0 +1,160 @@
+//! An in-memory [`PageIo`] for the tree's tests. It simulates a cache (a read
+//! of bytes seen before is a hit), counts misses by kind, can drop its cache
+//! (optionally keeping filters, as the real cache's priorities would), and
+//! can free pages so a wrong dead-page list shows up as a failed read.
+
+use std::collections::HashMap;
+use std::io;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::page::{CachePriority, PageId, PageIo, PageKind};
+use crate::{Error, Result};
+
+/// Reads that missed the simulated cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct IoCounts {
+    pub node_pages: u64,
+    pub filters: u64,
+    pub leaf_heads: u64,
+    pub leaf_blocks: u64,
+    pub whole_leaves: u64,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    pages: HashMap<u64, (PageKind, Bytes)>,
+    next_id: u64,
+    cached: HashMap<(u64, u64, u64), CachePriority>,
+    misses: IoCounts,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct MemPageIo {
+    inner: Mutex<Inner>,
+}
+
+impl MemPageIo {
+    pub(super) fn misses(&self) -> IoCounts {
+        self.inner.lock().misses
+    }
+
+    pub(super) fn reset_misses(&self) {
+        self.inner.lock().misses = IoCounts::default();
+    }
+
+    /// Empties the simulated cache; filters survive if `keep_filters`.
+    pub(super) fn drop_cache(&self, keep_filters: bool) {
+        self.inner
+            .lock()
+            .cached
+            .retain(|_, priority| keep_filters && *priority == CachePriority::Filter);
+    }
+
+    /// Frees pages (as the page store would after a commit).
+    pub(super) fn free(&self, ids: &[PageId]) {
+        let mut inner = self.inner.lock();
+        for id in ids {
+            assert!(
+                inner.pages.remove(&id.to_raw()).is_some(),
+                "page {id:?} freed twice or never written"
+            );
+        }
+        inner
+            .cached
+            .retain(|(id, _, _), _| !ids.iter().any(|d| d.to_raw() == *id));
+    }
+
+    pub(super) fn page_ids(&self) -> Vec<PageId> {
+        self.inner
+            .lock()
+            .pages
+            .keys()
+            .map(|id| PageId::from_raw(*id))
+            .collect()
+    }
+
+    pub(super) fn kind(&self, id: PageId) -> Option<PageKind> {
+        self.inner
+            .lock()
+            .pages
+            .get(&id.to_raw())
+            .map(|(kind, _)| *kind)
+    }
+
+    /// Flips one bit of a stored page.
+    pub(super) fn corrupt(&self, id: PageId, offset: usize) {
+        let mut inner = self.inner.lock();
+        let (_, bytes) = inner.pages.get_mut(&id.to_raw()).expect("page exists");
+        let mut copy = bytes.to_vec();
+        copy[offset] ^= 0x40;
+        *bytes = Bytes::from(copy);
+        inner.cached.clear();
+    }
+
+    fn read(
+        &self,
+        id: PageId,
+        offset: u64,
+        len: Option<u64>,
+        priority: CachePriority,
+    ) -> Result<Bytes> {
+        let mut inner = self.inner.lock();
+        let Some((kind, bytes)) = inner.pages.get(&id.to_raw()).cloned() else {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("page {id:?} is not allocated"),
+            )));
+        };
+        let len = len.unwrap_or(bytes.len() as u64 - offset);
+        if offset + len > bytes.len() as u64 {
+            return Err(Error::Io(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "read past the end of a page",
+            )));
+        }
+        let whole = offset == 0 && len == bytes.len() as u64;
+        if inner
+            .cached
+            .insert((id.to_raw(), offset, len), priority)
+            .is_none()
+        {
+            let m = &mut inner.misses;
+            match (kind, priority, whole) {
+                (PageKind::Node, _, _) => m.node_pages += 1,
+                (PageKind::Leaf, CachePriority::Filter, _) => m.filters += 1,
+                (PageKind::Leaf, CachePriority::LeafHead, _) => m.leaf_heads += 1,
+                (PageKind::Leaf, _, true) => m.whole_leaves += 1,
+                (PageKind::Leaf, _, false) => m.leaf_blocks += 1,
+            }
+        }
+        Ok(bytes.slice(offset as usize..(offset + len) as usize))
+    }
+}
+
+impl PageIo for MemPageIo {
+    fn write_page(&self, kind: PageKind, bytes: &[u8]) -> Result<PageId> {
+        let mut inner = self.inner.lock();
+        inner.next_id += 1;
+        let id = inner.next_id;
+        inner
+            .pages
+            .insert(id, (kind, Bytes::copy_from_slice(bytes)));
+        Ok(PageId::from_raw(id))
+    }
+
+    fn read_page(&self, id: PageId, priority: CachePriority) -> Result<Bytes> {
+        self.read(id, 0, None, priority)
+    }
+
+    fn read_range(
+        &self,
+        id: PageId,
+        offset: u64,
+        len: u64,
+        priority: CachePriority,
+    ) -> Result<Bytes> {
+        self.read(id, offset, Some(len), priority)
+    }
+}

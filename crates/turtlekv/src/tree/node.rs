@@ -1,0 +1,388 @@
+//! Node pages: pivots (child, pending bytes, separator key) and the update
+//! buffer (segments by level with active pivots and flushed bounds). The same
+//! struct is the in-memory node a batch update edits; `encode` needs every
+//! reference stored. Layout in `docs/format.md`, "Node pages".
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::item::Item;
+use crate::page::PageId;
+
+const MAGIC: &[u8; 4] = b"TKND";
+const VERSION: u8 = 1;
+const HEADER_BYTES: usize = 20;
+/// Most buffer levels; a batch arriving with all of them occupied merges into the last.
+pub(crate) const MAX_LEVELS: u8 = 8;
+
+/// A stored leaf or segment page and what a reader needs to probe it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeafRef {
+    pub id: PageId,
+    pub head_len: u32,
+    pub filter_len: u32,
+}
+
+/// A leaf or segment: stored, or built by the current batch update.
+#[derive(Clone, Debug)]
+pub(crate) enum LeafData {
+    Stored(LeafRef),
+    New(Arc<Vec<Item>>),
+}
+
+/// A child subtree.
+#[derive(Clone, Debug)]
+pub(crate) enum Child {
+    Leaf(LeafData),
+    StoredNode(PageId),
+    Node(Box<Node>),
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Pivot {
+    /// Lower bound of the child's keys; empty for pivot 0 (the node's own bound).
+    pub lower: Bytes,
+    pub child: Child,
+    /// Size of this pivot's unflushed buffered items.
+    pub pending_bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Segment {
+    pub level: u8,
+    /// Another node (the other half of a split) may reference the page.
+    pub shared: bool,
+    pub data: LeafData,
+    pub item_count: u32,
+    /// Per pivot: `None` = inactive, `Some(b)` = active, items below index `b` flushed.
+    pub bounds: Vec<Option<u32>>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    /// 1: children are leaves; h: children are nodes of height h-1.
+    pub height: u8,
+    pub pivots: Vec<Pivot>,
+    /// Level 0 (newest) first, key order within a level.
+    pub segments: Vec<Segment>,
+    /// The node's key range, from its parent (not stored in the page; empty =
+    /// unbounded below, as keys are never empty). Needed because a segment
+    /// shared with a sibling holds keys outside this node's range.
+    pub range_lo: Bytes,
+    /// Exclusive upper end of the node's range; `None` = unbounded.
+    pub range_hi: Option<Bytes>,
+}
+
+fn pivot_entry_bytes(height: u8, index: usize, key: &[u8]) -> usize {
+    let child = if height == 1 { 16 } else { 8 };
+    let key_bytes = if index == 0 { 0 } else { 2 + key.len() };
+    child + 8 + key_bytes
+}
+
+fn segment_entry_bytes(seg: &Segment) -> usize {
+    let active: Vec<usize> = seg
+        .bounds
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| b.is_some())
+        .map(|(i, _)| i)
+        .collect();
+    let span = match (active.first(), active.last()) {
+        (Some(first), Some(last)) => last - first + 1,
+        _ => 0,
+    };
+    let nonzero = seg
+        .bounds
+        .iter()
+        .filter(|b| matches!(b, Some(x) if *x > 0))
+        .count();
+    1 + 1 + 16 + 4 + 2 + 2 + span.div_ceil(8) + 2 + 6 * nonzero
+}
+
+impl Node {
+    /// Bytes of the pivot entries: the node's fill measure.
+    pub(crate) fn pivot_bytes(&self) -> usize {
+        self.pivots
+            .iter()
+            .enumerate()
+            .map(|(i, p)| pivot_entry_bytes(self.height, i, &p.lower))
+            .sum()
+    }
+
+    /// Size of the encoded page.
+    pub(crate) fn encoded_len(&self) -> usize {
+        HEADER_BYTES
+            + self.pivot_bytes()
+            + self.segments.iter().map(segment_entry_bytes).sum::<usize>()
+    }
+
+    pub(crate) fn total_pending_bytes(&self) -> u64 {
+        self.pivots.iter().map(|p| p.pending_bytes).sum()
+    }
+
+    /// Key range `[lo, hi)` of pivot `p` (`hi = None`: unbounded).
+    pub(crate) fn pivot_range(&self, p: usize) -> (&Bytes, Option<&Bytes>) {
+        let lo = if p == 0 {
+            &self.range_lo
+        } else {
+            &self.pivots[p].lower
+        };
+        let hi = match self.pivots.get(p + 1) {
+            Some(next) => Some(&next.lower),
+            None => self.range_hi.as_ref(),
+        };
+        (lo, hi)
+    }
+
+    /// Indexes of `items` (sorted) within pivot `p`'s key range.
+    pub(crate) fn pivot_index_range(&self, p: usize, items: &[Item]) -> std::ops::Range<usize> {
+        let (lo, hi) = self.pivot_range(p);
+        let start = super::item::lower_bound(items, lo);
+        let end = hi.map_or(items.len(), |hi| super::item::lower_bound(items, hi));
+        start..end.max(start)
+    }
+
+    /// Indexes of segment items not yet flushed to pivot `p`.
+    pub(crate) fn unflushed_range(
+        &self,
+        seg: &Segment,
+        p: usize,
+        items: &[Item],
+    ) -> std::ops::Range<usize> {
+        match seg.bounds[p] {
+            None => 0..0,
+            Some(bound) => {
+                let r = self.pivot_index_range(p, items);
+                r.start.max(bound as usize).min(r.end)..r.end
+            }
+        }
+    }
+
+    /// The pivot whose range holds `key`.
+    pub(crate) fn pivot_for(&self, key: &[u8]) -> usize {
+        self.pivots[1..].partition_point(|p| p.lower.as_ref() <= key)
+    }
+
+    /// Encodes the node; every child and segment must be stored.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        out.extend_from_slice(MAGIC);
+        out.push(VERSION);
+        out.push(self.height);
+        out.extend_from_slice(&(self.pivots.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(self.segments.len() as u16).to_le_bytes());
+        out.extend_from_slice(&[0; 2]);
+        out.extend_from_slice(&(self.encoded_len() as u32).to_le_bytes());
+        out.extend_from_slice(&[0; 4]); // checksum, filled below
+        for (i, p) in self.pivots.iter().enumerate() {
+            match &p.child {
+                Child::Leaf(LeafData::Stored(r)) => push_leaf_ref(&mut out, r),
+                Child::StoredNode(id) => out.extend_from_slice(&id.to_raw().to_le_bytes()),
+                _ => unreachable!("encode runs after every child is written"),
+            }
+            out.extend_from_slice(&p.pending_bytes.to_le_bytes());
+            if i > 0 {
+                out.extend_from_slice(&(p.lower.len() as u16).to_le_bytes());
+                out.extend_from_slice(&p.lower);
+            }
+        }
+        for seg in &self.segments {
+            out.push(seg.level);
+            out.push(u8::from(seg.shared));
+            match &seg.data {
+                LeafData::Stored(r) => push_leaf_ref(&mut out, r),
+                LeafData::New(_) => unreachable!("encode runs after every segment is written"),
+            }
+            out.extend_from_slice(&seg.item_count.to_le_bytes());
+            let first = seg.bounds.iter().position(Option::is_some).unwrap_or(0);
+            let last = seg
+                .bounds
+                .iter()
+                .rposition(Option::is_some)
+                .map_or(first, |l| l + 1);
+            out.extend_from_slice(&(first as u16).to_le_bytes());
+            out.extend_from_slice(&((last - first) as u16).to_le_bytes());
+            let mut bits = vec![0u8; (last - first).div_ceil(8)];
+            let mut nonzero = Vec::new();
+            for (i, b) in seg.bounds[first..last].iter().enumerate() {
+                if let Some(bound) = b {
+                    bits[i / 8] |= 1 << (i % 8);
+                    if *bound > 0 {
+                        nonzero.push(((first + i) as u16, *bound));
+                    }
+                }
+            }
+            out.extend_from_slice(&bits);
+            out.extend_from_slice(&(nonzero.len() as u16).to_le_bytes());
+            for (pivot, bound) in nonzero {
+                out.extend_from_slice(&pivot.to_le_bytes());
+                out.extend_from_slice(&bound.to_le_bytes());
+            }
+        }
+        debug_assert_eq!(out.len(), self.encoded_len());
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..16]), &out[HEADER_BYTES..]);
+        out[16..20].copy_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// Decodes and verifies a node page.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Node, String> {
+        let mut r = Reader { bytes, at: 0 };
+        if bytes.len() < HEADER_BYTES || &bytes[..4] != MAGIC || bytes[4] != VERSION {
+            return Err("node: bad magic, version or length".into());
+        }
+        let height = bytes[5];
+        r.at = 6;
+        let pivot_count = r.u16()? as usize;
+        let segment_count = r.u16()? as usize;
+        r.at = 12;
+        if r.u32()? as usize != bytes.len() {
+            return Err("node: length field does not match the page".into());
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..16]), &bytes[HEADER_BYTES..]);
+        if r.u32()? != crc {
+            return Err("node: checksum mismatch".into());
+        }
+        if height == 0 || pivot_count == 0 {
+            return Err("node: zero height or no pivots".into());
+        }
+        let mut pivots = Vec::with_capacity(pivot_count);
+        for i in 0..pivot_count {
+            let child = if height == 1 {
+                Child::Leaf(LeafData::Stored(r.leaf_ref()?))
+            } else {
+                Child::StoredNode(PageId::from_raw(r.u64()?))
+            };
+            let pending_bytes = r.u64()?;
+            let lower = if i == 0 {
+                Bytes::new()
+            } else {
+                let len = r.u16()? as usize;
+                Bytes::copy_from_slice(r.take(len)?)
+            };
+            pivots.push(Pivot {
+                lower,
+                child,
+                pending_bytes,
+            });
+        }
+        if !pivots.windows(2).skip(1).all(|w| w[0].lower < w[1].lower)
+            || pivots.iter().skip(1).any(|p| p.lower.is_empty())
+        {
+            return Err("node: pivot keys out of order".into());
+        }
+        let mut segments = Vec::with_capacity(segment_count);
+        for _ in 0..segment_count {
+            let level = r.u8()?;
+            let shared = r.u8()? & 1 == 1;
+            let leaf = r.leaf_ref()?;
+            let item_count = r.u32()?;
+            let first = r.u16()? as usize;
+            let span = r.u16()? as usize;
+            if first + span > pivot_count || level >= MAX_LEVELS || span == 0 {
+                return Err("node: segment pivot span or level out of range".into());
+            }
+            let bits = r.take(span.div_ceil(8))?.to_vec();
+            let mut bounds = vec![None; pivot_count];
+            for i in 0..span {
+                if bits[i / 8] >> (i % 8) & 1 == 1 {
+                    bounds[first + i] = Some(0);
+                }
+            }
+            for _ in 0..r.u16()? {
+                let pivot = r.u16()? as usize;
+                let bound = r.u32()?;
+                match bounds.get_mut(pivot) {
+                    Some(Some(b)) if bound <= item_count => *b = bound,
+                    _ => return Err("node: flushed bound for an inactive pivot".into()),
+                }
+            }
+            segments.push(Segment {
+                level,
+                shared,
+                data: LeafData::Stored(leaf),
+                item_count,
+                bounds,
+            });
+        }
+        if r.at != bytes.len() || !segments.windows(2).all(|w| w[0].level <= w[1].level) {
+            return Err("node: trailing bytes or segments out of level order".into());
+        }
+        Ok(Node {
+            height,
+            pivots,
+            segments,
+            range_lo: Bytes::new(),
+            range_hi: None,
+        })
+    }
+}
+
+fn push_leaf_ref(out: &mut Vec<u8>, r: &LeafRef) {
+    out.extend_from_slice(&r.id.to_raw().to_le_bytes());
+    out.extend_from_slice(&r.head_len.to_le_bytes());
+    out.extend_from_slice(&r.filter_len.to_le_bytes());
+}
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let out = self
+            .bytes
+            .get(self.at..self.at + n)
+            .ok_or("node: truncated")?;
+        self.at += n;
+        Ok(out)
+    }
+    fn u8(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, String> {
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
+    }
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+    fn leaf_ref(&mut self) -> Result<LeafRef, String> {
+        Ok(LeafRef {
+            id: PageId::from_raw(self.u64()?),
+            head_len: self.u32()?,
+            filter_len: self.u32()?,
+        })
+    }
+}
+
+/// Every page a node page references (children and segments): what the page
+/// store needs, per node page, to rebuild its live set at open.
+pub(crate) fn referenced_pages(node_page_bytes: &[u8]) -> crate::Result<Vec<PageId>> {
+    let node = Node::decode(node_page_bytes)
+        .map_err(|reason| crate::Error::corruption("node page", 0, reason))?;
+    let mut out = Vec::with_capacity(node.pivots.len() + node.segments.len());
+    for p in &node.pivots {
+        match &p.child {
+            Child::Leaf(LeafData::Stored(r)) => out.push(r.id),
+            Child::StoredNode(id) => out.push(*id),
+            _ => unreachable!("decoded nodes reference stored pages only"),
+        }
+    }
+    for s in &node.segments {
+        if let LeafData::Stored(r) = &s.data {
+            out.push(r.id);
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,211 @@
+//! Node splits and joins, and joins of underfull children.
+//!
+//! Joining two children first takes every pending item of both pivots out of
+//! the buffer and applies it to the joined child: a merged pivot could not
+//! otherwise describe what has been flushed with one bound per segment (the
+//! flushed items of the right pivot would not be a prefix of the merged range).
+
+use bytes::Bytes;
+
+use super::cut;
+use super::flush::{Piece, take_child_node};
+use super::item::merge_runs;
+use super::node::{Child, LeafData, MAX_LEVELS, Node, Segment};
+use super::update::Update;
+use crate::Result;
+
+impl Update<'_> {
+    /// Splits a node whose pivots or page overflow into pieces that fit, each
+    /// with its buffer bound restored. The first piece's lower key is empty
+    /// (it keeps the parent pivot's key).
+    pub(super) fn split_node(&mut self, node: Node) -> Result<Vec<(Bytes, Node)>> {
+        let config = self.tree.config;
+        let fits = node.pivot_bytes() <= config.node_pivot_max_bytes()
+            && node.encoded_len() <= config.node_max_bytes;
+        if fits || node.pivots.len() < 2 {
+            return Ok(vec![(Bytes::new(), node)]);
+        }
+        let half = node.pivot_bytes() / 2;
+        let mut acc = 0;
+        let mut m = 1;
+        for (i, p) in node.pivots.iter().enumerate() {
+            acc += p.lower.len() + 26;
+            if acc >= half {
+                // Halves of one child could not join an underfull child.
+                let n = node.pivots.len();
+                m = if n >= 4 {
+                    i.clamp(2, n - 2)
+                } else {
+                    i.clamp(1, n - 1)
+                };
+                break;
+            }
+        }
+        let (left, right) = split_at(node, m);
+        let sep = right.range_lo.clone();
+        let mut out = Vec::new();
+        for (lower, mut half) in [(Bytes::new(), left), (sep, right)] {
+            self.restore(&mut half)?;
+            for (i, (sub_lower, sub)) in self.split_node(half)?.into_iter().enumerate() {
+                out.push((if i == 0 { lower.clone() } else { sub_lower }, sub));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Joins children `p` and `p + 1` (with everything pending for them) and
+    /// replaces them by the result, cut again if it is too large. Returns the
+    /// number of pivots that replaced the two.
+    pub(super) fn join_pivots(&mut self, node: &mut Node, p: usize) -> Result<usize> {
+        let mut batch = self.take_all_pending(node, p)?;
+        batch.extend(self.take_all_pending(node, p + 1)?);
+        let sep = node.pivots[p + 1].lower.clone();
+        let pieces: Vec<Piece> = if node.height == 1 {
+            let mut old = self.take_leaf(&node.pivots[p].child)?.to_vec();
+            old.extend(self.take_leaf(&node.pivots[p + 1].child)?.iter().cloned());
+            self.leaf_pieces(merge_runs(&[&batch, &old], true))
+        } else {
+            self.child_node(node, p)?;
+            self.child_node(node, p + 1)?;
+            let right = take_child_node(&mut node.pivots[p + 1]);
+            let left = take_child_node(&mut node.pivots[p]);
+            let mut joined = join_nodes(left, right, sep);
+            // A side may have had a single child, which could not be joined
+            // with a sibling there; now it can.
+            let children = joined.pivots.len();
+            self.fix_underfull(&mut joined, 0, children)?;
+            for piece in cut::cut_batch(batch, self.tree.config.leaf_max_bytes) {
+                self.insert_and_flush(&mut joined, piece)?;
+            }
+            self.restore(&mut joined)?;
+            self.split_node(joined)?
+                .into_iter()
+                .map(|(lower, n)| (lower, Child::Node(Box::new(n))))
+                .collect()
+        };
+        node.pivots.remove(p + 1);
+        for seg in &mut node.segments {
+            debug_assert!(seg.bounds[p + 1].is_none() && seg.bounds[p].is_none());
+            seg.bounds.remove(p + 1);
+        }
+        let count = pieces.len();
+        self.replace_pivot(node, p, pieces)?;
+        self.drop_inactive_segments(node)?;
+        Ok(count)
+    }
+
+    /// Joins underfull children among pivots `start..start + count` with a neighbour.
+    pub(super) fn fix_underfull(
+        &mut self,
+        node: &mut Node,
+        start: usize,
+        count: usize,
+    ) -> Result<()> {
+        let mut i = start;
+        let mut end = start + count;
+        while i < end.min(node.pivots.len()) {
+            if node.pivots.len() > 1 && self.is_underfull(&node.pivots[i].child) {
+                let left = if i + 1 < node.pivots.len() { i } else { i - 1 };
+                let pieces = self.join_pivots(node, left)?;
+                // One piece may still be small: look at it again (it then
+                // joins its next neighbour). Several pieces were cut evenly.
+                end = (end + pieces).saturating_sub(2).max(left + 1);
+                i = if pieces == 1 { left } else { left + pieces };
+                continue;
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+
+    fn is_underfull(&self, child: &Child) -> bool {
+        let config = &self.tree.config;
+        match child {
+            Child::Leaf(LeafData::New(items)) => {
+                cut::leaf_page_bytes(items, config) < config.leaf_min_bytes
+            }
+            Child::Node(n) => n.pivot_bytes() < config.node_pivot_min_bytes(),
+            Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => false,
+        }
+    }
+}
+
+/// Splits a node before pivot `m`; segments active on both sides are shared.
+fn split_at(mut node: Node, m: usize) -> (Node, Node) {
+    let sep = node.pivots[m].lower.clone();
+    let mut right_pivots = node.pivots.split_off(m);
+    right_pivots[0].lower = Bytes::new();
+    let (mut left_segs, mut right_segs) = (Vec::new(), Vec::new());
+    for mut seg in node.segments {
+        let right_bounds = seg.bounds.split_off(m);
+        let on_left = seg.bounds.iter().any(Option::is_some);
+        let on_right = right_bounds.iter().any(Option::is_some);
+        seg.shared |= on_left && on_right;
+        if on_right {
+            right_segs.push(Segment {
+                bounds: right_bounds,
+                ..seg.clone()
+            });
+        }
+        if on_left {
+            left_segs.push(seg);
+        }
+    }
+    let right = Node {
+        height: node.height,
+        pivots: right_pivots,
+        segments: right_segs,
+        range_lo: sep.clone(),
+        range_hi: node.range_hi,
+    };
+    let left = Node {
+        height: node.height,
+        pivots: node.pivots,
+        segments: left_segs,
+        range_lo: node.range_lo,
+        range_hi: Some(sep),
+    };
+    (left, right)
+}
+
+/// Concatenates two sibling nodes; `sep` is the right one's lower key. A
+/// segment both reference (from an earlier split) becomes one entry again.
+fn join_nodes(left: Node, mut right: Node, sep: Bytes) -> Node {
+    let (nl, nr) = (left.pivots.len(), right.pivots.len());
+    right.pivots[0].lower = sep;
+    let mut segments: Vec<Segment> = Vec::new();
+    for level in 0..MAX_LEVELS {
+        let level_start = segments.len();
+        for seg in left.segments.iter().filter(|s| s.level == level) {
+            let mut seg = seg.clone();
+            seg.bounds.resize(nl + nr, None);
+            segments.push(seg);
+        }
+        let left_end = segments.len();
+        for seg in right.segments.iter().filter(|s| s.level == level) {
+            let same_page = |s: &Segment| matches!((&s.data, &seg.data), (LeafData::Stored(a), LeafData::Stored(b)) if a.id == b.id);
+            if left_end > level_start
+                && same_page(&segments[left_end - 1])
+                && segments.len() == left_end
+            {
+                segments[left_end - 1].bounds[nl..].clone_from_slice(&seg.bounds);
+                continue;
+            }
+            let mut bounds = vec![None; nl];
+            bounds.extend_from_slice(&seg.bounds);
+            segments.push(Segment {
+                bounds,
+                ..seg.clone()
+            });
+        }
+    }
+    let mut pivots = left.pivots;
+    pivots.extend(right.pivots);
+    Node {
+        height: left.height,
+        pivots,
+        segments,
+        range_lo: left.range_lo,
+        range_hi: right.range_hi,
+    }
+}

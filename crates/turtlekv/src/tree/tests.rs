@@ -1,0 +1,413 @@
+//! Randomised tests of the whole tree against a `BTreeMap` model, with the
+//! invariant checker and the dead-page accounting verified after every batch.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::mem_io::MemPageIo;
+use super::node::referenced_pages;
+use super::{Tree, TreeConfig};
+use crate::Options;
+use crate::page::{CachePriority, PageId, PageIo, PageKind};
+
+type Model = BTreeMap<Bytes, Bytes>;
+
+/// xorshift64*: deterministic, dependency-free randomness for the tests.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub(super) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub(super) fn small_config(node_size_bytes: u64) -> TreeConfig {
+    let options = Options {
+        leaf_size_bytes: 4096,
+        node_size_bytes,
+        filter_bits_per_key: 10,
+        ..Options::default()
+    };
+    options.validate().unwrap();
+    TreeConfig::from_options(&options)
+}
+
+pub(super) fn key(i: u64) -> Bytes {
+    Bytes::from(format!("k{i:07}"))
+}
+
+/// A tree over an in-memory page store, with its model.
+pub(super) struct Harness {
+    pub io: Arc<MemPageIo>,
+    pub tree: Tree,
+    pub root: Option<PageId>,
+    pub model: Model,
+    pub max_height: u32,
+    pub min_height_after_max: u32,
+}
+
+impl Harness {
+    pub(super) fn new(config: TreeConfig) -> Self {
+        let io = Arc::new(MemPageIo::default());
+        let tree = Tree::new(io.clone(), config);
+        Harness {
+            io,
+            tree,
+            root: None,
+            model: Model::new(),
+            max_height: 0,
+            min_height_after_max: u32::MAX,
+        }
+    }
+
+    /// Applies a batch, frees the dead pages, and checks everything.
+    pub(super) fn apply(&mut self, batch: Vec<(Bytes, Option<Bytes>)>) {
+        let outcome = self.tree.apply_batch(self.root, &batch).unwrap();
+        for (k, v) in batch {
+            match v {
+                Some(v) => self.model.insert(k, v),
+                None => self.model.remove(&k),
+            };
+        }
+        self.io.free(&outcome.dead_pages);
+        self.root = outcome.root;
+        let stats = self.tree.check(self.root).unwrap();
+        assert_eq!(
+            stats.leaf_items == 0,
+            self.model.is_empty() && stats.buffered_items == 0
+        );
+        if stats.height >= self.max_height {
+            self.max_height = stats.height;
+            self.min_height_after_max = stats.height;
+        }
+        self.min_height_after_max = self.min_height_after_max.min(stats.height);
+        self.assert_live_set_is_exact();
+    }
+
+    /// Every stored page is reachable from the root, and nothing else is
+    /// stored: dead pages were reported exactly.
+    fn assert_live_set_is_exact(&self) {
+        let mut live = HashSet::new();
+        let mut stack: Vec<PageId> = self.root.into_iter().collect();
+        while let Some(id) = stack.pop() {
+            if !live.insert(id) {
+                continue;
+            }
+            if self.io.kind(id) == Some(PageKind::Node) {
+                let bytes = self.io.read_page(id, CachePriority::Node).unwrap();
+                stack.extend(referenced_pages(&bytes).unwrap());
+            }
+        }
+        let stored: HashSet<PageId> = self.io.page_ids().into_iter().collect();
+        assert_eq!(live, stored, "pages leaked or freed while reachable");
+    }
+
+    pub(super) fn assert_matches_model(&self, rng: &mut Rng, probes: usize) {
+        let keys: Vec<&Bytes> = self.model.keys().collect();
+        for _ in 0..probes {
+            let k = if !keys.is_empty() && rng.below(2) == 0 {
+                keys[rng.below(keys.len() as u64) as usize].clone()
+            } else {
+                key(rng.below(100_000))
+            };
+            assert_eq!(
+                self.tree.get(self.root, &k).unwrap(),
+                self.model.get(&k).cloned(),
+                "get {k:?}"
+            );
+        }
+    }
+
+    pub(super) fn assert_scans_match(&self, rng: &mut Rng, scans: usize) {
+        let all: Vec<(Bytes, Bytes)> = self
+            .tree
+            .scan(self.root, Bound::Unbounded, Bound::Unbounded, false)
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<(Bytes, Bytes)> = self
+            .model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if all != want {
+            let at = all
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a != b)
+                .unwrap_or(all.len().min(want.len()));
+            panic!(
+                "full scan differs at {at}: got {:?} want {:?} (lens {} {})",
+                all.get(at),
+                want.get(at),
+                all.len(),
+                want.len()
+            );
+        }
+        let mut rev: Vec<(Bytes, Bytes)> = self
+            .tree
+            .scan(self.root, Bound::Unbounded, Bound::Unbounded, true)
+            .map(Result::unwrap)
+            .collect();
+        rev.reverse();
+        assert_eq!(rev, all, "reverse full scan differs");
+        for _ in 0..scans {
+            let bound = |rng: &mut Rng| match rng.below(3) {
+                0 => Bound::Included(key(rng.below(100_000))),
+                1 => Bound::Excluded(key(rng.below(100_000))),
+                _ => Bound::Unbounded,
+            };
+            let (lo, hi) = (bound(rng), bound(rng));
+            let ordered = match (&lo, &hi) {
+                (
+                    Bound::Included(a) | Bound::Excluded(a),
+                    Bound::Included(b) | Bound::Excluded(b),
+                ) => a < b,
+                _ => true,
+            };
+            if !ordered {
+                continue;
+            }
+            let want: Vec<(Bytes, Bytes)> = self
+                .model
+                .range((lo.clone(), hi.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let reverse = rng.below(2) == 0;
+            let mut got: Vec<(Bytes, Bytes)> = self
+                .tree
+                .scan(self.root, lo.clone(), hi.clone(), reverse)
+                .map(Result::unwrap)
+                .collect();
+            if reverse {
+                got.reverse();
+            }
+            assert_eq!(got, want, "scan {lo:?}..{hi:?} reverse={reverse}");
+        }
+    }
+}
+
+pub(super) fn random_batch(
+    rng: &mut Rng,
+    keyspace: u64,
+    max_len: u64,
+    delete_percent: u64,
+) -> Vec<(Bytes, Option<Bytes>)> {
+    let len = 1 + rng.below(max_len);
+    let mut batch: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
+    for _ in 0..len {
+        let k = key(rng.below(keyspace));
+        let v = (rng.below(100) >= delete_percent)
+            .then(|| Bytes::from(vec![b'a' + rng.below(26) as u8; rng.below(40) as usize]));
+        batch.insert(k, v);
+    }
+    batch.into_iter().collect()
+}
+
+fn run_model(
+    seed: u64,
+    node_size_bytes: u64,
+    batches: usize,
+    keyspace: u64,
+    max_len: u64,
+) -> Harness {
+    let mut rng = Rng::new(seed);
+    let mut h = Harness::new(small_config(node_size_bytes));
+    for i in 0..batches {
+        // Phases: grow, churn, then mostly delete, so the tree grows and shrinks.
+        let delete_percent = match i * 3 / batches {
+            0 => 5,
+            1 => 40,
+            _ => 85,
+        };
+        h.apply(random_batch(&mut rng, keyspace, max_len, delete_percent));
+        h.assert_matches_model(&mut rng, 30);
+        if i % 10 == 0 {
+            h.assert_scans_match(&mut rng, 5);
+        }
+    }
+    h.assert_scans_match(&mut rng, 20);
+    h
+}
+
+#[test]
+fn model_small_nodes_grow_and_shrink() {
+    for seed in 1..=3 {
+        let h = run_model(seed, 512, 150, 6000, 400);
+        assert!(
+            h.max_height >= 3,
+            "seed {seed}: height only reached {}",
+            h.max_height
+        );
+    }
+}
+
+#[test]
+fn model_larger_nodes_big_batches() {
+    let h = run_model(7, 1024, 60, 20_000, 3000);
+    assert!(h.max_height >= 2);
+}
+
+#[test]
+fn deleting_everything_empties_the_tree() {
+    let mut rng = Rng::new(11);
+    let mut h = Harness::new(small_config(512));
+    for chunk in (0..5000u64).collect::<Vec<_>>().chunks(500) {
+        h.apply(
+            chunk
+                .iter()
+                .map(|i| (key(*i), Some(Bytes::from(vec![7u8; 20]))))
+                .collect(),
+        );
+    }
+    assert!(h.max_height >= 3);
+    let mut order: Vec<u64> = (0..5000).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    for chunk in order.chunks(250) {
+        let mut batch: Vec<(Bytes, Option<Bytes>)> =
+            chunk.iter().map(|i| (key(*i), None)).collect();
+        batch.sort();
+        h.apply(batch);
+        h.assert_matches_model(&mut rng, 20);
+    }
+    assert!(h.model.is_empty());
+    // The deletes now sit as tombstones in buffers (within the buffer bound);
+    // further batches push them down, where they meet their keys and vanish,
+    // empty leaves join, and the root shrinks until the tree is empty.
+    let mut filler = 100_000u64;
+    let mut batches = 0;
+    while h.root.is_some() {
+        let batch: Vec<(Bytes, Option<Bytes>)> =
+            (0..250).map(|i| (key(filler + i), None)).collect();
+        filler += 250;
+        h.apply(batch);
+        batches += 1;
+        assert!(
+            batches < 400,
+            "tree did not drain: {:?}",
+            h.tree.check(h.root).unwrap()
+        );
+    }
+    assert!(h.min_height_after_max == 0, "the root shrank to nothing");
+    assert!(h.io.page_ids().is_empty(), "every page was reported dead");
+}
+
+#[test]
+fn reopened_tree_reads_the_same() {
+    let mut rng = Rng::new(5);
+    let h = run_model(5, 512, 60, 6000, 300);
+    // Drop every in-memory structure and cached byte; rebuild from the root id.
+    h.io.drop_cache(false);
+    let reopened = Harness {
+        io: h.io.clone(),
+        tree: Tree::new(h.io.clone(), *h.tree.config()),
+        root: h.root,
+        model: h.model.clone(),
+        max_height: 0,
+        min_height_after_max: 0,
+    };
+    reopened.tree.check(reopened.root).unwrap();
+    reopened.assert_matches_model(&mut rng, 300);
+    reopened.assert_scans_match(&mut rng, 20);
+}
+
+#[test]
+fn old_roots_stay_readable_until_freed() {
+    let mut rng = Rng::new(9);
+    let io = Arc::new(MemPageIo::default());
+    let tree = Tree::new(io.clone(), small_config(512));
+    let mut root = None;
+    let mut model = Model::new();
+    for _ in 0..20 {
+        let batch = random_batch(&mut rng, 3000, 300, 20);
+        let before = model.clone();
+        let old_root = root;
+        let outcome = tree.apply_batch(root, &batch).unwrap();
+        for (k, v) in &batch {
+            match v {
+                Some(v) => model.insert(k.clone(), v.clone()),
+                None => model.remove(k),
+            };
+        }
+        // Copy-on-write: the old version is intact next to the new one.
+        let old: Vec<(Bytes, Bytes)> = tree
+            .scan(old_root, Bound::Unbounded, Bound::Unbounded, false)
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            old.iter().eq(before
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<Vec<_>>()
+                .iter())
+        );
+        let new_set: HashSet<PageId> = outcome.new_pages.iter().copied().collect();
+        assert!(outcome.dead_pages.iter().all(|d| !new_set.contains(d)));
+        io.free(&outcome.dead_pages);
+        root = outcome.root;
+    }
+}
+
+#[test]
+fn corrupt_pages_are_errors() {
+    let mut rng = Rng::new(3);
+    let mut h = Harness::new(small_config(512));
+    for _ in 0..20 {
+        h.apply(random_batch(&mut rng, 3000, 300, 10));
+    }
+    let root = h.root.unwrap();
+    for id in h.io.page_ids() {
+        let len = h.io.read_page(id, CachePriority::Node).unwrap().len();
+        for offset in [0, len / 2, len - 1] {
+            h.io.corrupt(id, offset);
+            let checked = h.tree.check(Some(root));
+            assert!(
+                matches!(checked, Err(crate::Error::Corruption { .. })),
+                "flip at {offset} of {id:?}: {checked:?}"
+            );
+            h.io.corrupt(id, offset); // flip back
+        }
+    }
+    h.tree.check(Some(root)).unwrap();
+}
+
+#[test]
+fn large_values_span_blocks() {
+    let options = Options {
+        leaf_size_bytes: 2 * 1024 * 1024,
+        ..Options::default()
+    };
+    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let mut rng = Rng::new(4);
+    for round in 0..6u64 {
+        let batch: Vec<(Bytes, Option<Bytes>)> = (0..12u64)
+            .map(|i| {
+                let len = if i % 3 == 0 {
+                    crate::MAX_VALUE_SIZE
+                } else {
+                    rng.below(10_000) as usize
+                };
+                (
+                    key(i * 10 + round),
+                    Some(Bytes::from(vec![(i + round) as u8; len])),
+                )
+            })
+            .collect();
+        h.apply(batch);
+    }
+    h.assert_matches_model(&mut rng, 50);
+    h.assert_scans_match(&mut rng, 5);
+}

@@ -1,0 +1,292 @@
+//! Batch update driver: loads the nodes it touches (copy-on-write), applies
+//! the batch in leaf-sized pieces, reshapes the root, writes the new pages and
+//! works out which old pages the new version no longer reaches.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::item::Item;
+use super::node::{Child, LeafData, Node, Pivot, Segment};
+use super::{Tree, corrupt, cut};
+use crate::Result;
+use crate::page::PageId;
+
+/// What one batch update produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BatchOutcome {
+    /// The new root; `None` for an empty tree.
+    pub root: Option<PageId>,
+    /// Pages written by this update (all reachable from `root`).
+    pub new_pages: Vec<PageId>,
+    /// Pages reachable from the old root but not from the new one.
+    pub dead_pages: Vec<PageId>,
+}
+
+/// State of one batch update.
+pub(super) struct Update<'a> {
+    pub tree: &'a Tree,
+    /// Old pages replaced by this update.
+    pub dead: Vec<PageId>,
+    /// Dropped segments that another node may still reference:
+    /// (page, height of the node that dropped it, first key, last key).
+    pub shared_dropped: Vec<(PageId, u8, Bytes, Bytes)>,
+    /// Decoded segments and leaves, so one update reads each page once.
+    items_cache: HashMap<PageId, Arc<Vec<Item>>>,
+}
+
+impl<'a> Update<'a> {
+    pub(super) fn new(tree: &'a Tree) -> Self {
+        Update {
+            tree,
+            dead: Vec::new(),
+            shared_dropped: Vec::new(),
+            items_cache: HashMap::new(),
+        }
+    }
+
+    /// The items of a leaf or segment.
+    pub(super) fn items(&mut self, data: &LeafData) -> Result<Arc<Vec<Item>>> {
+        match data {
+            LeafData::New(items) => Ok(items.clone()),
+            LeafData::Stored(r) => {
+                if let Some(items) = self.items_cache.get(&r.id) {
+                    return Ok(items.clone());
+                }
+                let items = Arc::new(self.tree.read_leaf_items(r)?);
+                self.items_cache.insert(r.id, items.clone());
+                Ok(items)
+            }
+        }
+    }
+
+    /// Makes the child at `p` an in-memory node (reading it if stored, which
+    /// retires its old page) and returns it.
+    pub(super) fn child_node<'n>(&mut self, node: &'n mut Node, p: usize) -> Result<&'n mut Node> {
+        let (lo, hi) = node.pivot_range(p);
+        let (lo, hi) = (lo.clone(), hi.cloned());
+        let height = node.height;
+        let child = &mut node.pivots[p].child;
+        if let Child::StoredNode(id) = child {
+            let id = *id;
+            let mut loaded = self.tree.read_node(id)?;
+            if loaded.height + 1 != height {
+                return Err(corrupt(id, "child height does not match its parent"));
+            }
+            loaded.range_lo = lo;
+            loaded.range_hi = hi;
+            self.dead.push(id);
+            *child = Child::Node(Box::new(loaded));
+        }
+        match child {
+            Child::Node(n) => Ok(n),
+            _ => Err(corrupt(
+                PageId::from_raw(0),
+                "node expected below a node of height > 1",
+            )),
+        }
+    }
+
+    /// Takes a leaf child's items out, retiring its page.
+    pub(super) fn take_leaf(&mut self, child: &Child) -> Result<Arc<Vec<Item>>> {
+        match child {
+            Child::Leaf(data) => {
+                let items = self.items(data)?;
+                if let LeafData::Stored(r) = data {
+                    self.dead.push(r.id);
+                }
+                Ok(items)
+            }
+            _ => Err(corrupt(
+                PageId::from_raw(0),
+                "leaf expected below a node of height 1",
+            )),
+        }
+    }
+
+    /// Records that `seg` left a node of `height`.
+    pub(super) fn drop_segment(&mut self, seg: &Segment, height: u8) -> Result<()> {
+        if let LeafData::Stored(r) = &seg.data {
+            if seg.shared {
+                let items = self.items(&seg.data)?;
+                let first = items.first().map(|i| i.key.clone()).unwrap_or_default();
+                let last = items.last().map(|i| i.key.clone()).unwrap_or_default();
+                self.shared_dropped.push((r.id, height, first, last));
+            } else {
+                self.dead.push(r.id);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn empty_root() -> Node {
+    Node {
+        height: 1,
+        pivots: vec![Pivot {
+            lower: Bytes::new(),
+            child: Child::Leaf(LeafData::New(Arc::new(Vec::new()))),
+            pending_bytes: 0,
+        }],
+        segments: Vec::new(),
+        range_lo: Bytes::new(),
+        range_hi: None,
+    }
+}
+
+impl Tree {
+    /// Applies `batch` (sorted by key, unique keys; `None` = delete) to the
+    /// tree at `root` and writes the new version. The old version stays
+    /// readable; its pages in `dead_pages` may be freed once no reader needs it.
+    pub(crate) fn apply_batch(
+        &self,
+        root: Option<PageId>,
+        batch: &[(Bytes, Option<Bytes>)],
+    ) -> Result<BatchOutcome> {
+        debug_assert!(
+            batch.windows(2).all(|w| w[0].0 < w[1].0),
+            "batch must be sorted with unique keys"
+        );
+        if batch.is_empty() {
+            return Ok(BatchOutcome {
+                root,
+                new_pages: Vec::new(),
+                dead_pages: Vec::new(),
+            });
+        }
+        let mut up = Update::new(self);
+        let mut node = match root {
+            Some(id) => {
+                up.dead.push(id);
+                self.read_node(id)?
+            }
+            None => empty_root(),
+        };
+        let items: Vec<Item> = batch
+            .iter()
+            .map(|(k, v)| Item {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        for piece in cut::cut_batch(items, self.config.leaf_max_bytes) {
+            up.insert_and_flush(&mut node, piece)?;
+        }
+        // Grow: split the root until it fits, adding a level each time.
+        loop {
+            let height = node.height;
+            let pieces = up.split_node(node)?;
+            if pieces.len() == 1 {
+                node = pieces.into_iter().next().expect("one piece").1;
+                break;
+            }
+            let pivots = pieces
+                .into_iter()
+                .map(|(lower, n)| Pivot {
+                    lower,
+                    child: Child::Node(Box::new(n)),
+                    pending_bytes: 0,
+                })
+                .collect();
+            node = Node {
+                height: height + 1,
+                pivots,
+                segments: Vec::new(),
+                range_lo: Bytes::new(),
+                range_hi: None,
+            };
+        }
+        // Shrink: a root with one child and an empty buffer is replaced by it.
+        while node.height > 1 && node.pivots.len() == 1 && node.segments.is_empty() {
+            up.child_node(&mut node, 0)?;
+            match node.pivots.pop().map(|p| p.child) {
+                Some(Child::Node(child)) => node = *child,
+                _ => unreachable!("child_node made pivot 0 an in-memory node"),
+            }
+        }
+        let empty = node.height == 1
+            && node.pivots.len() == 1
+            && node.segments.is_empty()
+            && up.leaf_is_empty(&node.pivots[0].child)?;
+        if empty {
+            if let Child::Leaf(LeafData::Stored(r)) = &node.pivots[0].child {
+                up.dead.push(r.id);
+            }
+        }
+        let dead_shared = up.resolve_shared_dropped(&node)?;
+        let (root, new_pages) = if empty {
+            (None, Vec::new())
+        } else {
+            let (id, pages) = up.write_tree(node)?;
+            (Some(id), pages)
+        };
+        let mut seen = HashSet::new();
+        let dead_pages = up
+            .dead
+            .into_iter()
+            .chain(dead_shared)
+            .filter(|id| seen.insert(*id))
+            .collect();
+        Ok(BatchOutcome {
+            root,
+            new_pages,
+            dead_pages,
+        })
+    }
+}
+
+impl Update<'_> {
+    fn leaf_is_empty(&mut self, child: &Child) -> Result<bool> {
+        match child {
+            Child::Leaf(data) => Ok(self.items(data)?.is_empty()),
+            _ => Ok(false),
+        }
+    }
+
+    /// Shared segments dropped by this update that no node of the new tree
+    /// references any more. Only nodes at the dropping node's height whose
+    /// range meets the segment's keys can hold it (it came from a split).
+    fn resolve_shared_dropped(&mut self, root: &Node) -> Result<Vec<PageId>> {
+        let mut dead = Vec::new();
+        for (id, height, first, last) in std::mem::take(&mut self.shared_dropped) {
+            if !self.references_segment(root, height, &first, &last, id)? {
+                dead.push(id);
+            }
+        }
+        Ok(dead)
+    }
+
+    fn references_segment(
+        &mut self,
+        node: &Node,
+        height: u8,
+        first: &[u8],
+        last: &[u8],
+        id: PageId,
+    ) -> Result<bool> {
+        if node.height == height {
+            return Ok(node
+                .segments
+                .iter()
+                .any(|s| matches!(&s.data, LeafData::Stored(r) if r.id == id)));
+        }
+        if node.height < height {
+            return Ok(false);
+        }
+        for p in node.pivot_for(first)..=node.pivot_for(last) {
+            let found = match &node.pivots[p].child {
+                Child::Node(child) => self.references_segment(child, height, first, last, id)?,
+                Child::StoredNode(child_id) => {
+                    let child = self.tree.read_node(*child_id)?;
+                    self.references_segment(&child, height, first, last, id)?
+                }
+                Child::Leaf(_) => false,
+            };
+            if found {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+}

@@ -1,0 +1,111 @@
+//! Writing a batch update's result: every new leaf and segment is serialised
+//! in parallel (a pure function of its items), then nodes bottom-up, since a
+//! node page names its children's ids.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::item::Item;
+use super::leaf;
+use super::node::{Child, LeafData, LeafRef, Node};
+use super::update::Update;
+use crate::page::{PageId, PageKind};
+use crate::{Error, Result};
+
+impl Update<'_> {
+    /// Writes the in-memory tree under `root`; returns the root's page id and
+    /// every page written.
+    pub(super) fn write_tree(&mut self, mut root: Node) -> Result<(PageId, Vec<PageId>)> {
+        let config = self.tree.config;
+        let mut jobs = Vec::new();
+        collect_new_leaves(&root, &mut jobs);
+        let pages: Vec<Vec<u8>> = jobs
+            .par_iter()
+            .map(|items| {
+                leaf::serialize(
+                    items,
+                    config.block_size_bytes,
+                    config.filter_bits_per_key,
+                    config.leaf_max_bytes,
+                )
+            })
+            .collect();
+        let mut new_pages = Vec::with_capacity(pages.len());
+        let mut refs = Vec::with_capacity(pages.len());
+        for bytes in &pages {
+            if bytes.len() > config.leaf_max_bytes {
+                return Err(Error::InvalidOptions(format!(
+                    "a leaf of {} bytes exceeds the leaf page limit of {} bytes: leaf_size_bytes is too small for these items",
+                    bytes.len(),
+                    config.leaf_max_bytes
+                )));
+            }
+            let id = self.tree.io.write_page(PageKind::Leaf, bytes)?;
+            new_pages.push(id);
+            let (head_len, filter_len) = leaf::page_lens(bytes);
+            refs.push(LeafRef {
+                id,
+                head_len,
+                filter_len,
+            });
+        }
+        let mut refs = refs.into_iter();
+        let id = self.write_nodes(&mut root, &mut refs, &mut new_pages)?;
+        Ok((id, new_pages))
+    }
+
+    fn write_nodes(
+        &mut self,
+        node: &mut Node,
+        refs: &mut impl Iterator<Item = LeafRef>,
+        new_pages: &mut Vec<PageId>,
+    ) -> Result<PageId> {
+        for pivot in &mut node.pivots {
+            match &mut pivot.child {
+                Child::Leaf(LeafData::New(_)) => {
+                    pivot.child = Child::Leaf(LeafData::Stored(
+                        refs.next().expect("one page per new leaf"),
+                    ))
+                }
+                Child::Node(child) => {
+                    let id = self.write_nodes(child, refs, new_pages)?;
+                    pivot.child = Child::StoredNode(id);
+                }
+                Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => {}
+            }
+        }
+        for seg in &mut node.segments {
+            if let LeafData::New(_) = seg.data {
+                seg.data = LeafData::Stored(refs.next().expect("one page per new segment"));
+            }
+        }
+        let bytes = node.encode();
+        if bytes.len() > self.tree.config.node_max_bytes {
+            return Err(Error::InvalidOptions(format!(
+                "a node of {} bytes exceeds the node page limit of {} bytes: node_size_bytes is too small for these keys",
+                bytes.len(),
+                self.tree.config.node_max_bytes
+            )));
+        }
+        let id = self.tree.io.write_page(PageKind::Node, &bytes)?;
+        new_pages.push(id);
+        Ok(id)
+    }
+}
+
+/// New leaves and segments, in the order `write_nodes` assigns their ids.
+fn collect_new_leaves(node: &Node, out: &mut Vec<Arc<Vec<Item>>>) {
+    for pivot in &node.pivots {
+        match &pivot.child {
+            Child::Leaf(LeafData::New(items)) => out.push(items.clone()),
+            Child::Node(child) => collect_new_leaves(child, out),
+            Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => {}
+        }
+    }
+    for seg in &node.segments {
+        if let LeafData::New(items) = &seg.data {
+            out.push(items.clone());
+        }
+    }
+}
