@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::cut;
 use super::item::{Item, merge_runs, total_size_bytes};
-use super::node::{LeafData, MAX_LEVELS, Node, Segment};
+use super::node::{Flushed, LeafData, MAX_LEVELS, Node, Segment};
 use super::update::Update;
 use crate::Result;
 
@@ -92,7 +92,7 @@ impl Update<'_> {
             for (p, bound) in bounds.iter_mut().enumerate() {
                 let r = node.pivot_index_range(p, &part);
                 if !r.is_empty() {
-                    *bound = Some(0);
+                    *bound = Some(Flushed::default());
                     node.pivots[p].pending_bytes += total_size_bytes(&part[r]) as u64;
                 }
             }

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::cut;
 use super::item::{Item, lower_bound, merge_runs, shortest_separator, total_size_bytes};
-use super::node::{Child, LeafData, Node, Pivot};
+use super::node::{Child, Flushed, LeafData, Node, Pivot};
 use super::update::Update;
 use crate::Result;
 
@@ -50,7 +50,17 @@ impl Update<'_> {
                 None => r.end,
             };
             removed += total_size_bytes(&items[r.start..end]) as u64;
-            node.segments[*s].bounds[p] = if end >= r.end { None } else { Some(end as u32) };
+            node.segments[*s].bounds[p] = if end >= r.end {
+                None
+            } else if end == 0 {
+                Some(Flushed::default())
+            } else {
+                let key = shortest_separator(&items[end - 1].key, &items[end].key);
+                Some(Flushed {
+                    index: end as u32,
+                    key,
+                })
+            };
         }
         debug_assert!(
             node.pivots[p].pending_bytes >= removed,
@@ -134,10 +144,10 @@ impl Update<'_> {
             return Ok(());
         }
         for s in 0..node.segments.len() {
-            let old = node.segments[s].bounds[p];
+            let old = node.segments[s].bounds[p].clone();
             node.segments[s]
                 .bounds
-                .splice(p..=p, std::iter::repeat_n(old, count));
+                .splice(p..=p, std::iter::repeat_n(old.clone(), count));
             if old.is_none() {
                 continue;
             }

@@ -10,6 +10,12 @@ use crate::Result;
 use crate::filter;
 use crate::page::{CachePriority, PageId};
 
+#[cfg(test)]
+thread_local! {
+    /// Lookups the filter let through to a leaf that lacks the key.
+    pub(super) static FILTER_FALSE_POSITIVES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 impl Tree {
     /// The value of `key` in the tree at `root`; `None` if absent or deleted.
     pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
@@ -21,16 +27,19 @@ impl Tree {
             let node = self.read_node(id)?;
             let p = node.pivot_for(key);
             for seg in &node.segments {
-                let Some(bound) = seg.bounds[p] else {
+                let Some(bound) = &seg.bounds[p] else {
                     continue;
                 };
+                if key < bound.key.as_ref() {
+                    continue; // flushed already: skip the segment unread
+                }
                 let LeafData::Stored(r) = &seg.data else {
                     unreachable!("decoded nodes reference stored segments");
                 };
                 // A hit below the flushed bound was already moved down;
                 // a newer version, if any, is further down the tree.
-                if let Some((index, item)) = self.probe_leaf(r, key, hash, bound)? {
-                    if index >= bound {
+                if let Some((index, item)) = self.probe_leaf(r, key, hash, bound.index)? {
+                    if index >= bound.index {
                         return Ok(item.value);
                     }
                 }
@@ -80,6 +89,14 @@ impl Tree {
         }
         let items = self.read_chunk(r, &head, chunk)?;
         let (first, _) = head.chunk_items(chunk);
+        #[cfg(test)]
+        if r.filter_len > 0
+            && items
+                .binary_search_by(|it| it.key.as_ref().cmp(key))
+                .is_err()
+        {
+            FILTER_FALSE_POSITIVES.with(|c| c.set(c.get() + 1));
+        }
         Ok(items
             .binary_search_by(|it| it.key.as_ref().cmp(key))
             .ok()

@@ -252,7 +252,7 @@ impl LeafHead {
         let in_range = chunks
             .last()
             .is_none_or(|c| c.first_item < item_count && c.first_block < block_count);
-        if !ordered || !in_range || (item_count > 0) != !chunks.is_empty() {
+        if !ordered || !in_range || (item_count == 0) != chunks.is_empty() {
             return Err("leaf head: chunk index out of order or out of range".into());
         }
         Ok(LeafHead {

@@ -27,6 +27,8 @@ pub(crate) mod update;
 mod write;
 
 #[cfg(test)]
+mod io_tests;
+#[cfg(test)]
 mod mem_io;
 #[cfg(test)]
 mod tests;
@@ -127,7 +129,7 @@ impl Tree {
             .io
             .read_range(r.id, 0, u64::from(r.head_len), CachePriority::LeafHead)?;
         let decoded = leaf::LeafHead::decode(&head).map_err(|reason| corrupt(r.id, reason))?;
-        if decoded.filter_len != r.filter_len {
+        if decoded.filter_len != r.filter_len || decoded.head_len != r.head_len {
             return Err(corrupt(
                 r.id,
                 "filter length differs from the node's reference",

@@ -48,6 +48,17 @@ pub(crate) struct Pivot {
     pub pending_bytes: u64,
 }
 
+/// How far a segment has been flushed to one pivot.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Flushed {
+    /// Index of the first unflushed item.
+    pub index: u32,
+    /// A key `k` with (item `index - 1`) < `k` <= (item `index`): a lookup of
+    /// a smaller key skips the segment without reading it. Empty when
+    /// `index` is 0.
+    pub key: Bytes,
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct Segment {
     pub level: u8,
@@ -55,8 +66,8 @@ pub(crate) struct Segment {
     pub shared: bool,
     pub data: LeafData,
     pub item_count: u32,
-    /// Per pivot: `None` = inactive, `Some(b)` = active, items below index `b` flushed.
-    pub bounds: Vec<Option<u32>>,
+    /// Per pivot: `None` = inactive, `Some(f)` = active, items below `f.index` flushed.
+    pub bounds: Vec<Option<Flushed>>,
 }
 
 #[derive(Clone, Debug)]
@@ -92,12 +103,14 @@ fn segment_entry_bytes(seg: &Segment) -> usize {
         (Some(first), Some(last)) => last - first + 1,
         _ => 0,
     };
-    let nonzero = seg
+    let flushed: usize = seg
         .bounds
         .iter()
-        .filter(|b| matches!(b, Some(x) if *x > 0))
-        .count();
-    1 + 1 + 16 + 4 + 2 + 2 + span.div_ceil(8) + 2 + 6 * nonzero
+        .flatten()
+        .filter(|f| f.index > 0)
+        .map(|f| 8 + f.key.len())
+        .sum();
+    1 + 1 + 16 + 4 + 2 + 2 + span.div_ceil(8) + 2 + flushed
 }
 
 impl Node {
@@ -150,11 +163,11 @@ impl Node {
         p: usize,
         items: &[Item],
     ) -> std::ops::Range<usize> {
-        match seg.bounds[p] {
+        match &seg.bounds[p] {
             None => 0..0,
             Some(bound) => {
                 let r = self.pivot_index_range(p, items);
-                r.start.max(bound as usize).min(r.end)..r.end
+                r.start.max(bound.index as usize).min(r.end)..r.end
             }
         }
     }
@@ -208,8 +221,8 @@ impl Node {
             for (i, b) in seg.bounds[first..last].iter().enumerate() {
                 if let Some(bound) = b {
                     bits[i / 8] |= 1 << (i % 8);
-                    if *bound > 0 {
-                        nonzero.push(((first + i) as u16, *bound));
+                    if bound.index > 0 {
+                        nonzero.push(((first + i) as u16, bound));
                     }
                 }
             }
@@ -217,7 +230,9 @@ impl Node {
             out.extend_from_slice(&(nonzero.len() as u16).to_le_bytes());
             for (pivot, bound) in nonzero {
                 out.extend_from_slice(&pivot.to_le_bytes());
-                out.extend_from_slice(&bound.to_le_bytes());
+                out.extend_from_slice(&bound.index.to_le_bytes());
+                out.extend_from_slice(&(bound.key.len() as u16).to_le_bytes());
+                out.extend_from_slice(&bound.key);
             }
         }
         debug_assert_eq!(out.len(), self.encoded_len());
@@ -287,14 +302,18 @@ impl Node {
             let mut bounds = vec![None; pivot_count];
             for i in 0..span {
                 if bits[i / 8] >> (i % 8) & 1 == 1 {
-                    bounds[first + i] = Some(0);
+                    bounds[first + i] = Some(Flushed::default());
                 }
             }
             for _ in 0..r.u16()? {
                 let pivot = r.u16()? as usize;
-                let bound = r.u32()?;
+                let index = r.u32()?;
+                let key_len = r.u16()? as usize;
+                let key = Bytes::copy_from_slice(r.take(key_len)?);
                 match bounds.get_mut(pivot) {
-                    Some(Some(b)) if bound <= item_count => *b = bound,
+                    Some(Some(b)) if index <= item_count && index > 0 => {
+                        *b = Flushed { index, key }
+                    }
                     _ => return Err("node: flushed bound for an inactive pivot".into()),
                 }
             }

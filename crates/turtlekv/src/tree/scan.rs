@@ -130,8 +130,8 @@ impl ScanCursor {
             let (plo, phi) = node.pivot_range(p);
             (lo, hi) = (plo.clone(), phi.cloned());
             for seg in &node.segments {
-                if let (Some(bound), LeafData::Stored(r)) = (seg.bounds[p], &seg.data) {
-                    path.push((*r, bound));
+                if let (Some(bound), LeafData::Stored(r)) = (&seg.bounds[p], &seg.data) {
+                    path.push((*r, bound.index));
                 }
             }
             match &node.pivots[p].child {

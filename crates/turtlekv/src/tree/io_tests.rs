@@ -1,0 +1,146 @@
+//! Counts the reads of point lookups on an uncached tree.
+
+use bytes::Bytes;
+
+use super::TreeConfig;
+use super::tests::{Harness, Rng, key, random_batch, small_config};
+
+/// A tree of height >= 3 with non-empty buffers at every level.
+fn tall_tree(filter_bits_per_key: u32) -> Harness {
+    let mut rng = Rng::new(21);
+    let config = TreeConfig {
+        filter_bits_per_key,
+        ..small_config(512)
+    };
+    let mut h = Harness::new(config);
+    for chunk in (0..12_000u64).collect::<Vec<_>>().chunks(600) {
+        h.apply(
+            chunk
+                .iter()
+                .map(|i| (key(i * 2), Some(Bytes::from(vec![1u8; 16]))))
+                .collect(),
+        );
+    }
+    for _ in 0..30 {
+        // Only even keys: odd keys stay absent.
+        let batch = random_batch(&mut rng, 12_000, 200, 0)
+            .into_iter()
+            .map(|(k, v)| {
+                let n: u64 = std::str::from_utf8(&k[1..]).unwrap().parse().unwrap();
+                (key(n * 2), v)
+            });
+        let mut batch: Vec<_> = batch.collect();
+        batch.sort();
+        batch.dedup_by(|a, b| a.0 == b.0);
+        h.apply(batch);
+    }
+    h
+}
+
+/// Returns (lookups over height + 2 reads, present lookups, worst reads).
+fn count_point_lookup_reads(filter_bits_per_key: u32) -> (u64, u64, u64) {
+    let h = tall_tree(filter_bits_per_key);
+    let height = u64::from(h.tree.check(h.root).unwrap().height);
+    assert!(height >= 3, "height {height}");
+    // Warm the filters (the cache keeps them at high priority), then drop
+    // everything else: nodes, leaf heads and leaf blocks are all misses.
+    for k in h.model.keys() {
+        h.tree.get(h.root, k).unwrap();
+    }
+    h.io.drop_cache(true);
+    let (mut worst, mut total, mut filter_misses, mut over) = (0, 0, 0, 0);
+    super::get::FILTER_FALSE_POSITIVES.with(|c| c.set(0));
+    for k in h.model.keys().step_by(7) {
+        h.io.drop_cache(true);
+        h.io.reset_misses();
+        assert!(h.tree.get(h.root, k).unwrap().is_some());
+        let m = h.io.misses();
+        let reads = m.node_pages + m.leaf_heads + m.leaf_blocks + m.whole_leaves;
+        filter_misses += m.filters;
+        let false_positives = super::get::FILTER_FALSE_POSITIVES.with(|c| c.replace(0));
+        // Only a filter false positive adds reads beyond the path.
+        assert!(
+            reads <= height + 2 + 2 * false_positives,
+            "{m:?} with {false_positives} false positives"
+        );
+        over += u64::from(reads > height + 2);
+        worst = worst.max(reads);
+        total += reads;
+    }
+    let lookups = h.model.len().div_ceil(7) as u64;
+    eprintln!(
+        "{filter_bits_per_key} filter bits/key, height {height}: present keys: worst {worst} reads, mean {:.2}, {over} of {lookups} over height + 2",
+        total as f64 / lookups as f64
+    );
+    assert_eq!(filter_misses, 0);
+
+    // Absent keys: filters reject, so no leaf head or block is read, except
+    // for the filters' false positives.
+    let (mut leaf_reads, mut lookups_with_leaf_reads) = (0, 0);
+    let absent = 3000;
+    for i in 0..absent {
+        h.io.drop_cache(true);
+        h.io.reset_misses();
+        let k = key(i * 8 + 1);
+        assert!(h.tree.get(h.root, &k).unwrap().is_none());
+        let m = h.io.misses();
+        assert!(m.node_pages <= height);
+        let reads = m.leaf_heads + m.leaf_blocks + m.whole_leaves;
+        leaf_reads += reads;
+        lookups_with_leaf_reads += u64::from(reads > 0);
+    }
+    eprintln!(
+        "absent keys: {lookups_with_leaf_reads} of {absent} lookups read a leaf ({leaf_reads} reads)"
+    );
+    assert!(
+        lookups_with_leaf_reads * 100 <= absent * 3,
+        "{lookups_with_leaf_reads} of {absent} absent lookups read leaves"
+    );
+    (over, lookups, worst.saturating_sub(height))
+}
+
+#[test]
+fn point_lookups_read_at_most_height_plus_two_blocks() {
+    // Every lookup reads at most its nodes, one leaf head and one leaf block,
+    // plus a head and block per filter false positive (checked per lookup).
+    // 16-bit fingerprints: false positives are ~1 in 65,000 probes.
+    let (over, lookups, _) = count_point_lookup_reads(16);
+    assert!(
+        over * 500 <= lookups,
+        "{over} of {lookups} lookups over height + 2"
+    );
+    // The default 8-bit fingerprints: a false positive (~0.4% per segment
+    // probed) costs one more head and block.
+    let (over, lookups, worst_above_height) = count_point_lookup_reads(10);
+    assert!(
+        over * 100 <= lookups * 4,
+        "{over} of {lookups} lookups over height + 2"
+    );
+    assert!(worst_above_height <= 4);
+}
+
+#[test]
+fn scans_read_about_one_block_per_block_of_items() {
+    let h = tall_tree(10);
+    h.io.drop_cache(false);
+    h.io.reset_misses();
+    let from = h.model.keys().nth(h.model.len() / 3).unwrap().clone();
+    let items: Vec<_> = h
+        .tree
+        .scan(
+            h.root,
+            std::ops::Bound::Included(from),
+            std::ops::Bound::Unbounded,
+            false,
+        )
+        .take(2000)
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(items.len(), 2000);
+    let m = h.io.misses();
+    // 2000 items of ~33 bytes fill ~300 blocks of 256 bytes in leaves; buffer
+    // segments on the path add their own blocks and heads.
+    eprintln!("scan of 2000 items: {m:?}");
+    assert!(m.leaf_blocks < 700, "{m:?}");
+    assert_eq!(m.whole_leaves, 0);
+}
