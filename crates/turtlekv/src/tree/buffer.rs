@@ -50,6 +50,7 @@ impl Update<'_> {
     fn insert_batch(&mut self, node: &mut Node, batch: Vec<Item>) -> Result<()> {
         let vacant = (0..MAX_LEVELS).find(|l| !node.segments.iter().any(|s| s.level == *l));
         let k = vacant.unwrap_or(MAX_LEVELS - 1);
+        self.events.level_inserts[k as usize] += 1;
         let (merging, keep): (Vec<Segment>, Vec<Segment>) = std::mem::take(&mut node.segments)
             .into_iter()
             .partition(|s| s.level <= k);

@@ -68,6 +68,7 @@ impl Update<'_> {
         );
         node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(removed);
         merged.truncate(take);
+        self.events.flushes_by_height[usize::from(node.height).min(7)] += 1;
         let pieces = self.apply_to_child(node, p, merged)?;
         let count = pieces.len();
         self.replace_pivot(node, p, pieces)?;
@@ -101,8 +102,9 @@ impl Update<'_> {
     }
 
     /// Cuts leaf items into new leaves with separators between them.
-    pub(super) fn leaf_pieces(&self, items: Vec<Item>) -> Vec<Piece> {
+    pub(super) fn leaf_pieces(&mut self, items: Vec<Item>) -> Vec<Piece> {
         let parts = cut::cut_leaves(items, &self.tree.config);
+        self.events.leaf_splits += u64::from(parts.len() > 1);
         let mut pieces = Vec::with_capacity(parts.len());
         for (i, part) in parts.iter().enumerate() {
             let lower = if i == 0 {

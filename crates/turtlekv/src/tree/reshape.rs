@@ -41,6 +41,7 @@ impl Update<'_> {
                 break;
             }
         }
+        self.events.node_splits += 1;
         let (left, right) = split_at(node, m);
         let sep = right.range_lo.clone();
         let mut out = Vec::new();
@@ -60,6 +61,11 @@ impl Update<'_> {
         let mut batch = self.take_all_pending(node, p)?;
         batch.extend(self.take_all_pending(node, p + 1)?);
         let sep = node.pivots[p + 1].lower.clone();
+        if node.height == 1 {
+            self.events.leaf_joins += 1;
+        } else {
+            self.events.node_joins += 1;
+        }
         let pieces: Vec<Piece> = if node.height == 1 {
             let mut old = self.take_leaf(&node.pivots[p].child)?.to_vec();
             old.extend(self.take_leaf(&node.pivots[p + 1].child)?.iter().cloned());

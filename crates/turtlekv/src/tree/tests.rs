@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::mem_io::MemPageIo;
 use super::node::referenced_pages;
+use super::update::UpdateEvents;
 use super::{Tree, TreeConfig};
 use crate::Options;
 use crate::page::{CachePriority, PageId, PageIo, PageKind};
@@ -56,6 +57,21 @@ pub(super) struct Harness {
     pub model: Model,
     pub max_height: u32,
     pub min_height_after_max: u32,
+    /// Sum of the structural operations of all batches.
+    pub events: UpdateEvents,
+}
+
+fn add_events(sum: &mut UpdateEvents, e: &UpdateEvents) {
+    for k in 0..8 {
+        sum.level_inserts[k] += e.level_inserts[k];
+        sum.flushes_by_height[k] += e.flushes_by_height[k];
+    }
+    sum.leaf_splits += e.leaf_splits;
+    sum.node_splits += e.node_splits;
+    sum.leaf_joins += e.leaf_joins;
+    sum.node_joins += e.node_joins;
+    sum.root_grows += e.root_grows;
+    sum.root_shrinks += e.root_shrinks;
 }
 
 impl Harness {
@@ -69,6 +85,7 @@ impl Harness {
             model: Model::new(),
             max_height: 0,
             min_height_after_max: u32::MAX,
+            events: UpdateEvents::default(),
         }
     }
 
@@ -82,6 +99,7 @@ impl Harness {
             };
         }
         self.io.free(&outcome.dead_pages);
+        add_events(&mut self.events, &outcome.events);
         self.root = outcome.root;
         let stats = self.tree.check(self.root).unwrap();
         assert_eq!(
@@ -226,10 +244,10 @@ fn run_model(
     let mut h = Harness::new(small_config(node_size_bytes));
     for i in 0..batches {
         // Phases: grow, churn, then mostly delete, so the tree grows and shrinks.
-        let delete_percent = match i * 3 / batches {
+        let delete_percent = match i * 4 / batches {
             0 => 5,
             1 => 40,
-            _ => 85,
+            _ => 97,
         };
         h.apply(random_batch(&mut rng, keyspace, max_len, delete_percent));
         h.assert_matches_model(&mut rng, 30);
@@ -243,6 +261,7 @@ fn run_model(
 
 #[test]
 fn model_small_nodes_grow_and_shrink() {
+    let mut events = UpdateEvents::default();
     for seed in 1..=3 {
         let h = run_model(seed, 512, 150, 6000, 400);
         assert!(
@@ -250,7 +269,30 @@ fn model_small_nodes_grow_and_shrink() {
             "seed {seed}: height only reached {}",
             h.max_height
         );
+        add_events(&mut events, &h.events);
     }
+    eprintln!("model runs: {events:?}");
+    // Every path ran many times: cascading merges into deep levels, flushes
+    // out of every height, splits and joins of leaves and nodes, root growth
+    // and shrinking.
+    assert!(
+        events.level_inserts[..4].iter().all(|n| *n >= 10),
+        "{events:?}"
+    );
+    assert!(
+        events.flushes_by_height[1..4].iter().all(|n| *n >= 10),
+        "{events:?}"
+    );
+    for n in [
+        events.leaf_splits,
+        events.node_splits,
+        events.leaf_joins,
+        events.node_joins,
+    ] {
+        assert!(n >= 5, "{events:?}");
+    }
+    // Root shrinking is exercised by `deleting_everything_empties_the_tree`.
+    assert!(events.root_grows >= 6, "{events:?}");
 }
 
 #[test]
@@ -302,6 +344,12 @@ fn deleting_everything_empties_the_tree() {
         );
     }
     assert!(h.min_height_after_max == 0, "the root shrank to nothing");
+    eprintln!("grow and delete everything: {:?}", h.events);
+    assert!(
+        h.events.root_shrinks >= 2 && h.events.leaf_joins >= 10 && h.events.node_joins >= 2,
+        "{:?}",
+        h.events
+    );
     assert!(h.io.page_ids().is_empty(), "every page was reported dead");
 }
 
@@ -318,6 +366,7 @@ fn reopened_tree_reads_the_same() {
         model: h.model.clone(),
         max_height: 0,
         min_height_after_max: 0,
+        events: UpdateEvents::default(),
     };
     reopened.tree.check(reopened.root).unwrap();
     reopened.assert_matches_model(&mut rng, 300);

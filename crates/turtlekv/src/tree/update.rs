@@ -22,6 +22,27 @@ pub(crate) struct BatchOutcome {
     pub new_pages: Vec<PageId>,
     /// Pages reachable from the old root but not from the new one.
     pub dead_pages: Vec<PageId>,
+    /// What the update did.
+    pub events: UpdateEvents,
+}
+
+/// Counts of the structural operations one batch update performed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct UpdateEvents {
+    /// Batches inserted into a buffer level `k`, which merged levels `0..k`; index `k`.
+    pub level_inserts: [u64; 8],
+    /// Flushes out of nodes of height `h` (index `h`, capped at 7).
+    pub flushes_by_height: [u64; 8],
+    /// Leaves rewritten as more than one leaf.
+    pub leaf_splits: u64,
+    /// Nodes split in two.
+    pub node_splits: u64,
+    /// Joins of two leaves.
+    pub leaf_joins: u64,
+    /// Joins of two nodes.
+    pub node_joins: u64,
+    pub root_grows: u64,
+    pub root_shrinks: u64,
 }
 
 /// State of one batch update.
@@ -32,6 +53,7 @@ pub(super) struct Update<'a> {
     /// Dropped segments that another node may still reference:
     /// (page, height of the node that dropped it, first key, last key).
     pub shared_dropped: Vec<(PageId, u8, Bytes, Bytes)>,
+    pub events: UpdateEvents,
     /// Decoded segments and leaves, so one update reads each page once.
     items_cache: HashMap<PageId, Arc<Vec<Item>>>,
 }
@@ -42,6 +64,7 @@ impl<'a> Update<'a> {
             tree,
             dead: Vec::new(),
             shared_dropped: Vec::new(),
+            events: UpdateEvents::default(),
             items_cache: HashMap::new(),
         }
     }
@@ -153,6 +176,7 @@ impl Tree {
                 root,
                 new_pages: Vec::new(),
                 dead_pages: Vec::new(),
+                events: UpdateEvents::default(),
             });
         }
         let mut up = Update::new(self);
@@ -189,6 +213,7 @@ impl Tree {
                     pending_bytes: 0,
                 })
                 .collect();
+            up.events.root_grows += 1;
             node = Node {
                 height: height + 1,
                 pivots,
@@ -201,7 +226,10 @@ impl Tree {
         while node.height > 1 && node.pivots.len() == 1 && node.segments.is_empty() {
             up.child_node(&mut node, 0)?;
             match node.pivots.pop().map(|p| p.child) {
-                Some(Child::Node(child)) => node = *child,
+                Some(Child::Node(child)) => {
+                    up.events.root_shrinks += 1;
+                    node = *child;
+                }
                 _ => unreachable!("child_node made pivot 0 an in-memory node"),
             }
         }
@@ -232,6 +260,7 @@ impl Tree {
             root,
             new_pages,
             dead_pages,
+            events: up.events,
         })
     }
 }
