@@ -45,7 +45,8 @@ pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>
     out
 }
 
-/// If the last part is too small, splits the last two parts evenly by bytes.
+/// If the last part is too small, joins it with the one before, or splits
+/// the two evenly by bytes when they do not fit one page.
 fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
     let n = parts.len();
     if n < 2 || leaf_page_bytes(&parts[n - 1], config) >= config.leaf_min_bytes {
@@ -55,6 +56,12 @@ fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
     let mut joined = parts.pop().expect("two parts");
     let greedy_cut = joined.len();
     joined.extend(last);
+    // If both fit one page, one part; otherwise each half of an even cut
+    // holds about half a page, well above the minimum.
+    if leaf_page_bytes(&joined, config) <= config.leaf_max_bytes {
+        parts.push(joined);
+        return;
+    }
     let half = super::item::total_size_bytes(&joined) / 2;
     let mut acc = 0;
     let even_cut = joined

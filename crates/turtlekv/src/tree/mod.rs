@@ -31,6 +31,8 @@ mod io_tests;
 #[cfg(test)]
 mod mem_io;
 #[cfg(test)]
+mod prop_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;

@@ -460,3 +460,32 @@ fn large_values_span_blocks() {
     h.assert_matches_model(&mut rng, 50);
     h.assert_scans_match(&mut rng, 5);
 }
+
+#[test]
+fn realistic_page_sizes() {
+    // 64 KiB leaves with 4088-byte blocks (the page store's block payload)
+    // and 4 KiB nodes: height 2 with ~100 leaves.
+    let options = Options {
+        leaf_size_bytes: 64 * 1024,
+        node_size_bytes: 4096,
+        ..Options::default()
+    };
+    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let mut rng = Rng::new(77);
+    for _ in 0..25 {
+        let batch: BTreeMap<Bytes, Option<Bytes>> = (0..4000)
+            .map(|_| {
+                let k = key(rng.below(200_000));
+                let v = (rng.below(10) > 0)
+                    .then(|| Bytes::from(vec![b'v'; 60 + rng.below(80) as usize]));
+                (k, v)
+            })
+            .collect();
+        h.apply(batch.into_iter().collect());
+    }
+    let stats = h.tree.check(h.root).unwrap();
+    eprintln!("realistic sizes: {stats:?}, {:?}", h.events);
+    assert!(stats.height >= 2 && stats.leaf_pages >= 50, "{stats:?}");
+    h.assert_matches_model(&mut rng, 500);
+    h.assert_scans_match(&mut rng, 10);
+}
