@@ -30,8 +30,9 @@ impl Update<'_> {
         loop {
             let total = node.total_pending_bytes();
             let bound = config.leaf_max_bytes as u64 * (node.pivots.len() as u64 - 1);
-            let buffer_overflows = node.encoded_len() > config.node_max_bytes
-                && node.pivot_bytes() <= config.node_pivot_max_bytes();
+            let splits_instead =
+                node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4;
+            let buffer_overflows = node.encoded_len() > config.node_max_bytes && !splits_instead;
             if node.segments.is_empty() || (total <= bound && !buffer_overflows) {
                 return Ok(());
             }

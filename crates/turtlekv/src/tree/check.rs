@@ -73,7 +73,7 @@ impl Checker<'_> {
         node.range_lo = lo;
         node.range_hi = hi;
         if node.encoded_len() > config.node_max_bytes
-            || node.pivot_bytes() > config.node_pivot_max_bytes()
+            || (node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4)
         {
             return fail(format!(
                 "node of {} bytes ({} in pivots) overflows",

@@ -23,6 +23,7 @@ mod leaf;
 pub(crate) mod node;
 mod reshape;
 pub(crate) mod scan;
+pub(crate) mod shape;
 pub(crate) mod update;
 mod write;
 

@@ -92,14 +92,9 @@ fn pivot_entry_bytes(height: u8, index: usize, key: &[u8]) -> usize {
 }
 
 fn segment_entry_bytes(seg: &Segment) -> usize {
-    let active: Vec<usize> = seg
-        .bounds
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| b.is_some())
-        .map(|(i, _)| i)
-        .collect();
-    let span = match (active.first(), active.last()) {
+    let first = seg.bounds.iter().position(Option::is_some);
+    let last = seg.bounds.iter().rposition(Option::is_some);
+    let span = match (first, last) {
         (Some(first), Some(last)) => last - first + 1,
         _ => 0,
     };

@@ -20,9 +20,12 @@ impl Update<'_> {
     /// (it keeps the parent pivot's key).
     pub(super) fn split_node(&mut self, node: Node) -> Result<Vec<(Bytes, Node)>> {
         let config = self.tree.config;
-        let fits = node.pivot_bytes() <= config.node_pivot_max_bytes()
-            && node.encoded_len() <= config.node_max_bytes;
-        if fits || node.pivots.len() < 2 {
+        // A node must split when its page overflows; it should split when its
+        // pivots take more than their half, unless they are so few (huge
+        // keys) that the halves would be nearly empty.
+        let must = node.encoded_len() > config.node_max_bytes && node.pivots.len() >= 2;
+        let should = node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4;
+        if !must && !should {
             return Ok(vec![(Bytes::new(), node)]);
         }
         let half = node.pivot_bytes() / 2;

@@ -102,6 +102,11 @@ impl Harness {
         add_events(&mut self.events, &outcome.events);
         self.root = outcome.root;
         let stats = self.tree.check(self.root).unwrap();
+        let shape = self.tree.shape(self.root).unwrap();
+        assert_eq!(
+            (shape.height, shape.leaf_pages, shape.segment_pages),
+            (stats.height, stats.leaf_pages, stats.segment_pages)
+        );
         assert_eq!(
             stats.leaf_items == 0,
             self.model.is_empty() && stats.buffered_items == 0
@@ -488,4 +493,32 @@ fn realistic_page_sizes() {
     assert!(stats.height >= 2 && stats.leaf_pages >= 50, "{stats:?}");
     h.assert_matches_model(&mut rng, 500);
     h.assert_scans_match(&mut rng, 10);
+}
+
+#[test]
+fn long_keys_with_long_common_prefixes() {
+    // Separators cannot be short here: every key shares a 400-byte prefix.
+    let options = Options {
+        leaf_size_bytes: 16 * 1024,
+        node_size_bytes: 2048,
+        ..Options::default()
+    };
+    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let mut rng = Rng::new(8);
+    let prefix = "p".repeat(400);
+    for _ in 0..40 {
+        let batch: BTreeMap<Bytes, Option<Bytes>> = (0..60)
+            .map(|_| {
+                let k = Bytes::from(format!("{prefix}{:06}", rng.below(5000)));
+                (k, (rng.below(5) > 0).then(|| Bytes::from(vec![3u8; 50])))
+            })
+            .collect();
+        h.apply(batch.into_iter().collect());
+    }
+    assert!(h.max_height >= 2, "height {}", h.max_height);
+    let keys: Vec<Bytes> = h.model.keys().cloned().collect();
+    for k in keys.iter().step_by(5) {
+        assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+    }
+    h.assert_scans_match(&mut rng, 5);
 }

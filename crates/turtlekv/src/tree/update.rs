@@ -214,6 +214,12 @@ impl Tree {
                 })
                 .collect();
             up.events.root_grows += 1;
+            if height >= 32 {
+                // Only keys too long for the node size keep a root splitting.
+                return Err(crate::Error::InvalidOptions(format!(
+                    "node_size_bytes is too small for these keys: the root still overflows at height {height}"
+                )));
+            }
             node = Node {
                 height: height + 1,
                 pivots,
