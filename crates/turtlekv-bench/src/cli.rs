@@ -76,10 +76,18 @@ pub struct YcsbArgs {
     /// Draw throughput per workload and engine to this PNG file.
     #[arg(long)]
     pub plot: Option<PathBuf>,
+    /// Bound each engine's process, OS page cache included, to this many
+    /// bytes with a cgroup v1 memory group (root only; the group is removed
+    /// afterwards). Each engine then runs in its own child process.
+    #[arg(long)]
+    pub memory_limit_bytes: Option<u64>,
     /// Set by the parent process on the per-engine child it starts: print
     /// no table, just write the JSON.
     #[arg(long, hide = true)]
     pub child: bool,
+    /// Set by the parent: the cgroup the child moves itself into first.
+    #[arg(long, hide = true)]
+    pub cgroup: Option<PathBuf>,
 }
 
 fn value_name(value: &impl ValueEnum) -> String {
@@ -93,7 +101,12 @@ fn value_name(value: &impl ValueEnum) -> String {
 impl YcsbArgs {
     /// The command line of a child process that runs only `engine` with
     /// these settings and writes its results to `json`.
-    pub fn child_args(&self, engine: EngineKind, json: &Path) -> Vec<OsString> {
+    pub fn child_args(
+        &self,
+        engine: EngineKind,
+        json: &Path,
+        cgroup: Option<&Path>,
+    ) -> Vec<OsString> {
         let workloads: Vec<String> = self.workloads.iter().map(value_name).collect();
         let mut args: Vec<OsString> = [
             "ycsb".to_string(),
@@ -122,6 +135,13 @@ impl YcsbArgs {
             args.push("--dir".into());
             args.push(dir.into());
         }
+        if let Some(limit) = self.memory_limit_bytes {
+            args.push(format!("--memory-limit-bytes={limit}").into());
+        }
+        if let Some(cgroup) = cgroup {
+            args.push("--cgroup".into());
+            args.push(cgroup.into());
+        }
         args.push("--json".into());
         args.push(json.into());
         args
@@ -134,36 +154,13 @@ mod tests {
 
     #[test]
     fn parses_the_documented_command_line() {
-        let cli = Cli::try_parse_from([
-            "turtlekv-bench",
-            "ycsb",
-            "--engines",
-            "turtlekv,rocksdb,fjall,redb,lmdb",
-            "--workloads",
-            "load,a,e",
-            "--records",
-            "1000",
-            "--ops",
-            "50",
-            "--threads",
-            "4",
-            "--value-size",
-            "100",
-            "--cache-bytes",
-            "1048576",
-            "--direct-io",
-            "--sync",
-            "--distribution",
-            "uniform",
-            "--key-format",
-            "ycsb",
-            "--seed",
-            "9",
-            "--json",
-            "out.json",
-            "--plot",
-            "out.png",
-        ])
+        let cli = Cli::try_parse_from(
+            "turtlekv-bench ycsb --engines turtlekv,rocksdb,fjall,redb,lmdb \
+             --workloads load,a,e --records 1000 --ops 50 --threads 4 --value-size \
+             100 --cache-bytes 1048576 --direct-io --sync --distribution uniform \
+             --key-format ycsb --seed 9 --json out.json --plot out.png"
+                .split_whitespace(),
+        )
         .unwrap();
         let Command::Ycsb(args) = cli.command;
         assert_eq!(args.engines.len(), 5);
@@ -183,39 +180,21 @@ mod tests {
 
     #[test]
     fn child_args_reproduce_the_settings_for_one_engine() {
-        let cli = Cli::try_parse_from([
-            "turtlekv-bench",
-            "ycsb",
-            "--engines",
-            "turtlekv,fjall",
-            "--workloads",
-            "load,d",
-            "--records",
-            "77",
-            "--ops",
-            "5",
-            "--threads",
-            "3",
-            "--value-size",
-            "64",
-            "--cache-bytes",
-            "99999",
-            "--sync",
-            "--distribution",
-            "uniform",
-            "--key-format",
-            "ycsb",
-            "--seed",
-            "4",
-            "--dir",
-            "/tmp/x",
-            "--plot",
-            "p.png",
-        ])
+        let cli = Cli::try_parse_from(
+            "turtlekv-bench ycsb --engines turtlekv,fjall --workloads load,d \
+             --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
+             --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
+             --plot p.png --memory-limit-bytes 1000000"
+                .split_whitespace(),
+        )
         .unwrap();
         let Command::Ycsb(parent) = cli.command;
         let mut argv = vec![OsString::from("turtlekv-bench")];
-        argv.extend(parent.child_args(EngineKind::Fjall, Path::new("/tmp/r.json")));
+        argv.extend(parent.child_args(
+            EngineKind::Fjall,
+            Path::new("/tmp/r.json"),
+            Some(Path::new("/cg")),
+        ));
         let Command::Ycsb(child) = Cli::try_parse_from(argv).unwrap().command;
         assert!(child.child);
         assert_eq!(child.engines, vec![EngineKind::Fjall]);
@@ -236,6 +215,8 @@ mod tests {
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);
         assert_eq!(child.json, Some(PathBuf::from("/tmp/r.json")));
+        assert_eq!(child.memory_limit_bytes, Some(1_000_000));
+        assert_eq!(child.cgroup, Some(PathBuf::from("/cg")));
         // The parent draws the plot, from every engine's results.
         assert_eq!(child.plot, None);
     }

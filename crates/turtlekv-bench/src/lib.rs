@@ -2,6 +2,7 @@
 //! instead (RocksDB, fjall, redb, LMDB), each behind a cargo feature.
 //! See `docs/benchmarks.md` for how to run it and read its output.
 
+pub mod cgroup;
 pub mod cli;
 pub mod engines;
 pub mod generator;

@@ -10,12 +10,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::cli::YcsbArgs;
 use crate::engines::{EngineConfig, EngineKind};
 use crate::generator::InsertCounter;
-use crate::isolate;
 use crate::keys::ValueCodec;
 use crate::measure;
 use crate::report::{self, PhaseResult};
 use crate::runner::{self, PhaseSettings};
 use crate::workload::Workload;
+use crate::{cgroup, isolate};
 
 /// Runs the benchmark and returns one result per (engine, reported phase).
 pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
@@ -40,15 +40,21 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
             engine.open(Path::new("/nonexistent"), &config)?;
         }
     }
+    if let Some(cgroup) = &args.cgroup {
+        // First, before the engine allocates anything.
+        cgroup::join(cgroup)?;
+    }
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut results = Vec::new();
-    if let [engine] = args.engines[..] {
-        results = run_engine(engine, args, &settings, &config, &parent)?;
-    } else {
-        // One process per engine: peak RSS and /proc/self/io then measure
-        // that engine alone, not memory an earlier engine left behind.
-        for &engine in &args.engines {
+    // One process per engine: peak RSS and /proc/self/io then measure that
+    // engine alone, not memory an earlier engine left behind; and a memory
+    // limit binds the engine's process, not the parent that removes it.
+    let in_children = !args.child && (args.engines.len() > 1 || args.memory_limit_bytes.is_some());
+    for &engine in &args.engines {
+        if in_children {
             results.extend(isolate::run_in_child(args, engine)?);
+        } else {
+            results.extend(run_engine(engine, args, &settings, &config, &parent)?);
         }
     }
     report::compute_ratios(&mut results);

@@ -77,3 +77,39 @@ fn engine_missing_from_the_build_fails_with_the_fix() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--features redb"), "{stderr}");
 }
+
+#[test]
+fn memory_limit_runs_the_engine_in_a_cgroup_that_is_removed() {
+    // Needs root and the cgroup v1 memory controller; probe by creating one.
+    let probe_name = format!("turtlekv-bench-probe-{}", std::process::id());
+    let Ok(probe) = turtlekv_bench::cgroup::MemoryCgroup::create(&probe_name, 1 << 30) else {
+        eprintln!("skipped: no writable cgroup v1 memory controller");
+        return;
+    };
+    let groups_dir = probe.path().parent().unwrap().to_path_buf();
+    drop(probe);
+    let dir = tempfile::tempdir().unwrap();
+    let child = bench()
+        .args([
+            "ycsb",
+            "--records",
+            "2000",
+            "--ops",
+            "200",
+            "--workloads",
+            "load,c",
+        ])
+        .args(["--memory-limit-bytes", "1000000000", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    let table = String::from_utf8(output.stdout).unwrap();
+    assert!(table.contains("turtlekv  c"), "{table}");
+    let group = groups_dir.join(format!("turtlekv-bench-{pid}-turtlekv"));
+    assert!(!group.exists(), "{} left behind", group.display());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
