@@ -28,6 +28,8 @@ pub(crate) mod update;
 mod write;
 
 #[cfg(test)]
+mod decode_tests;
+#[cfg(test)]
 mod io_tests;
 #[cfg(test)]
 mod mem_io;

@@ -1,0 +1,55 @@
+//! Damaged pages decode to errors, never panics or wrong data.
+
+use bytes::Bytes;
+use proptest::prelude::*;
+
+use super::item::Item;
+use super::leaf::{self, LeafHead};
+use super::node::Node;
+use crate::filter;
+
+fn sample_leaf() -> Vec<u8> {
+    let items: Vec<Item> = (0..60u32)
+        .map(|i| Item::put(format!("key{i:04}"), vec![i as u8; (i % 30) as usize]))
+        .collect();
+    leaf::serialize(&items, 256, 10, usize::MAX)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
+        let _ = Node::decode(&bytes);
+        let b = Bytes::from(bytes.clone());
+        if let Ok(head) = LeafHead::decode(&b) {
+            let _ = head.decode_all(&b);
+        }
+        let _ = filter::may_contain(&bytes, 42);
+        let _ = filter::KeyFilter::decode(&bytes);
+    }
+
+    #[test]
+    fn flipped_leaf_bytes_are_caught(at in 0usize..4000, bit in 0u8..8) {
+        let mut page = sample_leaf();
+        let at = at % page.len();
+        page[at] ^= 1 << bit;
+        let (head_len, filter_len) = leaf::page_lens(&page);
+        let page = Bytes::from(page);
+        let head = LeafHead::decode(&page.slice(..(head_len as usize).min(page.len())));
+        let filter_start = head_len as usize;
+        let filter_ok = filter_len == 0 || page.get(filter_start..filter_start + filter_len as usize).is_some_and(|f| filter::KeyFilter::decode(f).is_ok());
+        let all_ok = head.is_ok_and(|h| h.decode_all(&page).is_ok()) && filter_ok;
+        // Only the zero padding between the filter and the data blocks is
+        // outside every checksum (it is never read).
+        prop_assert!(!all_ok || flip_in_padding(at), "flip at {} went unnoticed", at);
+    }
+}
+
+/// Whether `at` lies in the zero padding before the data blocks.
+fn flip_in_padding(at: usize) -> bool {
+    let original = sample_leaf();
+    let (head_len, filter_len) = leaf::page_lens(&original);
+    let data_offset = u32::from_le_bytes(original[32..36].try_into().unwrap()) as usize;
+    ((head_len + filter_len) as usize..data_offset).contains(&at)
+}
