@@ -13,5 +13,6 @@ pub mod plot;
 pub mod report;
 pub mod rng;
 pub mod runner;
+mod worker;
 pub mod workload;
 pub mod ycsb;

@@ -8,17 +8,10 @@ use hdrhistogram::Histogram;
 use indicatif::ProgressBar;
 
 use crate::engines::Engine;
-use crate::generator::{Distribution, InsertCounter, KeyChooser, scan_len};
+use crate::generator::{Distribution, InsertCounter};
 use crate::keys::{KeyFormat, ValueCodec};
-use crate::rng::Rng;
+use crate::worker::{ThreadOutcome, Worker};
 use crate::workload::{OpKind, Workload};
-
-/// YCSB's default `maxscanlength`.
-pub const MAX_SCAN_LEN: u64 = 100;
-
-/// Progress is reported in steps of this many operations, so that threads
-/// do not contend on the bar's counter.
-const PROGRESS_STEP_OPS: u64 = 1024;
 
 /// What every phase of a run shares.
 #[derive(Debug, Clone, Copy)]
@@ -53,7 +46,7 @@ pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_TRACKED_LATENCY_NS, 3).expect("valid histogram bounds")
 }
 
-fn new_histograms() -> Vec<Histogram<u64>> {
+pub(crate) fn new_histograms() -> Vec<Histogram<u64>> {
     OpKind::ALL.iter().map(|_| latency_histogram()).collect()
 }
 
@@ -107,206 +100,6 @@ pub fn run_phase(
         latencies_ns,
         user_bytes_written,
     })
-}
-
-struct ThreadOutcome {
-    ops_done: u64,
-    latencies_ns: Vec<Histogram<u64>>,
-    user_bytes_written: u64,
-}
-
-/// One benchmark thread's state: its own generator streams and buffers.
-struct Worker<'a> {
-    engine: &'a dyn Engine,
-    workload: Workload,
-    settings: &'a PhaseSettings,
-    counter: &'a InsertCounter,
-    progress: &'a ProgressBar,
-    rng: Rng,
-    chooser: KeyChooser,
-    key: Vec<u8>,
-    value: Vec<u8>,
-    read_buf: Vec<u8>,
-    user_bytes_written: u64,
-}
-
-impl<'a> Worker<'a> {
-    fn new(
-        engine: &'a dyn Engine,
-        workload: Workload,
-        settings: &'a PhaseSettings,
-        counter: &'a InsertCounter,
-        progress: &'a ProgressBar,
-        thread: u64,
-    ) -> Worker<'a> {
-        let mix = workload.mix();
-        let existing = counter.limit();
-        // As YCSB: scrambled domains leave room for twice the expected
-        // inserts, so new records can become hot too.
-        let expected_inserts = (settings.ops as f64 * mix.insert_fraction() * 2.0) as u64;
-        let items = if workload.reads_latest() {
-            existing
-        } else {
-            existing + expected_inserts
-        };
-        let stream = (workload as u64) << 32 | thread;
-        Worker {
-            engine,
-            workload,
-            settings,
-            counter,
-            progress,
-            rng: Rng::derive(settings.seed, stream),
-            chooser: KeyChooser::new(settings.distribution, workload.reads_latest(), items),
-            key: Vec::new(),
-            value: Vec::new(),
-            read_buf: Vec::new(),
-            user_bytes_written: 0,
-        }
-    }
-
-    fn run(mut self, ops: u64) -> Result<ThreadOutcome> {
-        let mix = self.workload.mix();
-        let mut latencies_ns = new_histograms();
-        let mut ops_done = 0;
-        while ops_done < ops {
-            let kind = mix.choose(&mut self.rng);
-            let started = Instant::now();
-            match kind {
-                OpKind::Insert => {
-                    if !self.insert()? {
-                        break;
-                    }
-                }
-                OpKind::Read => self.read()?,
-                OpKind::Update => self.update()?,
-                OpKind::Scan => self.scan()?,
-                OpKind::ReadModifyWrite => {
-                    self.read()?;
-                    self.update()?;
-                }
-            }
-            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            latencies_ns[kind.index()].saturating_record(nanos.max(1));
-            ops_done += 1;
-            if ops_done % PROGRESS_STEP_OPS == 0 {
-                self.progress.inc(PROGRESS_STEP_OPS);
-            }
-        }
-        self.progress.inc(ops_done % PROGRESS_STEP_OPS);
-        Ok(ThreadOutcome {
-            ops_done,
-            latencies_ns,
-            user_bytes_written: self.user_bytes_written,
-        })
-    }
-
-    /// Inserts the next new record; `false` once the load has inserted all
-    /// records.
-    fn insert(&mut self) -> Result<bool> {
-        let record = self.counter.reserve();
-        if self.workload == Workload::Load && record >= self.settings.records {
-            return Ok(false);
-        }
-        self.write(record)?;
-        self.counter.acknowledge(record);
-        Ok(true)
-    }
-
-    fn update(&mut self) -> Result<()> {
-        let record = self.pick();
-        self.write(record)
-    }
-
-    fn write(&mut self, record: u64) -> Result<()> {
-        self.settings.key_format.encode(record, &mut self.key);
-        let nonce = self.rng.next_u64();
-        self.settings
-            .codec
-            .encode(&self.key, nonce, &mut self.value);
-        self.engine.put(&self.key, &self.value)?;
-        self.user_bytes_written += (self.key.len() + self.value.len()) as u64;
-        Ok(())
-    }
-
-    fn pick(&mut self) -> u64 {
-        let limit = self.counter.limit();
-        self.chooser.next(&mut self.rng, limit)
-    }
-
-    /// Reads an existing record; it must be there with a value written
-    /// for its key.
-    fn read(&mut self) -> Result<()> {
-        let record = self.pick();
-        self.settings.key_format.encode(record, &mut self.key);
-        if !self.engine.get(&self.key, &mut self.read_buf)? {
-            bail!(
-                "verification failed in workload {}: record {record} (key {}) was written but the read found nothing",
-                self.workload,
-                hex(&self.key)
-            );
-        }
-        if !self.settings.codec.verify(&self.key, &self.read_buf) {
-            bail!(
-                "verification failed in workload {}: the value read for record {record} (key {}) is not one written for that key",
-                self.workload,
-                hex(&self.key)
-            );
-        }
-        Ok(())
-    }
-
-    /// Scans from an existing record; keys must ascend from the start key
-    /// and every value must belong to its key.
-    fn scan(&mut self) -> Result<()> {
-        let record = self.pick();
-        self.settings.key_format.encode(record, &mut self.key);
-        let len = scan_len(&mut self.rng, MAX_SCAN_LEN) as usize;
-        let codec = self.settings.codec;
-        let start = self.key.as_slice();
-        let mut previous: Option<Vec<u8>> = None;
-        let mut problem: Option<String> = None;
-        let visited = self.engine.scan(start, len, &mut |key, value| {
-            if problem.is_some() {
-                return;
-            }
-            let in_order = match &previous {
-                Some(p) => p.as_slice() < key,
-                None => key >= start,
-            };
-            if !in_order {
-                problem = Some(format!("key {} out of order", hex(key)));
-            } else if !codec.verify(key, value) {
-                problem = Some(format!(
-                    "value of key {} is not one written for it",
-                    hex(key)
-                ));
-            }
-            let buf = previous.get_or_insert_with(Vec::new);
-            buf.clear();
-            buf.extend_from_slice(key);
-        })?;
-        if let Some(problem) = problem {
-            bail!(
-                "verification failed in workload {}: scan from key {}: {problem}",
-                self.workload,
-                hex(start)
-            );
-        }
-        // The start key exists, so a scan returns at least it.
-        if visited == 0 || visited > len {
-            bail!(
-                "verification failed in workload {}: scan of {len} from existing key {} returned {visited} records",
-                self.workload,
-                hex(start)
-            );
-        }
-        Ok(())
-    }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -424,6 +217,64 @@ mod tests {
         }
         fn persist(&self) -> Result<()> {
             Ok(())
+        }
+    }
+
+    /// Logs every call, for checking which keys operations touch.
+    struct Recording {
+        inner: Box<dyn Engine>,
+        log: std::sync::Mutex<Vec<(&'static str, Vec<u8>)>>,
+    }
+
+    impl Engine for Recording {
+        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+            self.log.lock().unwrap().push(("put", key.to_vec()));
+            self.inner.put(key, value)
+        }
+        fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
+            self.log.lock().unwrap().push(("get", key.to_vec()));
+            self.inner.get(key, out)
+        }
+        fn scan(
+            &self,
+            start: &[u8],
+            count: usize,
+            visit: &mut dyn FnMut(&[u8], &[u8]),
+        ) -> Result<usize> {
+            self.inner.scan(start, count, visit)
+        }
+        fn persist(&self) -> Result<()> {
+            self.inner.persist()
+        }
+    }
+
+    #[test]
+    fn read_modify_write_writes_back_the_record_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Recording {
+            inner: open_turtlekv(dir.path()),
+            log: Default::default(),
+        };
+        let settings = PhaseSettings {
+            threads: 1,
+            ..settings(1_000, 2_000)
+        };
+        let counter = InsertCounter::new(0);
+        let hidden = ProgressBar::hidden();
+        run_phase(&engine, Workload::Load, &settings, &counter, &hidden).unwrap();
+        engine.log.lock().unwrap().clear();
+        let outcome = run_phase(&engine, Workload::F, &settings, &counter, &hidden).unwrap();
+        let rmws = outcome.latencies_ns[OpKind::ReadModifyWrite.index()].len();
+        assert!(rmws > 800, "{rmws}");
+        let log = engine.log.lock().unwrap();
+        // F only reads, or reads then writes: every put follows a get of
+        // the same key.
+        let puts = log.iter().filter(|(op, _)| *op == "put").count();
+        assert_eq!(puts as u64, rmws);
+        for pair in log.windows(2) {
+            if pair[1].0 == "put" {
+                assert_eq!(pair[0], ("get", pair[1].1.clone()));
+            }
         }
     }
 

@@ -36,9 +36,7 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {
-        if !engine.is_built() {
-            engine.open(Path::new("/nonexistent"), &config)?;
-        }
+        engine.ensure_built()?;
     }
     if let Some(cgroup) = &args.cgroup {
         // First, before the engine allocates anything.

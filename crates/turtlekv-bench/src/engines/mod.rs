@@ -95,8 +95,8 @@ impl EngineKind {
         matches!(self, EngineKind::Turtlekv | EngineKind::Rocksdb)
     }
 
-    /// Opens a new store in the empty directory `dir`.
-    pub fn open(self, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+    /// An error naming the cargo feature when the engine is not built in.
+    pub fn ensure_built(self) -> Result<()> {
         if !self.is_built() {
             bail!(
                 "engine {} is not built into this binary; rebuild with `--features {}`",
@@ -104,6 +104,12 @@ impl EngineKind {
                 self.feature_name()
             );
         }
+        Ok(())
+    }
+
+    /// Opens a new store in the empty directory `dir`.
+    pub fn open(self, dir: &Path, config: &EngineConfig) -> Result<Box<dyn Engine>> {
+        self.ensure_built()?;
         match self {
             EngineKind::Turtlekv => Ok(Box::new(turtlekv::TurtleKv::open(dir, config)?)),
             #[cfg(feature = "rocksdb")]
