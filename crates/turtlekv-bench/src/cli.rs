@@ -36,8 +36,8 @@ pub struct YcsbArgs {
     /// report it).
     #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,d,e,f")]
     pub workloads: Vec<Workload>,
-    /// Records inserted by the load.
-    #[arg(long, default_value_t = 200_000)]
+    /// Records inserted by the load (at least 1: workloads pick among them).
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub records: u64,
     /// Operations per workload (a to f).
     #[arg(long, default_value_t = 200_000)]
@@ -232,6 +232,7 @@ mod tests {
         assert_eq!(args.distribution, Distribution::Zipfian);
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--engines", "sqlite"]).is_err());
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--threads", "0"]).is_err());
+        assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--records", "0"]).is_err());
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--value-size", "4"]).is_err());
     }
 }
