@@ -8,7 +8,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::cut;
-use super::item::{Item, lower_bound, merge_runs, shortest_separator, total_size_bytes};
+use super::item::{
+    Item, lower_bound, merge_prefix, merge_runs, shortest_separator, total_size_bytes,
+};
 use super::node::{Child, Flushed, LeafData, Node, Pivot};
 use super::update::Update;
 use crate::Result;
@@ -31,18 +33,7 @@ impl Update<'_> {
             .iter()
             .map(|(_, items, r)| &items[r.clone()])
             .collect();
-        let mut merged = merge_runs(&runs, false);
-        let mut bytes = 0;
-        let take = merged
-            .iter()
-            .position(|it| {
-                bytes += it.size_bytes();
-                bytes > leaf_bytes
-            })
-            .unwrap_or(merged.len())
-            .max(1)
-            .min(merged.len());
-        let cut_key = merged.get(take).map(|it| it.key.clone());
+        let (prefix, cut_key) = merge_prefix(&runs, leaf_bytes);
         let mut removed = 0u64;
         for (s, items, r) in &sources {
             let end = match &cut_key {
@@ -67,9 +58,8 @@ impl Update<'_> {
             "pending bytes undercount"
         );
         node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(removed);
-        merged.truncate(take);
         self.events.flushes_by_height[usize::from(node.height).min(7)] += 1;
-        let pieces = self.apply_to_child(node, p, merged)?;
+        let pieces = self.apply_to_child(node, p, prefix)?;
         let count = pieces.len();
         self.replace_pivot(node, p, pieces)?;
         self.fix_underfull(node, p, count)?;

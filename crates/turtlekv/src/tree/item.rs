@@ -57,6 +57,7 @@ pub(crate) fn lower_bound(items: &[Item], key: &[u8]) -> usize {
     items.partition_point(|it| it.key.as_ref() < key)
 }
 
+#[derive(Clone, Copy)]
 struct HeapEntry<'a> {
     item: &'a Item,
     run: usize,
@@ -90,7 +91,19 @@ impl Ord for HeapEntry<'_> {
 /// runs only the newest item is kept. Tombstones are kept unless
 /// `drop_tombstones` (at the bottom of the tree nothing older lies below).
 pub(crate) fn merge_runs(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
-    let mut out = Vec::with_capacity(runs.iter().map(|r| r.len()).sum());
+    merge(runs, drop_tombstones, usize::MAX).0
+}
+
+/// The lowest-key prefix of the merge of `runs` (newest first) holding at
+/// most `max_bytes` (at least one item), and the first key left out. Only
+/// the prefix is merged, so taking one leaf from a large buffer is cheap.
+pub(crate) fn merge_prefix(runs: &[&[Item]], max_bytes: usize) -> (Vec<Item>, Option<Bytes>) {
+    merge(runs, false, max_bytes)
+}
+
+fn merge(runs: &[&[Item]], drop_tombstones: bool, max_bytes: usize) -> (Vec<Item>, Option<Bytes>) {
+    let total: usize = runs.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(if max_bytes == usize::MAX { total } else { 0 });
     let mut heap: BinaryHeap<HeapEntry<'_>> = runs
         .iter()
         .enumerate()
@@ -101,25 +114,35 @@ pub(crate) fn merge_runs(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
             pos: 0,
         })
         .collect();
+    let mut bytes = 0usize;
     let mut last_key: Option<&Bytes> = None;
-    while let Some(HeapEntry { item, run, pos }) = heap.pop() {
-        if let Some(next) = runs[run].get(pos + 1) {
-            heap.push(HeapEntry {
-                item: next,
-                run,
-                pos: pos + 1,
-            });
+    while let Some(mut top) = heap.peek_mut() {
+        let HeapEntry { item, run, pos } = *top;
+        // Advance this run in place: one sift instead of a pop and a push.
+        match runs[run].get(pos + 1) {
+            Some(next) => {
+                *top = HeapEntry {
+                    item: next,
+                    run,
+                    pos: pos + 1,
+                }
+            }
+            None => drop(std::collections::binary_heap::PeekMut::pop(top)),
         }
         if last_key == Some(&item.key) {
             continue; // an older version of a key already emitted
+        }
+        if !out.is_empty() && bytes + item.size_bytes() > max_bytes {
+            return (out, Some(item.key.clone()));
         }
         last_key = Some(&item.key);
         if drop_tombstones && item.value.is_none() {
             continue;
         }
+        bytes += item.size_bytes();
         out.push(item.clone());
     }
-    out
+    (out, None)
 }
 
 #[cfg(test)]
