@@ -6,6 +6,20 @@
 //! of the old version it no longer reaches. Reads (`get`, `scan`) and the
 //! invariant checker work on any stored root. Storage is reached only through
 //! [`PageIo`]. Byte layouts are in `docs/format.md`.
+//!
+//! Use from the checkpoint pipeline:
+//! - `Tree::new(io, TreeConfig::from_options(&options))`;
+//! - `tree.apply_batch(root, &sorted_unique_batch)` with the whole frozen
+//!   MemTable (it is cut into leaf-sized pieces internally and only the final
+//!   state is written; new leaves are serialised in parallel with rayon) →
+//!   `BatchOutcome { root, new_pages, dead_pages, events }`. Commit `root`
+//!   (8 bytes, `PageId::to_raw`; `None` = empty tree), then free
+//!   `dead_pages` once no reader holds the old root;
+//! - `tree.get(root, key)`, `tree.scan(root, lower, upper, reverse)` (an
+//!   iterator of `Result<(key, value)>`), `tree.check(root)` (deep, reads
+//!   everything: `TreeStats`), `tree.shape(root)` (node pages only);
+//! - `node::referenced_pages(node_page_bytes)` lists the pages a node page
+//!   references, for the page store's live-set walk at open.
 
 // Remove once the checkpoint pipeline (issue 5) drives the tree.
 #![cfg_attr(

@@ -72,6 +72,7 @@ fn add_events(sum: &mut UpdateEvents, e: &UpdateEvents) {
     sum.node_joins += e.node_joins;
     sum.root_grows += e.root_grows;
     sum.root_shrinks += e.root_shrinks;
+    sum.shared_segments_dropped += e.shared_segments_dropped;
 }
 
 impl Harness {
@@ -298,6 +299,7 @@ fn model_small_nodes_grow_and_shrink() {
     }
     // Root shrinking is exercised by `deleting_everything_empties_the_tree`.
     assert!(events.root_grows >= 6, "{events:?}");
+    assert!(events.shared_segments_dropped >= 10, "{events:?}");
 }
 
 #[test]

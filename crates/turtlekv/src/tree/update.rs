@@ -43,6 +43,9 @@ pub(crate) struct UpdateEvents {
     pub node_joins: u64,
     pub root_grows: u64,
     pub root_shrinks: u64,
+    /// Segments shared by two nodes (after a split) that one of them dropped;
+    /// the other reference was looked for before reporting the page dead.
+    pub shared_segments_dropped: u64,
 }
 
 /// State of one batch update.
@@ -136,6 +139,7 @@ impl<'a> Update<'a> {
                 let first = items.first().map(|i| i.key.clone()).unwrap_or_default();
                 let last = items.last().map(|i| i.key.clone()).unwrap_or_default();
                 self.shared_dropped.push((r.id, height, first, last));
+                self.events.shared_segments_dropped += 1;
             } else {
                 self.dead.push(r.id);
             }
