@@ -21,6 +21,7 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..600)) {
         let _ = Node::decode(&bytes);
+        let _ = super::probe::probe_node(&bytes, b"key");
         let b = Bytes::from(bytes.clone());
         if let Ok(head) = LeafHead::decode(&b) {
             let _ = head.decode_all(&b);

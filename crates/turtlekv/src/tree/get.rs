@@ -4,7 +4,8 @@
 use bytes::Bytes;
 
 use super::item::Item;
-use super::node::{Child, LeafData, LeafRef};
+use super::node::LeafRef;
+use super::probe::probe_node;
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::filter;
@@ -23,36 +24,36 @@ impl Tree {
             return Ok(None);
         };
         let hash = filter::key_hash(key);
+        let mut expected_height = None;
         loop {
-            let node = self.read_node(id)?;
-            let p = node.pivot_for(key);
+            let page = self.io.read_page(id, CachePriority::Node)?;
+            let node = probe_node(&page, key).map_err(|reason| corrupt(id, reason))?;
+            if expected_height.is_some_and(|h| h != node.height) {
+                return Err(corrupt(id, "child height does not match its parent"));
+            }
             for seg in &node.segments {
-                let Some(bound) = &seg.bounds[p] else {
-                    continue;
-                };
-                if key < bound.key.as_ref() {
+                if key < seg.flushed_key {
                     continue; // flushed already: skip the segment unread
                 }
-                let LeafData::Stored(r) = &seg.data else {
-                    unreachable!("decoded nodes reference stored segments");
-                };
                 // A hit below the flushed bound was already moved down;
                 // a newer version, if any, is further down the tree.
-                if let Some((index, item)) = self.probe_leaf(r, key, hash, bound.index)? {
-                    if index >= bound.index {
+                if let Some((index, item)) =
+                    self.probe_leaf(&seg.leaf, key, hash, seg.flushed_index)?
+                {
+                    if index >= seg.flushed_index {
                         return Ok(item.value);
                     }
                 }
             }
-            match &node.pivots[p].child {
-                Child::StoredNode(child) => id = *child,
-                Child::Leaf(LeafData::Stored(r)) => {
+            match node.child_leaf {
+                Some(leaf) => {
                     return Ok(self
-                        .probe_leaf(r, key, hash, 0)?
+                        .probe_leaf(&leaf, key, hash, 0)?
                         .and_then(|(_, it)| it.value));
                 }
-                Child::Leaf(LeafData::New(_)) | Child::Node(_) => {
-                    unreachable!("decoded nodes reference stored pages")
+                None => {
+                    id = node.child_node;
+                    expected_height = Some(node.height - 1);
                 }
             }
         }

@@ -35,6 +35,7 @@ mod get;
 pub(crate) mod item;
 mod leaf;
 pub(crate) mod node;
+mod probe;
 mod reshape;
 pub(crate) mod scan;
 pub(crate) mod shape;

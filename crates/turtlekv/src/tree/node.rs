@@ -238,25 +238,12 @@ impl Node {
 
     /// Decodes and verifies a node page.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Node, String> {
-        let mut r = Reader { bytes, at: 0 };
-        if bytes.len() < HEADER_BYTES || &bytes[..4] != MAGIC || bytes[4] != VERSION {
-            return Err("node: bad magic, version or length".into());
-        }
-        let height = bytes[5];
-        r.at = 6;
-        let pivot_count = r.u16()? as usize;
-        let segment_count = r.u16()? as usize;
-        r.at = 12;
-        if r.u32()? as usize != bytes.len() {
-            return Err("node: length field does not match the page".into());
-        }
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..16]), &bytes[HEADER_BYTES..]);
-        if r.u32()? != crc {
-            return Err("node: checksum mismatch".into());
-        }
-        if height == 0 || pivot_count == 0 {
-            return Err("node: zero height or no pivots".into());
-        }
+        let (header, mut r) = Header::parse(bytes)?;
+        let Header {
+            height,
+            pivot_count,
+            segment_count,
+        } = header;
         let mut pivots = Vec::with_capacity(pivot_count);
         for i in 0..pivot_count {
             let child = if height == 1 {
@@ -339,13 +326,54 @@ fn push_leaf_ref(out: &mut Vec<u8>, r: &LeafRef) {
     out.extend_from_slice(&r.filter_len.to_le_bytes());
 }
 
-struct Reader<'a> {
+/// The fixed header of a node page, verified.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Header {
+    pub height: u8,
+    pub pivot_count: usize,
+    pub segment_count: usize,
+}
+
+impl Header {
+    /// Verifies magic, length and checksum; returns a reader at the pivots.
+    pub(super) fn parse(bytes: &[u8]) -> Result<(Header, Reader<'_>), String> {
+        let mut r = Reader { bytes, at: 0 };
+        if bytes.len() < HEADER_BYTES || &bytes[..4] != MAGIC || bytes[4] != VERSION {
+            return Err("node: bad magic, version or length".into());
+        }
+        let height = bytes[5];
+        r.at = 6;
+        let pivot_count = r.u16()? as usize;
+        let segment_count = r.u16()? as usize;
+        r.at = 12;
+        if r.u32()? as usize != bytes.len() {
+            return Err("node: length field does not match the page".into());
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&bytes[..16]), &bytes[HEADER_BYTES..]);
+        if r.u32()? != crc {
+            return Err("node: checksum mismatch".into());
+        }
+        if height == 0 || pivot_count == 0 {
+            return Err("node: zero height or no pivots".into());
+        }
+        Ok((
+            Header {
+                height,
+                pivot_count,
+                segment_count,
+            },
+            r,
+        ))
+    }
+}
+
+pub(super) struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+    pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let out = self
             .bytes
             .get(self.at..self.at + n)
@@ -353,25 +381,25 @@ impl<'a> Reader<'a> {
         self.at += n;
         Ok(out)
     }
-    fn u8(&mut self) -> Result<u8, String> {
+    pub(super) fn u8(&mut self) -> Result<u8, String> {
         Ok(self.take(1)?[0])
     }
-    fn u16(&mut self) -> Result<u16, String> {
+    pub(super) fn u16(&mut self) -> Result<u16, String> {
         Ok(u16::from_le_bytes(
             self.take(2)?.try_into().expect("2 bytes"),
         ))
     }
-    fn u32(&mut self) -> Result<u32, String> {
+    pub(super) fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(
             self.take(4)?.try_into().expect("4 bytes"),
         ))
     }
-    fn u64(&mut self) -> Result<u64, String> {
+    pub(super) fn u64(&mut self) -> Result<u64, String> {
         Ok(u64::from_le_bytes(
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
-    fn leaf_ref(&mut self) -> Result<LeafRef, String> {
+    pub(super) fn leaf_ref(&mut self) -> Result<LeafRef, String> {
         Ok(LeafRef {
             id: PageId::from_raw(self.u64()?),
             head_len: self.u32()?,

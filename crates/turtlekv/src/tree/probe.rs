@@ -1,0 +1,90 @@
+//! The read path's view of a node page: it parses only what a point lookup
+//! needs (the key's pivot and the segments active for it) without building
+//! the whole in-memory node.
+
+use super::node::{Header, LeafRef};
+use crate::page::PageId;
+
+/// A segment a lookup must probe: its page, its flushed bound for the key's
+/// pivot and the matching flushed key (a smaller key is already flushed).
+#[derive(Debug)]
+pub(super) struct SegmentProbe<'a> {
+    pub leaf: LeafRef,
+    pub flushed_index: u32,
+    pub flushed_key: &'a [u8],
+}
+
+/// Where a lookup of one key goes in one node.
+#[derive(Debug)]
+pub(super) struct NodeProbe<'a> {
+    pub height: u8,
+    /// The key's pivot: a leaf (height 1) or a node page.
+    pub child_leaf: Option<LeafRef>,
+    pub child_node: PageId,
+    /// Active segments for the pivot, newest level first.
+    pub segments: Vec<SegmentProbe<'a>>,
+}
+
+/// Verifies a node page and finds the key's pivot and its active segments.
+pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a>, String> {
+    let (header, mut r) = Header::parse(bytes)?;
+    let mut child_leaf = None;
+    let mut child_node = PageId::from_raw(0);
+    let mut pivot = 0;
+    for i in 0..header.pivot_count {
+        let (leaf, node) = if header.height == 1 {
+            (Some(r.leaf_ref()?), None)
+        } else {
+            (None, Some(PageId::from_raw(r.u64()?)))
+        };
+        r.u64()?; // pending bytes
+        let take = if i == 0 {
+            true
+        } else {
+            let len = r.u16()? as usize;
+            r.take(len)? <= key
+        };
+        // Pivot keys are ascending: the last pivot whose key is <= `key`.
+        if take {
+            pivot = i;
+            child_leaf = leaf;
+            child_node = node.unwrap_or(child_node);
+        }
+    }
+    let mut segments = Vec::new();
+    for _ in 0..header.segment_count {
+        r.u8()?; // level: segments are stored newest level first
+        r.u8()?; // flags
+        let leaf = r.leaf_ref()?;
+        r.u32()?; // item count
+        let first = r.u16()? as usize;
+        let span = r.u16()? as usize;
+        let bits = r.take(span.div_ceil(8))?;
+        let active = (first..first + span).contains(&pivot)
+            && bits[(pivot - first) / 8] >> ((pivot - first) % 8) & 1 == 1;
+        let mut flushed_index = 0;
+        let mut flushed_key: &[u8] = &[];
+        for _ in 0..r.u16()? {
+            let p = r.u16()? as usize;
+            let index = r.u32()?;
+            let len = r.u16()? as usize;
+            let k = r.take(len)?;
+            if p == pivot {
+                (flushed_index, flushed_key) = (index, k);
+            }
+        }
+        if active {
+            segments.push(SegmentProbe {
+                leaf,
+                flushed_index,
+                flushed_key,
+            });
+        }
+    }
+    Ok(NodeProbe {
+        height: header.height,
+        child_leaf,
+        child_node,
+        segments,
+    })
+}
