@@ -20,35 +20,38 @@ impl Update<'_> {
         let config = self.tree.config;
         let mut jobs = Vec::new();
         collect_new_leaves(&root, &mut jobs);
-        let pages: Vec<Vec<u8>> = jobs
+        // Each worker serialises a leaf and writes it, so only the pages in
+        // flight are held as bytes; ids come back in job order.
+        let io = &self.tree.io;
+        let written: Vec<Result<LeafRef>> = jobs
             .par_iter()
             .map(|items| {
-                leaf::serialize(
+                let bytes = leaf::serialize(
                     items,
                     config.block_size_bytes,
                     config.filter_bits_per_key,
                     config.leaf_max_bytes,
-                )
+                );
+                if bytes.len() > config.leaf_max_bytes {
+                    return Err(Error::InvalidOptions(format!(
+                        "a leaf of {} bytes exceeds the leaf page limit of {} bytes: leaf_size_bytes is too small for these items",
+                        bytes.len(),
+                        config.leaf_max_bytes
+                    )));
+                }
+                let id = io.write_page(PageKind::Leaf, &bytes)?;
+                let (head_len, filter_len) = leaf::page_lens(&bytes);
+                Ok(LeafRef { id, head_len, filter_len })
             })
             .collect();
-        let mut new_pages = Vec::with_capacity(pages.len());
-        let mut refs = Vec::with_capacity(pages.len());
-        for bytes in &pages {
-            if bytes.len() > config.leaf_max_bytes {
-                return Err(Error::InvalidOptions(format!(
-                    "a leaf of {} bytes exceeds the leaf page limit of {} bytes: leaf_size_bytes is too small for these items",
-                    bytes.len(),
-                    config.leaf_max_bytes
-                )));
-            }
-            let id = self.tree.io.write_page(PageKind::Leaf, bytes)?;
-            new_pages.push(id);
-            let (head_len, filter_len) = leaf::page_lens(bytes);
-            refs.push(LeafRef {
-                id,
-                head_len,
-                filter_len,
-            });
+        let mut new_pages = Vec::with_capacity(written.len());
+        let mut refs = Vec::with_capacity(written.len());
+        for r in written {
+            // On an error the pages already written are unreachable garbage
+            // for the page store to reclaim, as after a crash mid-checkpoint.
+            let r = r?;
+            new_pages.push(r.id);
+            refs.push(r);
         }
         let mut refs = refs.into_iter();
         let id = self.write_nodes(&mut root, &mut refs, &mut new_pages)?;
