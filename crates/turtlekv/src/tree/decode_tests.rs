@@ -58,10 +58,10 @@ fn flip_in_padding(at: usize) -> bool {
 /// Node pages from a real tree, for mutation.
 fn sample_nodes() -> Vec<Vec<u8>> {
     use crate::page::{CachePriority, PageIo, PageKind};
-    let mut h = super::tests::Harness::new(super::tests::small_config(512));
-    let mut rng = super::tests::Rng::new(2);
+    let mut h = super::harness::Harness::new(super::harness::small_config(512));
+    let mut rng = super::harness::Rng::new(2);
     for _ in 0..15 {
-        h.apply(super::tests::random_batch(&mut rng, 3000, 300, 10));
+        h.apply(super::harness::random_batch(&mut rng, 3000, 300, 10));
     }
     h.io.page_ids()
         .into_iter()
@@ -86,7 +86,7 @@ proptest! {
             page[16..20].copy_from_slice(&crc.to_le_bytes());
             let _ = Node::decode(&page);
             let _ = super::probe::probe_node(&page, b"k0001000");
-            let _ = super::node::referenced_pages(&page);
+            let _ = super::node_codec::referenced_pages(&page);
         }
     }
 }

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 use super::TreeConfig;
-use super::tests::{Harness, Rng, key, random_batch, small_config};
+use super::harness::{Harness, Rng, key, random_batch, small_config};
 
 /// A tree of height >= 3 with non-empty buffers at every level.
 fn tall_tree(filter_bits_per_key: u32) -> Harness {

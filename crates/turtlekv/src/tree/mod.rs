@@ -18,7 +18,7 @@
 //! - `tree.get(root, key)`, `tree.scan(root, lower, upper, reverse)` (an
 //!   iterator of `Result<(key, value)>`), `tree.check(root)` (deep, reads
 //!   everything: `TreeStats`), `tree.shape(root)` (node pages only);
-//! - `node::referenced_pages(node_page_bytes)` lists the pages a node page
+//! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
 //!   references, for the page store's live-set walk at open.
 
 // Remove once the checkpoint pipeline (issue 5) drives the tree.
@@ -34,8 +34,11 @@ mod flush;
 mod get;
 pub(crate) mod item;
 mod leaf;
+mod leaf_head;
 pub(crate) mod node;
+pub(crate) mod node_codec;
 mod probe;
+mod reclaim;
 mod reshape;
 pub(crate) mod scan;
 pub(crate) mod shape;
@@ -44,6 +47,8 @@ mod write;
 
 #[cfg(test)]
 mod decode_tests;
+#[cfg(test)]
+mod harness;
 #[cfg(test)]
 mod io_tests;
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! needs (the key's pivot and the segments active for it) without building
 //! the whole in-memory node.
 
-use super::node::{Header, LeafRef};
+use super::node::LeafRef;
+use super::node_codec::Header;
 use crate::page::PageId;
 
 /// A segment a lookup must probe: its page, its flushed bound for the key's

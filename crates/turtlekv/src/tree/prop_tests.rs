@@ -8,7 +8,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use super::tests::{Harness, Rng, key, small_config};
+use super::harness::{Harness, Rng, key, small_config};
 
 fn batch() -> impl Strategy<Value = Vec<(Bytes, Option<Bytes>)>> {
     let entry = (0u64..3000, prop::option::weighted(0.7, 0usize..300));

@@ -1,0 +1,240 @@
+//! Test harness: a tree over the in-memory page store, its `BTreeMap`
+//! model, and checks run after every batch.
+
+use std::collections::{BTreeMap, HashSet};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::mem_io::MemPageIo;
+use super::node_codec::referenced_pages;
+use super::update::UpdateEvents;
+use super::{Tree, TreeConfig};
+use crate::Options;
+use crate::page::{CachePriority, PageId, PageIo, PageKind};
+
+pub(super) type Model = BTreeMap<Bytes, Bytes>;
+
+/// xorshift64*: deterministic, dependency-free randomness for the tests.
+pub(super) struct Rng(u64);
+
+impl Rng {
+    pub(super) fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    pub(super) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub(super) fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub(super) fn small_config(node_size_bytes: u64) -> TreeConfig {
+    let options = Options {
+        leaf_size_bytes: 4096,
+        node_size_bytes,
+        filter_bits_per_key: 10,
+        ..Options::default()
+    };
+    options.validate().unwrap();
+    TreeConfig::from_options(&options)
+}
+
+pub(super) fn key(i: u64) -> Bytes {
+    Bytes::from(format!("k{i:07}"))
+}
+
+/// A tree over an in-memory page store, with its model.
+pub(super) struct Harness {
+    pub io: Arc<MemPageIo>,
+    pub tree: Tree,
+    pub root: Option<PageId>,
+    pub model: Model,
+    pub max_height: u32,
+    pub min_height_after_max: u32,
+    /// Sum of the structural operations of all batches.
+    pub events: UpdateEvents,
+}
+
+pub(super) fn add_events(sum: &mut UpdateEvents, e: &UpdateEvents) {
+    for k in 0..8 {
+        sum.level_inserts[k] += e.level_inserts[k];
+        sum.flushes_by_height[k] += e.flushes_by_height[k];
+    }
+    sum.leaf_splits += e.leaf_splits;
+    sum.node_splits += e.node_splits;
+    sum.leaf_joins += e.leaf_joins;
+    sum.node_joins += e.node_joins;
+    sum.root_grows += e.root_grows;
+    sum.root_shrinks += e.root_shrinks;
+    sum.shared_segments_dropped += e.shared_segments_dropped;
+}
+
+impl Harness {
+    pub(super) fn new(config: TreeConfig) -> Self {
+        let io = Arc::new(MemPageIo::default());
+        let tree = Tree::new(io.clone(), config);
+        Harness {
+            io,
+            tree,
+            root: None,
+            model: Model::new(),
+            max_height: 0,
+            min_height_after_max: u32::MAX,
+            events: UpdateEvents::default(),
+        }
+    }
+
+    /// Applies a batch, frees the dead pages, and checks everything.
+    pub(super) fn apply(&mut self, batch: Vec<(Bytes, Option<Bytes>)>) {
+        let outcome = self.tree.apply_batch(self.root, &batch).unwrap();
+        for (k, v) in batch {
+            match v {
+                Some(v) => self.model.insert(k, v),
+                None => self.model.remove(&k),
+            };
+        }
+        self.io.free(&outcome.dead_pages);
+        add_events(&mut self.events, &outcome.events);
+        self.root = outcome.root;
+        let stats = self.tree.check(self.root).unwrap();
+        let shape = self.tree.shape(self.root).unwrap();
+        assert_eq!(
+            (shape.height, shape.leaf_pages, shape.segment_pages),
+            (stats.height, stats.leaf_pages, stats.segment_pages)
+        );
+        assert_eq!(
+            stats.leaf_items == 0,
+            self.model.is_empty() && stats.buffered_items == 0
+        );
+        if stats.height >= self.max_height {
+            self.max_height = stats.height;
+            self.min_height_after_max = stats.height;
+        }
+        self.min_height_after_max = self.min_height_after_max.min(stats.height);
+        self.assert_live_set_is_exact();
+    }
+
+    /// Every stored page is reachable from the root, and nothing else is
+    /// stored: dead pages were reported exactly.
+    fn assert_live_set_is_exact(&self) {
+        let mut live = HashSet::new();
+        let mut stack: Vec<PageId> = self.root.into_iter().collect();
+        while let Some(id) = stack.pop() {
+            if !live.insert(id) {
+                continue;
+            }
+            if self.io.kind(id) == Some(PageKind::Node) {
+                let bytes = self.io.read_page(id, CachePriority::Node).unwrap();
+                stack.extend(referenced_pages(&bytes).unwrap());
+            }
+        }
+        let stored: HashSet<PageId> = self.io.page_ids().into_iter().collect();
+        assert_eq!(live, stored, "pages leaked or freed while reachable");
+    }
+
+    pub(super) fn assert_matches_model(&self, rng: &mut Rng, probes: usize) {
+        let keys: Vec<&Bytes> = self.model.keys().collect();
+        for _ in 0..probes {
+            let k = if !keys.is_empty() && rng.below(2) == 0 {
+                keys[rng.below(keys.len() as u64) as usize].clone()
+            } else {
+                key(rng.below(100_000))
+            };
+            assert_eq!(
+                self.tree.get(self.root, &k).unwrap(),
+                self.model.get(&k).cloned(),
+                "get {k:?}"
+            );
+        }
+    }
+
+    pub(super) fn assert_scans_match(&self, rng: &mut Rng, scans: usize) {
+        let all: Vec<(Bytes, Bytes)> = self
+            .tree
+            .scan(self.root, Bound::Unbounded, Bound::Unbounded, false)
+            .map(Result::unwrap)
+            .collect();
+        let want: Vec<(Bytes, Bytes)> = self
+            .model
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if all != want {
+            let at = all
+                .iter()
+                .zip(&want)
+                .position(|(a, b)| a != b)
+                .unwrap_or(all.len().min(want.len()));
+            panic!(
+                "full scan differs at {at}: got {:?} want {:?} (lens {} {})",
+                all.get(at),
+                want.get(at),
+                all.len(),
+                want.len()
+            );
+        }
+        let mut rev: Vec<(Bytes, Bytes)> = self
+            .tree
+            .scan(self.root, Bound::Unbounded, Bound::Unbounded, true)
+            .map(Result::unwrap)
+            .collect();
+        rev.reverse();
+        assert_eq!(rev, all, "reverse full scan differs");
+        for _ in 0..scans {
+            let bound = |rng: &mut Rng| match rng.below(3) {
+                0 => Bound::Included(key(rng.below(100_000))),
+                1 => Bound::Excluded(key(rng.below(100_000))),
+                _ => Bound::Unbounded,
+            };
+            let (lo, hi) = (bound(rng), bound(rng));
+            let ordered = match (&lo, &hi) {
+                (
+                    Bound::Included(a) | Bound::Excluded(a),
+                    Bound::Included(b) | Bound::Excluded(b),
+                ) => a < b,
+                _ => true,
+            };
+            if !ordered {
+                continue;
+            }
+            let want: Vec<(Bytes, Bytes)> = self
+                .model
+                .range((lo.clone(), hi.clone()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let reverse = rng.below(2) == 0;
+            let mut got: Vec<(Bytes, Bytes)> = self
+                .tree
+                .scan(self.root, lo.clone(), hi.clone(), reverse)
+                .map(Result::unwrap)
+                .collect();
+            if reverse {
+                got.reverse();
+            }
+            assert_eq!(got, want, "scan {lo:?}..{hi:?} reverse={reverse}");
+        }
+    }
+}
+
+pub(super) fn random_batch(
+    rng: &mut Rng,
+    keyspace: u64,
+    max_len: u64,
+    delete_percent: u64,
+) -> Vec<(Bytes, Option<Bytes>)> {
+    let len = 1 + rng.below(max_len);
+    let mut batch: BTreeMap<Bytes, Option<Bytes>> = BTreeMap::new();
+    for _ in 0..len {
+        let k = key(rng.below(keyspace));
+        let v = (rng.below(100) >= delete_percent)
+            .then(|| Bytes::from(vec![b'a' + rng.below(26) as u8; rng.below(40) as usize]));
+        batch.insert(k, v);
+    }
+    batch.into_iter().collect()
+}

@@ -1,0 +1,190 @@
+//! Reading leaf pages: the head (header, chunk index, block checksums) and
+//! chunks of items (docs/format.md, "Leaf pages").
+
+use bytes::Bytes;
+
+use super::item::{ITEM_OVERHEAD_BYTES, Item};
+use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC, VERSION};
+
+/// One chunk index entry.
+#[derive(Debug, Clone)]
+pub(crate) struct ChunkEntry {
+    pub first_item: u32,
+    pub first_block: u32,
+    pub separator: Bytes,
+}
+
+/// The decoded head of a leaf page.
+#[derive(Debug, Clone)]
+pub(crate) struct LeafHead {
+    pub item_count: u32,
+    pub block_count: u32,
+    pub block_size: u32,
+    pub head_len: u32,
+    pub filter_len: u32,
+    pub data_offset: u32,
+    pub has_tombstones: bool,
+    pub chunks: Vec<ChunkEntry>,
+    pub block_crcs: Vec<u32>,
+}
+
+pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+impl LeafHead {
+    /// Decodes and verifies the head (`head` = the page's first `head_len` bytes).
+    pub(crate) fn decode(head: &Bytes) -> Result<Self, String> {
+        if head.len() < HEADER_BYTES || &head[..4] != MAGIC {
+            return Err("leaf head: bad magic or too short".into());
+        }
+        if u16::from_le_bytes([head[4], head[5]]) != VERSION {
+            return Err("leaf head: unknown version".into());
+        }
+        let field = |i: usize| u32_at(head, 8 + 4 * i);
+        let (item_count, chunk_count, block_count, block_size) =
+            (field(0), field(1), field(2), field(3));
+        let (head_len, filter_len, data_offset) = (field(4), field(5), field(6));
+        if head_len as usize != head.len() {
+            return Err(format!(
+                "leaf head: length {} but header says {head_len}",
+                head.len()
+            ));
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&head[..44]), &head[HEADER_BYTES..]);
+        if crc != u32_at(head, 44) {
+            return Err("leaf head: checksum mismatch".into());
+        }
+        let mut at = HEADER_BYTES;
+        let mut chunks = Vec::with_capacity(chunk_count as usize);
+        for _ in 0..chunk_count {
+            if at + INDEX_ENTRY_FIXED_BYTES > head.len() {
+                return Err("leaf head: index overruns head".into());
+            }
+            let sep_len = u16::from_le_bytes([head[at + 8], head[at + 9]]) as usize;
+            let sep_at = at + INDEX_ENTRY_FIXED_BYTES;
+            if sep_at + sep_len > head.len() {
+                return Err("leaf head: separator overruns head".into());
+            }
+            chunks.push(ChunkEntry {
+                first_item: u32_at(head, at),
+                first_block: u32_at(head, at + 4),
+                separator: head.slice(sep_at..sep_at + sep_len),
+            });
+            at = sep_at + sep_len;
+        }
+        if at + 4 * block_count as usize != head.len() || block_size == 0 {
+            return Err("leaf head: block checksums do not fill the head".into());
+        }
+        let block_crcs = (0..block_count as usize)
+            .map(|b| u32_at(head, at + 4 * b))
+            .collect();
+        let ordered = chunks
+            .windows(2)
+            .all(|w| w[0].first_item < w[1].first_item && w[0].first_block < w[1].first_block);
+        let in_range = chunks
+            .last()
+            .is_none_or(|c| c.first_item < item_count && c.first_block < block_count);
+        if !ordered || !in_range || (item_count == 0) != chunks.is_empty() {
+            return Err("leaf head: chunk index out of order or out of range".into());
+        }
+        Ok(LeafHead {
+            item_count,
+            block_count,
+            block_size,
+            head_len,
+            filter_len,
+            data_offset,
+            has_tombstones: u16::from_le_bytes([head[6], head[7]]) & 1 == 1,
+            chunks,
+            block_crcs,
+        })
+    }
+
+    /// The chunk a key would be in.
+    pub(crate) fn chunk_for(&self, key: &[u8]) -> usize {
+        self.chunks
+            .partition_point(|c| c.separator.as_ref() <= key)
+            .saturating_sub(1)
+    }
+
+    /// `(offset in page, length)` of chunk `c`'s blocks.
+    pub(crate) fn chunk_range(&self, c: usize) -> (u64, u64) {
+        let first = self.chunks[c].first_block as u64;
+        let end = self
+            .chunks
+            .get(c + 1)
+            .map_or(self.block_count, |n| n.first_block) as u64;
+        let bs = self.block_size as u64;
+        (self.data_offset as u64 + first * bs, (end - first) * bs)
+    }
+
+    /// Item index range of chunk `c`.
+    pub(crate) fn chunk_items(&self, c: usize) -> (u32, u32) {
+        let end = self
+            .chunks
+            .get(c + 1)
+            .map_or(self.item_count, |n| n.first_item);
+        (self.chunks[c].first_item, end)
+    }
+
+    /// Verifies and decodes chunk `c` from its blocks' bytes.
+    pub(crate) fn decode_chunk(&self, c: usize, blocks: &Bytes) -> Result<Vec<Item>, String> {
+        let (_, len) = self.chunk_range(c);
+        if blocks.len() as u64 != len {
+            return Err(format!(
+                "leaf chunk {c}: {} bytes, expected {len}",
+                blocks.len()
+            ));
+        }
+        let first_block = self.chunks[c].first_block as usize;
+        for (i, block) in blocks.chunks_exact(self.block_size as usize).enumerate() {
+            if crc32c::crc32c(block) != self.block_crcs[first_block + i] {
+                return Err(format!("leaf block {}: checksum mismatch", first_block + i));
+            }
+        }
+        let (first, end) = self.chunk_items(c);
+        let mut items = Vec::with_capacity((end - first) as usize);
+        let mut at = 0usize;
+        for _ in first..end {
+            let (item, next) = decode_item(blocks, at)
+                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
+            items.push(item);
+            at = next;
+        }
+        Ok(items)
+    }
+
+    /// Decodes every item of a whole page.
+    pub(crate) fn decode_all(&self, page: &Bytes) -> Result<Vec<Item>, String> {
+        let mut items = Vec::with_capacity(self.item_count as usize);
+        for c in 0..self.chunks.len() {
+            let (offset, len) = self.chunk_range(c);
+            let end = (offset + len) as usize;
+            if end > page.len() {
+                return Err("leaf: data blocks overrun the page".into());
+            }
+            items.extend(self.decode_chunk(c, &page.slice(offset as usize..end))?);
+        }
+        let sorted = items.windows(2).all(|w| w[0].key < w[1].key);
+        if !sorted || (!self.has_tombstones && items.iter().any(|it| it.value.is_none())) {
+            return Err("leaf: items out of order or unexpected tombstone".into());
+        }
+        Ok(items)
+    }
+}
+
+fn decode_item(bytes: &Bytes, at: usize) -> Option<(Item, usize)> {
+    let fixed = bytes.get(at..at + ITEM_OVERHEAD_BYTES)?;
+    let op = fixed[0];
+    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
+    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
+    let key_at = at + ITEM_OVERHEAD_BYTES;
+    let end = key_at + key_len + value_len;
+    if op > 1 || key_len == 0 || end > bytes.len() || (op == 0 && value_len != 0) {
+        return None;
+    }
+    let key = bytes.slice(key_at..key_at + key_len);
+    let value = (op == 1).then(|| bytes.slice(key_at + key_len..end));
+    Some((Item { key, value }, end))
+}
