@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::item::{Item, total_size_bytes};
 use super::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
-use super::{Tree, corrupt};
+use super::{Tree, corrupt, cut};
 use crate::Result;
 use crate::filter;
 use crate::page::{CachePriority, PageId};
@@ -30,7 +30,6 @@ struct Checker<'a> {
     tree: &'a Tree,
     stats: TreeStats,
     segments_seen: HashSet<PageId>,
-    single_leaf: bool,
 }
 
 impl Tree {
@@ -45,11 +44,9 @@ impl Tree {
             tree: self,
             stats: TreeStats::default(),
             segments_seen: HashSet::new(),
-            single_leaf: false,
         };
         let node = self.read_node(root)?;
         checker.stats.height = u32::from(node.height);
-        checker.single_leaf = node.height == 1 && node.pivots.len() == 1;
         if node.height > 1 && node.pivots.len() < 2 {
             return Err(corrupt(root, "root above height 1 with a single child"));
         }
@@ -102,6 +99,10 @@ impl Checker<'_> {
             ));
         }
         self.buffer(id, &node)?;
+        // Leaf fill: an underfull leaf is allowed only when joining it with
+        // the neighbour the update joins it with (the right one, else the
+        // left) would not fit a page, e.g. next to a leaf of huge values.
+        let (mut underfull, mut joinable, mut prev_items) = (Vec::new(), Vec::new(), None);
         for p in 0..node.pivots.len() {
             let (plo, phi) = node.pivot_range(p);
             let (plo, phi) = (plo.clone(), phi.cloned());
@@ -114,14 +115,30 @@ impl Checker<'_> {
                     self.node(*child, child_node, plo, phi, false)?;
                 }
                 Child::Leaf(LeafData::Stored(r)) if node.height == 1 => {
-                    self.leaf(r, &plo, phi.as_ref()).map_err(|e| {
-                        corrupt(
-                            id,
-                            format!("{e} (pivot {p} of {}, root: {is_root})", node.pivots.len()),
-                        )
-                    })?
+                    let items = self.leaf(r, &plo, phi.as_ref())?;
+                    let config = &self.tree.config;
+                    underfull.push(cut::leaf_page_bytes(&items, config) < config.leaf_min_bytes);
+                    if let Some(prev) = prev_items.take() {
+                        let mut both: Vec<Item> = prev;
+                        both.extend(items.iter().cloned());
+                        joinable.push(cut::leaf_page_bytes(&both, config) <= config.leaf_max_bytes);
+                    }
+                    prev_items = Some(items);
                 }
                 _ => return fail("child kind does not match the node's height".into()),
+            }
+        }
+        for (i, small) in underfull.iter().enumerate() {
+            let pair = if i < joinable.len() {
+                Some(i)
+            } else {
+                i.checked_sub(1)
+            };
+            if *small && pair.is_some_and(|j| joinable[j]) {
+                return fail(format!(
+                    "leaf {i} of {} is underfull and could join its neighbour",
+                    underfull.len()
+                ));
             }
         }
         Ok(())
@@ -198,7 +215,8 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn leaf(&mut self, r: &LeafRef, lo: &Bytes, hi: Option<&Bytes>) -> Result<()> {
+    /// Checks one leaf and returns its items.
+    fn leaf(&mut self, r: &LeafRef, lo: &Bytes, hi: Option<&Bytes>) -> Result<Vec<Item>> {
         let items = self.page_items(r, false)?;
         self.stats.leaf_pages += 1;
         self.stats.leaf_items += items.len() as u64;
@@ -209,13 +227,7 @@ impl Checker<'_> {
         if items.iter().any(|it| it.value.is_none()) {
             return Err(corrupt(r.id, "tombstone in a leaf"));
         }
-        // Fill is measured as the cutting code measures it (the filter at its
-        // size bound), so a leaf cut at the minimum is not reported.
-        let page_bytes = super::cut::leaf_page_bytes(&items, &self.tree.config);
-        if !self.single_leaf && page_bytes < self.tree.config.leaf_min_bytes {
-            return Err(corrupt(r.id, format!("leaf underfull: {page_bytes} bytes")));
-        }
-        Ok(())
+        Ok(items)
     }
 
     /// Reads a whole leaf or segment, verifying head, blocks and filter.

@@ -62,7 +62,8 @@ impl Update<'_> {
         let pieces = self.apply_to_child(node, p, prefix)?;
         let count = pieces.len();
         self.replace_pivot(node, p, pieces)?;
-        self.fix_underfull(node, p, count)?;
+        // The neighbours too: a changed child may now fit with one of them.
+        self.fix_underfull(node, p.saturating_sub(1), count + 2)?;
         self.drop_inactive_segments(node)
     }
 

@@ -110,6 +110,18 @@ impl TreeConfig {
         }
     }
 
+    /// Largest item (`7 + key + value` bytes) a leaf page can hold on its
+    /// own: head, one-key filter and block alignment included. The engine
+    /// should reject larger writes up front (a 4 KiB leaf holds ~3.7 KiB
+    /// items; 2 MiB leaves hold `MAX_KEY_SIZE + MAX_VALUE_SIZE` easily).
+    pub(crate) fn max_item_bytes(&self) -> usize {
+        let blocks = self.leaf_max_bytes / self.block_size_bytes;
+        let head = leaf::HEADER_BYTES + 10 + 4 * blocks;
+        let filter = crate::filter::max_encoded_len(1, self.filter_bits_per_key);
+        let data_offset = (head + filter + 16).next_multiple_of(self.block_size_bytes) - 16;
+        (self.leaf_max_bytes - data_offset) / self.block_size_bytes * self.block_size_bytes
+    }
+
     /// A node whose pivots take more than this splits.
     pub(crate) fn node_pivot_max_bytes(&self) -> usize {
         self.node_max_bytes / 2

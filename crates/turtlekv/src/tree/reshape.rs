@@ -113,7 +113,7 @@ impl Update<'_> {
         let mut i = start;
         let mut end = start + count;
         while i < end.min(node.pivots.len()) {
-            if node.pivots.len() > 1 && self.is_underfull(&node.pivots[i].child) {
+            if node.pivots.len() > 1 && self.is_underfull(&node.pivots[i].child)? {
                 let left = if i + 1 < node.pivots.len() { i } else { i - 1 };
                 let pieces = self.join_pivots(node, left)?;
                 // One piece may still be small: look at it again (it then
@@ -127,15 +127,24 @@ impl Update<'_> {
         Ok(())
     }
 
-    fn is_underfull(&self, child: &Child) -> bool {
+    fn is_underfull(&self, child: &Child) -> Result<bool> {
         let config = &self.tree.config;
-        match child {
+        Ok(match child {
             Child::Leaf(LeafData::New(items)) => {
                 cut::leaf_page_bytes(items, config) < config.leaf_min_bytes
             }
             Child::Node(n) => n.pivot_bytes() < config.node_pivot_min_bytes(),
-            Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => false,
-        }
+            // A stored leaf is normally viable, but one left small next to a
+            // leaf of huge items may join once that neighbour changes. Its
+            // head (small, usually cached) tells its size.
+            Child::Leaf(LeafData::Stored(r)) => {
+                let head = self.tree.read_leaf_head(r)?;
+                let page_bytes = head.data_offset as usize
+                    + head.block_count as usize * head.block_size as usize;
+                page_bytes < config.leaf_min_bytes
+            }
+            Child::StoredNode(_) => false,
+        })
     }
 }
 

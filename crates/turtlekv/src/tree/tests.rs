@@ -317,3 +317,23 @@ fn long_keys_with_long_common_prefixes() {
     }
     h.assert_scans_match(&mut rng, 5);
 }
+
+#[test]
+fn items_up_to_the_leaf_limit_fit() {
+    let default = TreeConfig::from_options(&Options::default());
+    assert!(default.max_item_bytes() >= 7 + crate::MAX_KEY_SIZE + crate::MAX_VALUE_SIZE);
+    for config in [small_config(512), default] {
+        let mut h = Harness::new(config);
+        let max = config.max_item_bytes();
+        let value_len = max - 7 - 8;
+        let batch = vec![
+            (key(1), Some(Bytes::from(vec![1u8; value_len]))),
+            (key(2), Some(Bytes::from(vec![2u8; 10]))),
+            (key(3), Some(Bytes::from(vec![3u8; value_len]))),
+        ];
+        h.apply(batch);
+        let mut rng = Rng::new(1);
+        h.assert_matches_model(&mut rng, 10);
+        h.assert_scans_match(&mut rng, 3);
+    }
+}
