@@ -94,3 +94,16 @@ fn filter_is_dropped_when_it_would_not_fit() {
     assert!(without.len() < with.len());
     assert_eq!(u32_at(&without, 28), 0);
 }
+
+#[test]
+fn serialisation_is_deterministic() {
+    let its = items(300, |i| i % 40);
+    assert_eq!(
+        serialize(&its, 256, 10, usize::MAX),
+        serialize(&its, 256, 10, usize::MAX)
+    );
+    assert_eq!(
+        serialize(&its, 4088, 16, usize::MAX),
+        serialize(&its, 4088, 16, usize::MAX)
+    );
+}

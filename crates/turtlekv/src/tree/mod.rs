@@ -41,6 +41,7 @@ mod probe;
 mod reclaim;
 mod reshape;
 pub(crate) mod scan;
+mod scan_source;
 pub(crate) mod shape;
 pub(crate) mod update;
 mod write;
