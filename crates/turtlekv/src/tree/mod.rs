@@ -57,6 +57,8 @@ mod mem_io;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
+mod store_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -65,7 +67,7 @@ use bytes::Bytes;
 
 pub(crate) use item::Item;
 
-use crate::page::{CachePriority, PageId, PageIo};
+use crate::page::{CachePriority, PageId, PageIo, PageKind};
 use crate::{Error, Options, Result};
 
 /// Sizes the tree works with, derived from [`Options`] and the page store's
@@ -83,18 +85,13 @@ pub(crate) struct TreeConfig {
     pub filter_bits_per_key: u32,
 }
 
-/// Largest contents of a page in a slot of `slot_bytes` made of blocks of
-/// `block_bytes`: each block keeps 8 bytes for its trailer and the page
-/// stream starts with a 16-byte header (docs/format.md, "Page files").
-fn store_capacity_bytes(slot_bytes: u64, block_bytes: u64) -> usize {
-    (slot_bytes / block_bytes * (block_bytes - 8) - 16) as usize
-}
-
 impl TreeConfig {
     pub(crate) fn from_options(options: &Options) -> Self {
-        let leaf_max_bytes = store_capacity_bytes(options.leaf_size_bytes, 4096);
-        let node_max_bytes =
-            store_capacity_bytes(options.node_size_bytes, options.node_size_bytes.min(4096));
+        // The page store's largest page contents (its blocks and header take
+        // the rest of a slot).
+        let (node, leaf) = (options.node_size_bytes, options.leaf_size_bytes);
+        let leaf_max_bytes = crate::page::max_page_bytes(PageKind::Leaf, node, leaf);
+        let node_max_bytes = crate::page::max_page_bytes(PageKind::Node, node, leaf);
         // Blocks equal to the page store's block payload make a chunk read one
         // store block; small (test) leaves use proportionally small blocks.
         let block_size_bytes = if options.leaf_size_bytes >= 64 * 1024 {
