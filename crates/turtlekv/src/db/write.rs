@@ -13,11 +13,17 @@ use crate::wal::Request;
 use crate::{Error, Result};
 
 impl DbInner {
-    /// Leader work: log the group with one write (and at most one sync),
-    /// apply it to the MemTable, make it visible in one step, then freeze
-    /// the MemTable if it is full (or a checkpoint was asked for).
+    /// Leader work: freeze the MemTable if it is full (or a checkpoint was
+    /// asked for), then log the group with one write (and at most one sync),
+    /// apply it to the MemTable and make it visible in one step.
+    ///
+    /// Freezing comes first so that every way this can fail (a stall that
+    /// ends in a failed checkpoint, a failed WAL write) fails before the
+    /// group is logged or applied: an error means the writes did not happen.
     pub fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_poison()?;
+        let forced = group.iter().any(|r| r.freeze);
+        self.maybe_freeze(forced)?;
         let mut wal = self.wal.lock();
         let batches = group.iter().map(|r| &r.batch);
         let sync = group.iter().any(|r| r.sync);
@@ -30,8 +36,7 @@ impl DbInner {
         drop(wal);
         self.apply_group(group, first_seq);
         self.visible_seq.store(next_seq - 1, Ordering::Release);
-        let forced = group.iter().any(|r| r.freeze);
-        self.maybe_freeze(forced)
+        Ok(())
     }
 
     fn apply_group(&self, group: &[Request], first_seq: u64) {

@@ -17,7 +17,7 @@ pub(crate) struct Request {
     ticket: u64,
     pub batch: WriteBatch,
     pub sync: bool,
-    /// Freeze the MemTable after this group (for `checkpoint_now`).
+    /// Freeze the MemTable before this group is applied (for `checkpoint_now`).
     pub freeze: bool,
 }
 
