@@ -11,6 +11,8 @@ const KIB: u64 = 1024;
 /// Smallest MemTable capacity accepted.
 pub(crate) const MIN_CHECKPOINT_DISTANCE_BYTES: u64 = 4 * KIB;
 const MIB: u64 = 1024 * KIB;
+/// Smallest memory budget accepted.
+pub(crate) const MIN_CACHE_CAPACITY_BYTES: u64 = 64 * KIB;
 
 /// Options for [`crate::Db::open`]. `Options::default()` is a sound start.
 ///
@@ -21,10 +23,19 @@ const MIB: u64 = 1024 * KIB;
 pub struct Options {
     /// Create the directory and an empty database when none exists.
     pub create_if_missing: bool,
-    /// Byte budget of the page cache.
+    /// Memory budget shared by the page cache and the MemTables: the page
+    /// cache gets what the MemTables (active and frozen) do not use, but
+    /// never less than an eighth of it. Changeable at runtime with
+    /// [`crate::Db::set_cache_capacity`].
     pub cache_capacity_bytes: u64,
     /// MemTable capacity: bytes of updates gathered before one checkpoint.
+    /// Larger means lower write amplification and less memory for the page
+    /// cache. Changeable at runtime with
+    /// [`crate::Db::set_checkpoint_distance`].
     pub checkpoint_distance_bytes: u64,
+    /// Threads that merge and serialise pages during a checkpoint; 0 means
+    /// one per CPU core.
+    pub checkpoint_threads: usize,
     /// Largest leaf page, in bytes (multiple of 4 KiB).
     pub leaf_size_bytes: u64,
     /// Size of a node page, in bytes (power of two).
@@ -43,6 +54,7 @@ impl Default for Options {
             create_if_missing: true,
             cache_capacity_bytes: 256 * MIB,
             checkpoint_distance_bytes: 64 * MIB,
+            checkpoint_threads: 0,
             leaf_size_bytes: 2 * MIB,
             node_size_bytes: 4 * KIB,
             filter_bits_per_key: 10,
@@ -78,10 +90,16 @@ impl Options {
                 self.checkpoint_distance_bytes
             ));
         }
-        if self.cache_capacity_bytes < 64 * KIB {
+        if self.cache_capacity_bytes < MIN_CACHE_CAPACITY_BYTES {
             return invalid(format!(
                 "cache_capacity_bytes = {} must be at least 65536",
                 self.cache_capacity_bytes
+            ));
+        }
+        if self.checkpoint_threads > 1024 {
+            return invalid(format!(
+                "checkpoint_threads = {} must be in 0..=1024 (0: one per core)",
+                self.checkpoint_threads
             ));
         }
         if self.filter_bits_per_key > 32 {

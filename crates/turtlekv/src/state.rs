@@ -8,6 +8,7 @@ use bytes::Bytes;
 use crate::Result;
 use crate::checkpoint::TreeVersion;
 use crate::memtable::MemTable;
+use crate::page::WalPosition;
 
 /// A MemTable that takes no more writes, waiting for its checkpoint.
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub(crate) struct Frozen {
     pub memtable: Arc<dyn MemTable>,
     /// Highest sequence number in it (and in every older MemTable).
     pub last_seq: u64,
+    /// Where the records of the MemTables after it start in the WAL.
+    pub wal_replay_from: WalPosition,
 }
 
 /// Where data lives at one moment. Only the active MemTable changes in

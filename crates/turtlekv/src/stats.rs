@@ -50,6 +50,66 @@ pub struct Stats {
     pub write_stalls: u64,
     /// Time writers spent in those waits, in nanoseconds.
     pub write_stall_nanos: u64,
+    /// Duration of the newest checkpoint, in nanoseconds.
+    pub last_checkpoint_nanos: u64,
+    /// Duration of the longest checkpoint, in nanoseconds.
+    pub max_checkpoint_nanos: u64,
+
+    /// Memory budget shared by MemTables and page cache.
+    pub memory_budget_bytes: u64,
+    /// The page cache's current share of the budget.
+    pub cache_capacity_bytes: u64,
+    /// Bytes the page cache holds.
+    pub cache_used_bytes: u64,
+    /// Page reads served by the cache.
+    pub cache_hits: u64,
+    /// Page reads that went to the page files.
+    pub cache_misses: u64,
+    /// Cache entries evicted to make room.
+    pub cache_evictions: u64,
+    /// Bytes read from page files.
+    pub page_bytes_read: u64,
+    /// Read calls on page files.
+    pub page_read_ios: u64,
+
+    /// Leaf and buffer segment pages written by checkpoints.
+    pub leaf_pages_written: u64,
+    /// Content bytes of those pages (filters included).
+    pub leaf_bytes_written: u64,
+    /// Of `leaf_bytes_written`, bytes of filters.
+    pub filter_bytes_written: u64,
+    /// Node pages written by checkpoints.
+    pub node_pages_written: u64,
+    /// Content bytes of those pages.
+    pub node_bytes_written: u64,
+    /// Bytes written to page files, block framing and padding included.
+    pub page_bytes_written: u64,
+    /// Bytes of freed leaf pages returned to the file system (hole punching).
+    pub page_bytes_punched: u64,
+    /// `fdatasync` calls on page files and the superblock.
+    pub page_syncs: u64,
+
+    /// Node levels of the newest checkpoint's tree (0 when empty).
+    pub tree_height: u64,
+    /// Node pages of the newest checkpoint's tree.
+    pub tree_node_pages: u64,
+    /// Leaf pages of the newest checkpoint's tree.
+    pub tree_leaf_pages: u64,
+    /// Buffer segment pages of the newest checkpoint's tree.
+    pub tree_segment_pages: u64,
+    /// Bytes of updates waiting in node buffers.
+    pub tree_buffered_bytes: u64,
+}
+
+impl Stats {
+    /// Bytes written to the device (WAL and page files) per byte of user
+    /// data (key + value) written; 0 before the first write.
+    pub fn write_amplification(&self) -> f64 {
+        if self.user_bytes_written == 0 {
+            return 0.0;
+        }
+        (self.wal_bytes_written + self.page_bytes_written) as f64 / self.user_bytes_written as f64
+    }
 }
 
 /// The live counters behind [`Stats`].
@@ -71,6 +131,8 @@ pub(crate) struct Counters {
     pub checkpoint_nanos: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_stall_nanos: AtomicU64,
+    pub last_checkpoint_nanos: AtomicU64,
+    pub max_checkpoint_nanos: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -102,6 +164,8 @@ impl Counters {
             checkpoint_nanos: read(&self.checkpoint_nanos),
             write_stalls: read(&self.write_stalls),
             write_stall_nanos: read(&self.write_stall_nanos),
+            last_checkpoint_nanos: read(&self.last_checkpoint_nanos),
+            max_checkpoint_nanos: read(&self.max_checkpoint_nanos),
             ..Stats::default()
         }
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::TreeCheck;
+use super::target::{Coverage, TreeCheck};
 use super::{CheckpointTarget, TreeVersion};
 use crate::memtable::{Direction, Versioned};
 use crate::{Error, Result};
@@ -75,8 +75,9 @@ impl CheckpointTarget for MemoryTarget {
     fn checkpoint(
         &self,
         items: &mut dyn Iterator<Item = Versioned>,
-        covered_seq: u64,
+        coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>> {
+        let covered_seq = coverage.covered_seq;
         std::thread::sleep(*self.delay.lock());
         let done = self.checkpoints.load(Ordering::SeqCst);
         if self.fail_after.lock().is_some_and(|n| done >= n) {

@@ -13,9 +13,11 @@ pub(crate) mod memory;
 )]
 pub(crate) mod merge;
 mod target;
+mod tree_target;
 mod worker;
 
-pub(crate) use target::{CheckpointTarget, TreeVersion};
+pub(crate) use target::{CheckpointTarget, Coverage, TargetStats, TreeVersion};
+pub(crate) use tree_target::TreeTarget;
 pub(crate) use worker::{Control, WorkerGuard, frozen_items};
 
 /// At most this many frozen MemTables wait for their checkpoint; a writer

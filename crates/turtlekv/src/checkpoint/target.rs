@@ -11,6 +11,8 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::memtable::{Direction, Versioned};
+use crate::page::{PageStoreStats, WalPosition};
+use crate::tree::{TreeShape, UpdateEvents};
 
 /// One durable, immutable version of the tree: the result of a checkpoint.
 /// Readers holding it keep its pages from being reused.
@@ -45,6 +47,27 @@ pub(crate) struct TreeCheck {
     pub pages: u64,
 }
 
+/// What the checkpoint pipeline records with a checkpoint, so that recovery
+/// knows which WAL records the tree already holds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Coverage {
+    /// Highest sequence number whose write the checkpoint contains.
+    pub covered_seq: u64,
+    /// Where the first record above `covered_seq` is (or will be) logged.
+    pub wal_replay_from: WalPosition,
+}
+
+/// Counters and gauges of a target, for `Db::stats`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TargetStats {
+    /// Pages and bytes written by every checkpoint so far (this handle).
+    pub written: UpdateEvents,
+    /// The page store's I/O and cache counters.
+    pub store: PageStoreStats,
+    /// Shape of the newest version.
+    pub shape: TreeShape,
+}
+
 /// Where checkpoints go.
 pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// The newest durable version.
@@ -52,11 +75,31 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
 
     /// Applies `items` (key order, one newest version per key, `None` for a
     /// tombstone) on top of the current version, makes the result durable,
-    /// and returns it. `covered_seq` is recorded with it, so that recovery
+    /// and returns it. `coverage` is recorded with it, so that recovery
     /// replays only the WAL records above it.
     fn checkpoint(
         &self,
         items: &mut dyn Iterator<Item = Versioned>,
-        covered_seq: u64,
+        coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>>;
+
+    /// Counters and gauges; a target without storage reports zeros.
+    fn stats(&self) -> TargetStats {
+        TargetStats::default()
+    }
+
+    /// Reuses the pages of versions no reader holds any more; the pipeline
+    /// calls it after publishing a new version.
+    fn reclaim(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Changes the page cache's byte budget.
+    fn set_cache_capacity(&self, _capacity_bytes: u64) {}
+
+    /// Largest item (`7 + key + value` bytes) the target can store; writes
+    /// of larger ones are refused up front.
+    fn max_item_bytes(&self) -> usize {
+        usize::MAX
+    }
 }

@@ -1,9 +1,10 @@
 //! Running checkpoints: the background thread's loop and `checkpoint_now`.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::checkpoint::{CheckpointTarget, frozen_items};
+use crate::checkpoint::{CheckpointTarget, Coverage, frozen_items};
 use crate::db::inner::DbInner;
 use crate::state::{Frozen, State};
 use crate::stats::bump;
@@ -39,7 +40,11 @@ impl DbInner {
             return Ok(());
         };
         let mut items = frozen_items(oldest.memtable.clone());
-        let version = target.checkpoint(&mut items, oldest.last_seq)?;
+        let coverage = Coverage {
+            covered_seq: oldest.last_seq,
+            wal_replay_from: oldest.wal_replay_from,
+        };
+        let version = target.checkpoint(&mut items, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
         self.transition(|current| State {
             active: current.active.clone(),
@@ -51,17 +56,26 @@ impl DbInner {
                 .collect(),
             tree: Some(version),
         });
+        let covered_seq = oldest.last_seq;
+        // The frozen MemTable goes now, with the version the old State held.
+        drop((oldest, items));
+        target.reclaim().map_err(|e| self.poison_with_error(e))?;
         let removed = self
             .wal
             .lock()
-            .trim(oldest.last_seq)
+            .trim(covered_seq)
             .map_err(|e| self.poison_with(e))?;
         bump(&self.stats.wal_segments_trimmed, removed as u64);
+        self.rebalance_memory(false);
         bump(&self.stats.checkpoints, 1);
-        bump(
-            &self.stats.checkpoint_nanos,
-            started.elapsed().as_nanos() as u64,
-        );
+        let nanos = started.elapsed().as_nanos() as u64;
+        bump(&self.stats.checkpoint_nanos, nanos);
+        self.stats
+            .last_checkpoint_nanos
+            .store(nanos, Ordering::Relaxed);
+        self.stats
+            .max_checkpoint_nanos
+            .fetch_max(nanos, Ordering::Relaxed);
         self.control.report_progress();
         Ok(())
     }

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::checkpoint::{CheckpointTarget, Control};
+use crate::db::budget::MemoryBudget;
 use crate::io::LockGuard;
 use crate::state::{ReadView, State};
 use crate::stats::{Counters, bump};
@@ -31,6 +32,11 @@ pub(crate) struct DbInner {
     /// Where checkpoints go; `None` keeps everything in MemTables.
     pub target: Option<Arc<dyn CheckpointTarget>>,
     pub checkpoint_distance_bytes: AtomicU64,
+    /// Shared by the MemTables and the page cache.
+    pub budget: MemoryBudget,
+    /// Largest item (`7 + key + value`) the tree stores; larger writes are
+    /// refused before they are logged.
+    pub max_item_bytes: usize,
     pub control: Arc<Control>,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: OnceLock<String>,
@@ -90,6 +96,33 @@ impl DbInner {
         let io = wal.take_io();
         bump(&self.stats.wal_bytes_written, io.bytes_written);
         bump(&self.stats.wal_syncs, io.syncs);
+    }
+
+    /// Bytes held by the active and frozen MemTables.
+    pub fn memtable_bytes(&self) -> u64 {
+        self.state.load().memtables().map(|m| m.size_bytes()).sum()
+    }
+
+    /// Gives the page cache what the MemTables leave of the memory budget.
+    pub fn rebalance_memory(&self, force: bool) {
+        if let Some(target) = &self.target {
+            self.budget
+                .rebalance(self.memtable_bytes(), &**target, force);
+        }
+    }
+
+    /// Refuses an entry the tree could not store (it would fail the
+    /// checkpoint after the write was acknowledged).
+    pub fn check_item_fits(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        let overhead = crate::tree::item::ITEM_OVERHEAD_BYTES + key.len();
+        let value_len = value.map_or(0, <[u8]>::len);
+        if overhead + value_len > self.max_item_bytes {
+            return Err(Error::ValueTooLarge {
+                len_bytes: value_len,
+                max_bytes: self.max_item_bytes.saturating_sub(overhead),
+            });
+        }
+        Ok(())
     }
 
     /// Replaces the State by `next(current)`, one transition at a time.

@@ -1,5 +1,6 @@
 //! The database handle: opening and recovery, the write path, reads.
 
+mod budget;
 mod checkpoint;
 mod inner;
 mod open;
@@ -15,9 +16,8 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 
 pub(crate) use inner::DbInner;
-pub(crate) use open::TargetFactory;
 
-use crate::checkpoint::WorkerGuard;
+use crate::checkpoint::{CheckpointTarget, TargetStats, TreeTarget, WorkerGuard};
 use crate::io::{FileSystem, RealFs};
 use crate::iter::{Iter, owned_bounds, prefix_bounds};
 use crate::options::validate_entry;
@@ -51,22 +51,19 @@ impl Db {
         options: Options,
         fs: Arc<dyn FileSystem>,
     ) -> Result<Db> {
-        open::open(path.as_ref(), options, fs, &|_, _, _| Ok(None))
+        open::open(path.as_ref(), options, fs, &|path, options, fs| {
+            let target = TreeTarget::open(path, options, fs)?;
+            Ok(Some(Arc::new(target) as Arc<dyn CheckpointTarget>))
+        })
     }
 
     /// Opens with a chosen checkpoint target (tests of the pipeline).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the engine's own target arrives with the TurtleTree"
-        )
-    )]
+    #[cfg(test)]
     pub(crate) fn open_with_target(
         path: impl AsRef<Path>,
         options: Options,
         fs: Arc<dyn FileSystem>,
-        make_target: TargetFactory<'_>,
+        make_target: open::TargetFactory<'_>,
     ) -> Result<Db> {
         open::open(path.as_ref(), options, fs, make_target)
     }
@@ -109,6 +106,9 @@ impl Db {
     /// all of it or none of it. An invalid entry fails the whole batch.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
         batch.validate()?;
+        for op in &batch.ops {
+            self.inner.check_item_fits(&op.key, op.value.as_deref())?;
+        }
         let len_bytes = wal::encoded_len(&batch.ops);
         if len_bytes > MAX_PAYLOAD_BYTES {
             return Err(Error::BatchTooLarge {
@@ -186,19 +186,18 @@ impl Db {
         stats.frozen_memtables = state.frozen.len() as u64;
         stats.checkpoint_covered_sequence = inner.covered_seq();
         stats.checkpoint_distance_bytes = inner.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        stats.memory_budget_bytes = inner.budget.total_bytes();
+        if let Some(target) = &inner.target {
+            add_target_stats(&mut stats, &target.stats());
+        }
         stats
     }
 
     /// Changes the MemTable capacity while the database runs; the next
-    /// write that finds the MemTable at least this full freezes it.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "public once the TurtleTree is the checkpoint target"
-        )
-    )]
-    pub(crate) fn set_checkpoint_distance(&self, bytes: u64) -> Result<()> {
+    /// write that finds the MemTable at least this full freezes it. Larger
+    /// distances lower write amplification and leave less of the memory
+    /// budget to the page cache.
+    pub fn set_checkpoint_distance(&self, bytes: u64) -> Result<()> {
         if bytes < crate::options::MIN_CHECKPOINT_DISTANCE_BYTES {
             return Err(Error::InvalidOptions(format!(
                 "checkpoint distance of {bytes} bytes is below the minimum of {}",
@@ -211,16 +210,25 @@ impl Db {
         Ok(())
     }
 
+    /// Changes the memory budget shared by the page cache and the MemTables
+    /// while the database runs (see [`Options::cache_capacity_bytes`]);
+    /// shrinking evicts at once.
+    pub fn set_cache_capacity(&self, bytes: u64) -> Result<()> {
+        if bytes < crate::options::MIN_CACHE_CAPACITY_BYTES {
+            return Err(Error::InvalidOptions(format!(
+                "cache capacity of {bytes} bytes is below the minimum of {}",
+                crate::options::MIN_CACHE_CAPACITY_BYTES
+            )));
+        }
+        self.inner.budget.set_total_bytes(bytes);
+        self.inner.rebalance_memory(true);
+        Ok(())
+    }
+
     /// Freezes the active MemTable and returns once it, and every MemTable
-    /// frozen before it, is in a durable checkpoint.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "public once the TurtleTree is the checkpoint target"
-        )
-    )]
-    pub(crate) fn checkpoint_now(&self) -> Result<()> {
+    /// frozen before it, is in a durable checkpoint. The WAL segments the
+    /// checkpoints cover are removed.
+    pub fn checkpoint_now(&self) -> Result<()> {
         self.inner.check_poison()?;
         let inner = &self.inner;
         inner
@@ -231,4 +239,29 @@ impl Db {
         let frozen = inner.state.load().frozen.clone();
         inner.wait_for_checkpoints(&frozen)
     }
+}
+
+/// Copies the checkpoint target's counters and gauges into `stats`.
+fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
+    let (store, written, shape) = (&t.store, &t.written, &t.shape);
+    stats.cache_capacity_bytes = store.cache_capacity_bytes;
+    stats.cache_used_bytes = store.cache_used_bytes;
+    stats.cache_hits = store.cache_hits;
+    stats.cache_misses = store.cache_misses;
+    stats.cache_evictions = store.cache_evictions;
+    stats.page_bytes_read = store.bytes_read;
+    stats.page_read_ios = store.read_ios;
+    stats.page_bytes_written = store.bytes_written;
+    stats.page_bytes_punched = store.bytes_punched;
+    stats.page_syncs = store.syncs;
+    stats.leaf_pages_written = written.leaf_pages_written;
+    stats.leaf_bytes_written = written.leaf_bytes_written;
+    stats.filter_bytes_written = written.filter_bytes_written;
+    stats.node_pages_written = written.node_pages_written;
+    stats.node_bytes_written = written.node_bytes_written;
+    stats.tree_height = u64::from(shape.height);
+    stats.tree_node_pages = shape.node_pages;
+    stats.tree_leaf_pages = shape.leaf_pages;
+    stats.tree_segment_pages = shape.segment_pages;
+    stats.tree_buffered_bytes = shape.pending_bytes;
 }

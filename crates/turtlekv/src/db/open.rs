@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
+use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
@@ -79,11 +80,14 @@ pub(crate) fn open(
         commit: GroupCommit::default(),
         target: target.clone(),
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        budget: MemoryBudget::new(options.cache_capacity_bytes),
+        max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),
         control: control.clone(),
         poison: OnceLock::new(),
         stats,
         _lock: lock,
     });
+    inner.rebalance_memory(true);
     let thread = match target {
         Some(target) => {
             let inner = inner.clone();

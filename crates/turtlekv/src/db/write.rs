@@ -36,6 +36,7 @@ impl DbInner {
         drop(wal);
         self.apply_group(group, first_seq);
         self.visible_seq.store(next_seq - 1, Ordering::Release);
+        self.rebalance_memory(false);
         Ok(())
     }
 
@@ -72,12 +73,17 @@ impl DbInner {
         self.wait_for_frozen_slot()?;
         // The new MemTable's records start in a new segment, so the WAL can
         // be trimmed exactly when this MemTable's checkpoint is durable.
-        self.wal.lock().rotate().map_err(|e| self.poison_with(e))?;
+        let wal_replay_from = {
+            let mut wal = self.wal.lock();
+            wal.rotate().map_err(|e| self.poison_with(e))?;
+            wal.segment_start()
+        };
         let last_seq = self.visible_seq.load(Ordering::Acquire);
         self.transition(|current| {
             let frozen = Arc::new(Frozen {
                 memtable: current.active.clone(),
                 last_seq,
+                wal_replay_from,
             });
             State {
                 active: Arc::new(SkipListMemTable::new()),

@@ -4,12 +4,9 @@
 //! The tree sees pages only through [`PageIo`], so its tests can run on an
 //! in-memory double and the engine on the real store.
 
-// Remove once the checkpoint pipeline (issue 5) uses the page store.
-#![expect(dead_code, reason = "wired into the engine by the checkpoint pipeline")]
-
 mod alloc;
 mod cache;
-mod check;
+pub(crate) mod check;
 mod codec;
 mod id;
 mod open;
@@ -27,12 +24,7 @@ use bytes::Bytes;
 
 use crate::Result;
 
-#[cfg_attr(
-    not(test),
-    expect(unused_imports, reason = "used by the checkpoint pipeline (issue 5)")
-)]
 pub(crate) use self::{
-    check::CheckReport,
     store::{ListChildren, PageStore, PageStoreOptions},
     superblock::{SuperblockRecord, WalPosition},
     versions::RootPin,

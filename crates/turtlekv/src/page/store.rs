@@ -120,6 +120,7 @@ impl PageStore {
         &self.files[kind_index(id.kind())]
     }
 
+    #[cfg(test)]
     /// Largest page content `kind` can hold (slot size minus block trailers
     /// and page header; see `docs/format.md`).
     pub fn max_page_bytes(&self, kind: PageKind) -> usize {
@@ -149,6 +150,7 @@ impl PageStore {
         self.versions.pin()
     }
 
+    #[cfg(test)]
     /// The newest committed generation and record.
     pub fn current(&self) -> (u64, SuperblockRecord) {
         self.versions.current()

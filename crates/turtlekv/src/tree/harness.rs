@@ -62,17 +62,7 @@ pub(super) struct Harness {
 }
 
 pub(super) fn add_events(sum: &mut UpdateEvents, e: &UpdateEvents) {
-    for k in 0..8 {
-        sum.level_inserts[k] += e.level_inserts[k];
-        sum.flushes_by_height[k] += e.flushes_by_height[k];
-    }
-    sum.leaf_splits += e.leaf_splits;
-    sum.node_splits += e.node_splits;
-    sum.leaf_joins += e.leaf_joins;
-    sum.node_joins += e.node_joins;
-    sum.root_grows += e.root_grows;
-    sum.root_shrinks += e.root_shrinks;
-    sum.shared_segments_dropped += e.shared_segments_dropped;
+    sum.add(e);
 }
 
 impl Harness {

@@ -16,6 +16,7 @@ pub(crate) struct Item {
 }
 
 impl Item {
+    #[cfg(test)]
     pub(crate) fn put(key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
         Item {
             key: key.into(),
@@ -23,6 +24,7 @@ impl Item {
         }
     }
 
+    #[cfg(test)]
     pub(crate) fn tombstone(key: impl Into<Bytes>) -> Self {
         Item {
             key: key.into(),

@@ -21,12 +21,6 @@
 //! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
 //!   references, for the page store's live-set walk at open.
 
-// Remove once the checkpoint pipeline (issue 5) drives the tree.
-#![cfg_attr(
-    not(test),
-    expect(dead_code, reason = "wired into the engine by the checkpoint pipeline")
-)]
-
 mod buffer;
 pub(crate) mod check;
 mod cut;
@@ -66,6 +60,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use item::Item;
+pub(crate) use shape::TreeShape;
+pub(crate) use update::UpdateEvents;
 
 use crate::page::{CachePriority, PageId, PageIo, PageKind};
 use crate::{Error, Options, Result};

@@ -46,6 +46,37 @@ pub(crate) struct UpdateEvents {
     /// Segments shared by two nodes (after a split) that one of them dropped;
     /// the other reference was looked for before reporting the page dead.
     pub shared_segments_dropped: u64,
+    /// Leaf and segment pages written, and their content bytes (filters
+    /// included).
+    pub leaf_pages_written: u64,
+    pub leaf_bytes_written: u64,
+    /// Bytes of those leaf pages taken by filters.
+    pub filter_bytes_written: u64,
+    /// Node pages written, and their content bytes.
+    pub node_pages_written: u64,
+    pub node_bytes_written: u64,
+}
+
+impl UpdateEvents {
+    /// Adds `other`'s counts to these.
+    pub(crate) fn add(&mut self, other: &UpdateEvents) {
+        for k in 0..8 {
+            self.level_inserts[k] += other.level_inserts[k];
+            self.flushes_by_height[k] += other.flushes_by_height[k];
+        }
+        self.leaf_splits += other.leaf_splits;
+        self.node_splits += other.node_splits;
+        self.leaf_joins += other.leaf_joins;
+        self.node_joins += other.node_joins;
+        self.root_grows += other.root_grows;
+        self.root_shrinks += other.root_shrinks;
+        self.shared_segments_dropped += other.shared_segments_dropped;
+        self.leaf_pages_written += other.leaf_pages_written;
+        self.leaf_bytes_written += other.leaf_bytes_written;
+        self.filter_bytes_written += other.filter_bytes_written;
+        self.node_pages_written += other.node_pages_written;
+        self.node_bytes_written += other.node_bytes_written;
+    }
 }
 
 /// State of one batch update.

@@ -23,7 +23,7 @@ impl Update<'_> {
         // Each worker serialises a leaf and writes it, so only the pages in
         // flight are held as bytes; ids come back in job order.
         let io = &self.tree.io;
-        let written: Vec<Result<LeafRef>> = jobs
+        let written: Vec<Result<(LeafRef, usize)>> = jobs
             .par_iter()
             .map(|items| {
                 let bytes = leaf::serialize(
@@ -41,7 +41,7 @@ impl Update<'_> {
                 }
                 let id = io.write_page(PageKind::Leaf, &bytes)?;
                 let (head_len, filter_len) = leaf::page_lens(&bytes);
-                Ok(LeafRef { id, head_len, filter_len })
+                Ok((LeafRef { id, head_len, filter_len }, bytes.len()))
             })
             .collect();
         let mut new_pages = Vec::with_capacity(written.len());
@@ -49,7 +49,10 @@ impl Update<'_> {
         for r in written {
             // On an error the pages already written are unreachable garbage
             // for the page store to reclaim, as after a crash mid-checkpoint.
-            let r = r?;
+            let (r, len_bytes) = r?;
+            self.events.leaf_pages_written += 1;
+            self.events.leaf_bytes_written += len_bytes as u64;
+            self.events.filter_bytes_written += u64::from(r.filter_len);
             new_pages.push(r.id);
             refs.push(r);
         }
@@ -92,6 +95,8 @@ impl Update<'_> {
             )));
         }
         let id = self.tree.io.write_page(PageKind::Node, &bytes)?;
+        self.events.node_pages_written += 1;
+        self.events.node_bytes_written += bytes.len() as u64;
         new_pages.push(id);
         Ok(id)
     }

@@ -8,9 +8,10 @@ use std::sync::Arc;
 
 use crate::batch::BatchOp;
 use crate::io::FileSystem;
+use crate::page::WalPosition;
 use crate::wal::record;
 use crate::wal::replay::{ReplayOutcome, replay};
-use crate::wal::segment::{SegmentWriter, WalIo, segment_file_name};
+use crate::wal::segment::{SEGMENT_HEADER_BYTES, SegmentWriter, WalIo, segment_file_name};
 use crate::wal::verify::{WalReport, verify};
 use crate::{Result, WriteBatch};
 
@@ -67,6 +68,16 @@ impl Wal {
             encode_buf: Vec::new(),
         };
         Ok((wal, replayed))
+    }
+
+    /// Where the next record will be logged, if the current segment were
+    /// empty: the start of the current segment. Right after a rotation this
+    /// is exactly where the next MemTable's records begin.
+    pub fn segment_start(&self) -> WalPosition {
+        WalPosition {
+            segment_id: self.writer.segment_id(),
+            offset_bytes: SEGMENT_HEADER_BYTES,
+        }
     }
 
     /// Sequence number the next entry will get.

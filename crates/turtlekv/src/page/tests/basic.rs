@@ -7,9 +7,7 @@ use super::harness::{
 };
 use crate::Error;
 use crate::io::{Fault, FaultFs, FaultKind, FaultOn, FileSystem, OpenOptions};
-use crate::page::{
-    CachePriority, CheckReport, PageIo, PageKind, PageStoreOptions, RootPin, SuperblockRecord,
-};
+use crate::page::{CachePriority, PageIo, PageKind, PageStoreOptions, RootPin, SuperblockRecord};
 
 fn leaves(
     store: &crate::page::PageStore,
@@ -32,7 +30,8 @@ fn committed_version_survives_reopen_and_checks_clean() {
     let (store, rec) = open(&fs, &small_options()).unwrap();
     assert_eq!(rec, record(Some(v.root), 1));
     v.verify(&store).unwrap();
-    let report: CheckReport = store.check(&store.pin(), &list_children).unwrap();
+    let report: crate::page::check::CheckReport =
+        store.check(&store.pin(), &list_children).unwrap();
     assert_eq!((report.node_pages, report.leaf_pages), (1, 6));
     let expected: usize = v.leaves.iter().map(|l| l.2).sum();
     assert_eq!(report.leaf_bytes, expected as u64);

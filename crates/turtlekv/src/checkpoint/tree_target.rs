@@ -1,0 +1,185 @@
+//! The engine's checkpoint target: the TurtleTree on the page store.
+//!
+//! A checkpoint applies a frozen MemTable's items to the newest committed
+//! root as one batch update (the tree cuts it into leaf-sized pieces and
+//! serialises the new pages in parallel), commits the new root through the
+//! superblock, and publishes a [`StoredVersion`] that pins it. Pages the new
+//! root no longer reaches are reused once no State or snapshot pins an
+//! older root.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::target::{Coverage, TargetStats, TreeCheck};
+use super::{CheckpointTarget, TreeVersion};
+use crate::io::FileSystem;
+use crate::memtable::{Direction, Versioned};
+use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
+use crate::tree::node_codec::referenced_pages;
+use crate::tree::{Tree, TreeConfig, UpdateEvents};
+use crate::{Options, Result};
+
+/// The TurtleTree target. Only the checkpoint thread calls `checkpoint`.
+#[derive(Debug)]
+pub(crate) struct TreeTarget {
+    store: Arc<PageStore>,
+    tree: Tree,
+    current: ArcSwap<StoredVersion>,
+    /// Runs the data-parallel parts of a checkpoint (merges, leaf
+    /// serialisation) on `Options::checkpoint_threads` threads.
+    pool: rayon::ThreadPool,
+    /// Sums of what every checkpoint of this handle wrote, and the shape of
+    /// the newest version (computed once per checkpoint from node pages).
+    progress: Mutex<(UpdateEvents, crate::tree::TreeShape)>,
+}
+
+/// One committed root, pinned for as long as this value lives.
+#[derive(Debug)]
+pub(crate) struct StoredVersion {
+    tree: Tree,
+    store: Arc<PageStore>,
+    pin: RootPin,
+}
+
+impl TreeTarget {
+    /// Opens (or creates) the page store in `dir` and pins its newest root.
+    pub fn open(dir: &Path, options: &Options, fs: &Arc<dyn FileSystem>) -> Result<TreeTarget> {
+        let list = |bytes: &[u8]| referenced_pages(bytes);
+        let (store, _record) = PageStore::open(
+            fs.clone(),
+            dir,
+            &PageStoreOptions::from_options(options),
+            &list,
+        )?;
+        let store = Arc::new(store);
+        let io: Arc<dyn PageIo> = store.clone();
+        let tree = Tree::new(io, TreeConfig::from_options(options));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(options.checkpoint_threads)
+            .thread_name(|i| format!("turtlekv-merge-{i}"))
+            .build()
+            .map_err(|e| crate::Error::Io(std::io::Error::other(e.to_string())))?;
+        let version = StoredVersion {
+            tree: tree.clone(),
+            store: store.clone(),
+            pin: store.pin(),
+        };
+        let shape = tree.shape(version.pin.root())?;
+        Ok(TreeTarget {
+            store,
+            tree,
+            current: ArcSwap::from_pointee(version),
+            pool,
+            progress: Mutex::new((UpdateEvents::default(), shape)),
+        })
+    }
+}
+
+impl CheckpointTarget for TreeTarget {
+    fn current(&self) -> Arc<dyn TreeVersion> {
+        self.current.load_full()
+    }
+
+    fn checkpoint(
+        &self,
+        items: &mut dyn Iterator<Item = Versioned>,
+        coverage: Coverage,
+    ) -> Result<Arc<dyn TreeVersion>> {
+        let batch: Vec<(Bytes, Option<Bytes>)> = items.collect();
+        let root = self.current.load().pin.root();
+        let outcome = self.pool.install(|| self.tree.apply_batch(root, &batch))?;
+        drop(batch);
+        let record = SuperblockRecord {
+            root: outcome.root,
+            covered_seq: coverage.covered_seq,
+            wal_replay_from: coverage.wal_replay_from,
+        };
+        self.store.commit(record, &outcome.dead_pages)?;
+        let version = Arc::new(StoredVersion {
+            tree: self.tree.clone(),
+            store: self.store.clone(),
+            pin: self.store.pin(),
+        });
+        debug_assert_eq!(version.pin.root(), outcome.root);
+        self.current.store(version.clone());
+        let shape = self.tree.shape(outcome.root)?;
+        let mut progress = self.progress.lock();
+        progress.0.add(&outcome.events);
+        progress.1 = shape;
+        Ok(version)
+    }
+
+    fn stats(&self) -> TargetStats {
+        let (written, shape) = *self.progress.lock();
+        TargetStats {
+            written,
+            store: self.store.stats(),
+            shape,
+        }
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        self.store.reclaim()
+    }
+
+    fn set_cache_capacity(&self, capacity_bytes: u64) {
+        self.store.set_cache_capacity(capacity_bytes);
+    }
+
+    fn max_item_bytes(&self) -> usize {
+        self.tree.config().max_item_bytes()
+    }
+}
+
+impl TreeVersion for StoredVersion {
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        self.tree.get(self.pin.root(), key)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<(Bytes, Bytes)>,
+    ) -> Result<()> {
+        let own = |b: Bound<&[u8]>| b.map(Bytes::copy_from_slice);
+        let reverse = direction == Direction::Reverse;
+        let cursor = self
+            .tree
+            .scan(self.pin.root(), own(lower), own(upper), reverse);
+        for pair in cursor.take(limit) {
+            out.push(pair?);
+        }
+        Ok(())
+    }
+
+    fn covered_seq(&self) -> u64 {
+        self.pin.record().covered_seq
+    }
+
+    fn check(&self) -> Result<TreeCheck> {
+        let root = self.pin.root();
+        let tree = self.tree.check(root)?;
+        let list = |bytes: &[u8]| referenced_pages(bytes);
+        self.store.check(&self.pin, &list)?;
+        let mut keys = 0;
+        for pair in self
+            .tree
+            .scan(root, Bound::Unbounded, Bound::Unbounded, false)
+        {
+            pair?;
+            keys += 1;
+        }
+        Ok(TreeCheck {
+            keys,
+            pages: tree.node_pages + tree.leaf_pages + tree.segment_pages,
+        })
+    }
+}

@@ -1,0 +1,75 @@
+//! One memory budget for the MemTables and the page cache (DESIGN.md §3):
+//! the page cache gets what the MemTables do not hold, so raising the
+//! checkpoint distance takes memory from reads and lowering it gives it back.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::checkpoint::CheckpointTarget;
+
+/// The page cache never shrinks below this fraction of the budget, so reads
+/// keep their node pages even while MemTables fill the rest.
+const MIN_CACHE_SHARE_DIVISOR: u64 = 8;
+
+/// Resizing the cache costs evictions; skip changes smaller than this
+/// fraction of the budget.
+const RESIZE_STEP_DIVISOR: u64 = 64;
+
+#[derive(Debug)]
+pub(crate) struct MemoryBudget {
+    total_bytes: AtomicU64,
+    /// What the page cache was last given.
+    cache_bytes: AtomicU64,
+}
+
+impl MemoryBudget {
+    pub fn new(total_bytes: u64) -> Self {
+        MemoryBudget {
+            total_bytes: AtomicU64::new(total_bytes),
+            cache_bytes: AtomicU64::new(0),
+        }
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.total_bytes.load(Ordering::Relaxed)
+    }
+
+    pub fn set_total_bytes(&self, total_bytes: u64) {
+        self.total_bytes.store(total_bytes, Ordering::Relaxed);
+    }
+
+    /// The page cache's share when the MemTables hold `memtable_bytes`.
+    pub fn cache_share(&self, memtable_bytes: u64) -> u64 {
+        let total = self.total_bytes();
+        total
+            .saturating_sub(memtable_bytes)
+            .max(total / MIN_CACHE_SHARE_DIVISOR)
+    }
+
+    /// Gives the page cache its share, unless it already has about that.
+    /// `force` resizes even for a small change (after the budget changed).
+    pub fn rebalance(&self, memtable_bytes: u64, target: &dyn CheckpointTarget, force: bool) {
+        let share = self.cache_share(memtable_bytes);
+        let step = self.total_bytes() / RESIZE_STEP_DIVISOR;
+        let previous = self.cache_bytes.load(Ordering::Relaxed);
+        if force || share.abs_diff(previous) > step {
+            self.cache_bytes.store(share, Ordering::Relaxed);
+            target.set_cache_capacity(share);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_gets_what_memtables_leave_down_to_a_floor() {
+        let budget = MemoryBudget::new(800);
+        assert_eq!(budget.cache_share(0), 800);
+        assert_eq!(budget.cache_share(300), 500);
+        assert_eq!(budget.cache_share(790), 100);
+        assert_eq!(budget.cache_share(5000), 100);
+        budget.set_total_bytes(1600);
+        assert_eq!(budget.cache_share(300), 1300);
+    }
+}
