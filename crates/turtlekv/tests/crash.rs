@@ -4,15 +4,21 @@
 
 mod common;
 
-use common::{Model, contents, open_fault, small_options};
+use common::{Model, checkpointing_options, contents, open_fault, small_options};
 use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
-use turtlekv::{Db, Error, WriteBatch, WriteOptions};
+use turtlekv::{Db, Error, Options, WriteBatch, WriteOptions};
 
 type Entry = (Vec<u8>, Option<Vec<u8>>);
 
 /// A deterministic workload: batches of puts and deletes over few keys, with
 /// large values so segments rotate, every third batch synced.
 fn workload() -> Vec<(Vec<Entry>, bool)> {
+    workload_over(40, 16, 9000)
+}
+
+/// `batches` batches of 1 to 3 entries over `keys` keys with values of up
+/// to `max_value_bytes`; a quarter of the entries are deletes.
+fn workload_over(batches: u64, keys: u64, max_value_bytes: u64) -> Vec<(Vec<Entry>, bool)> {
     let mut state = 0x2545_F491_4F6C_DD1Du64;
     let mut next = move || {
         state ^= state << 13;
@@ -20,13 +26,13 @@ fn workload() -> Vec<(Vec<Entry>, bool)> {
         state ^= state << 17;
         state
     };
-    (0..40)
+    (0..batches)
         .map(|i| {
             let entries = (0..1 + next() % 3)
                 .map(|_| {
-                    let key = format!("key{:02}", next() % 16).into_bytes();
-                    let value =
-                        (next() % 4 != 0).then(|| vec![i as u8; 1 + (next() % 9000) as usize]);
+                    let key = format!("key{:02}", next() % keys).into_bytes();
+                    let value = (next() % 4 != 0)
+                        .then(|| vec![i as u8; 1 + (next() % max_value_bytes) as usize]);
                     (key, value)
                 })
                 .collect();
@@ -86,19 +92,19 @@ fn matching_prefix(
     (max >= work.len() && &model == found).then_some(work.len())
 }
 
-fn total_ops(work: &[(Vec<Entry>, bool)]) -> u64 {
+fn total_ops(work: &[(Vec<Entry>, bool)], options: &Options) -> u64 {
     let fs = FaultFs::new();
-    let db = open_fault(&fs, small_options()).unwrap();
+    let db = open_fault(&fs, options.clone()).unwrap();
     run_until_failure(&db, work);
     drop(db);
     let (writes, syncs) = fs.op_counts();
     writes + syncs
 }
 
-#[test]
-fn crash_at_every_write_and_sync_recovers_a_durable_prefix() {
-    let work = workload();
-    let total = total_ops(&work);
+/// Crashes the workload at every write and sync in each crash mode and
+/// checks the recovered state; returns (operations, crash points tried).
+fn crash_everywhere(work: &[(Vec<Entry>, bool)], options: &Options) -> (u64, u64) {
+    let total = total_ops(work, options);
     let modes = |n: u64| {
         [
             CrashMode::DropUnsynced,
@@ -116,14 +122,14 @@ fn crash_at_every_write_and_sync_recovers_a_durable_prefix() {
             persistent: true,
             path_contains: None,
         });
-        let (acked, durable) = match open_fault(&fs, small_options()) {
-            Ok(db) => run_until_failure(&db, &work),
+        let (acked, durable) = match open_fault(&fs, options.clone()) {
+            Ok(db) => run_until_failure(&db, work),
             Err(_) => (0, 0),
         };
         for mode in modes(n) {
             crash_points += 1;
             let crashed = fs.crash(mode);
-            let db = open_fault(&crashed, small_options())
+            let db = open_fault(&crashed, options.clone())
                 .unwrap_or_else(|e| panic!("reopen after crash at op {n} ({mode:?}): {e}"));
             db.check()
                 .unwrap_or_else(|e| panic!("check after crash at op {n} ({mode:?}): {e}"));
@@ -131,18 +137,42 @@ fn crash_at_every_write_and_sync_recovers_a_durable_prefix() {
             // The batch that failed may or may not have reached the disk.
             let attempted = (acked + 1).min(work.len());
             assert!(
-                matching_prefix(&found, &work, durable, attempted).is_some(),
+                matching_prefix(&found, work, durable, attempted).is_some(),
                 "crash at op {n} ({mode:?}): state is not a prefix in {durable}..={attempted}"
             );
             // The recovered database takes writes and reopens cleanly.
             db.put(b"after-crash", b"1").unwrap();
             drop(db);
-            let db = open_fault(&crashed, small_options()).unwrap();
+            let db = open_fault(&crashed, options.clone()).unwrap();
             assert_eq!(db.get(b"after-crash").unwrap().as_deref(), Some(&b"1"[..]));
         }
     }
+    (total, crash_points)
+}
+
+#[test]
+fn crash_at_every_write_and_sync_recovers_a_durable_prefix() {
+    let (total, crash_points) = crash_everywhere(&workload(), &small_options());
     assert!(total > 60, "workload too small: {total} ops");
     eprintln!("tried {crash_points} crash points ({total} ops x 3 modes)");
+}
+
+/// The same across checkpoints: crashes land in page writes, page syncs,
+/// superblock commits and WAL trims as well as in WAL appends.
+#[test]
+fn crash_at_every_write_and_sync_across_checkpoints() {
+    let work = workload_over(60, 200, 2500);
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    run_until_failure(&db, &work);
+    let checkpoints = db.stats().checkpoints;
+    drop(db);
+    assert!(checkpoints >= 8, "only {checkpoints} checkpoints");
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {checkpoints} checkpoints"
+    );
 }
 
 #[test]

@@ -4,10 +4,10 @@ mod common;
 
 use std::ops::Bound;
 
-use common::{Model, contents, open_fault, small_options};
+use common::{Model, checkpointing_options, contents, open_fault, small_options};
 use proptest::prelude::*;
 use turtlekv::io::FaultFs;
-use turtlekv::{Db, WriteBatch, WriteOptions};
+use turtlekv::{Db, Options, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -19,6 +19,7 @@ enum Op {
     Prefix(Vec<u8>, bool),
     Snapshot,
     Reopen,
+    Checkpoint,
 }
 
 /// Few distinct bytes, so keys collide, share prefixes and hit 0xff edges.
@@ -49,6 +50,7 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(p, r)| Op::Prefix(p, r)),
         1 => Just(Op::Snapshot),
         1 => Just(Op::Reopen),
+        1 => Just(Op::Checkpoint),
     ]
 }
 
@@ -94,9 +96,9 @@ fn model_range(
     out
 }
 
-fn run(ops: Vec<Op>) {
+fn run(ops: Vec<Op>, options: Options) {
     let fs = FaultFs::new();
-    let mut db: Db = open_fault(&fs, small_options()).unwrap();
+    let mut db: Db = open_fault(&fs, options.clone()).unwrap();
     let mut model = Model::new();
     let mut snapshots: Vec<(turtlekv::Snapshot, Model)> = Vec::new();
     for op in ops {
@@ -153,8 +155,12 @@ fn run(ops: Vec<Op>) {
             Op::Reopen => {
                 snapshots.clear();
                 drop(db);
-                db = open_fault(&fs, small_options()).unwrap();
+                db = open_fault(&fs, options.clone()).unwrap();
                 db.check().unwrap();
+            }
+            Op::Checkpoint => {
+                db.checkpoint_now().unwrap();
+                assert_eq!(db.stats().memtable_bytes, 0);
             }
         }
         for (snap, frozen) in &snapshots {
@@ -168,8 +174,9 @@ fn run(ops: Vec<Op>) {
     // Snapshots hold the database open, like any other handle.
     snapshots.clear();
     drop(db);
-    let db = open_fault(&fs, small_options()).unwrap();
+    let db = open_fault(&fs, options).unwrap();
     assert_eq!(contents(&db), model);
+    db.check().unwrap();
 }
 
 proptest! {
@@ -177,6 +184,12 @@ proptest! {
 
     #[test]
     fn engine_matches_btreemap(ops in prop::collection::vec(op(), 1..120)) {
-        run(ops);
+        run(ops, small_options());
+    }
+
+    /// The same with checkpoints every few writes into a tree of tiny pages.
+    #[test]
+    fn engine_with_checkpoints_matches_btreemap(ops in prop::collection::vec(op(), 1..200)) {
+        run(ops, checkpointing_options());
     }
 }

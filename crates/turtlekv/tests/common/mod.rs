@@ -17,6 +17,17 @@ pub fn small_options() -> Options {
     o
 }
 
+/// Tiny pages and MemTables, so that a few kilobytes of writes make
+/// checkpoints, buffer flushes, splits and a tree several levels high.
+pub fn checkpointing_options() -> Options {
+    let mut o = small_options();
+    o.leaf_size_bytes = 16 * 1024;
+    o.node_size_bytes = 1024;
+    o.checkpoint_distance_bytes = 4 * 1024;
+    o.cache_capacity_bytes = 64 * 1024;
+    o
+}
+
 pub fn open_fault(fs: &FaultFs, options: Options) -> Result<Db> {
     Db::open_with_fs("/db", options, Arc::new(fs.clone()))
 }

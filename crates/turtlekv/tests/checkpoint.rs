@@ -1,0 +1,278 @@
+//! The checkpoint pipeline end to end, on the real TurtleTree and page store
+//! (over the in-memory file system): hundreds of checkpoints under a random
+//! workload checked against a model, knob changes while writing, recovery
+//! from checkpoint + WAL tail, snapshots pinning old versions, the memory
+//! budget shared by MemTables and the page cache.
+
+mod common;
+
+use std::ops::Bound;
+
+use common::{Model, checkpointing_options, contents, open_fault};
+use turtlekv::io::FaultFs;
+use turtlekv::{Db, Snapshot, WriteBatch, WriteOptions};
+
+/// xorshift64: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn key(n: u64) -> Vec<u8> {
+    format!("k{n:06}").into_bytes()
+}
+
+/// Hot keys (the first 50) are overwritten often; the rest spread out.
+fn random_key(rng: &mut Rng) -> Vec<u8> {
+    if rng.below(4) == 0 {
+        key(rng.below(50))
+    } else {
+        key(rng.below(5_000))
+    }
+}
+
+fn random_value(rng: &mut Rng, step: u64) -> Vec<u8> {
+    let len = 1 + rng.below(300) as usize;
+    let mut v = format!("{step}:").into_bytes();
+    v.resize(len.max(v.len()), b'x');
+    v
+}
+
+fn check_range(db: &Db, model: &Model, rng: &mut Rng) {
+    let a = key(rng.below(5_000));
+    let b = key(rng.below(5_000));
+    let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+    let want: Vec<_> = model
+        .range::<Vec<u8>, _>((Bound::Included(&lo), Bound::Excluded(&hi)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let got: Vec<_> = db
+        .range(lo.as_slice()..hi.as_slice())
+        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    assert_eq!(got, want, "range {lo:?}..{hi:?}");
+    let mut reversed: Vec<_> = db
+        .range(lo.as_slice()..hi.as_slice())
+        .rev()
+        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect();
+    reversed.reverse();
+    assert_eq!(reversed, want, "reverse range {lo:?}..{hi:?}");
+}
+
+fn snapshot_contents(snapshot: &Snapshot) -> Model {
+    snapshot
+        .range::<&[u8], _>(..)
+        .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+        .collect()
+}
+
+#[test]
+fn hundreds_of_checkpoints_match_the_model() {
+    let fs = FaultFs::new();
+    let options = checkpointing_options();
+    let mut db = open_fault(&fs, options.clone()).unwrap();
+    let mut model = Model::new();
+    let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let (mut checkpoints, mut max_height) = (0, 0);
+    for step in 0..30_000u64 {
+        match rng.below(100) {
+            0..=54 => {
+                let (k, v) = (random_key(&mut rng), random_value(&mut rng, step));
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            55..=69 => {
+                let k = random_key(&mut rng);
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            70..=79 => {
+                let mut batch = WriteBatch::new();
+                for _ in 0..1 + rng.below(8) {
+                    let k = random_key(&mut rng);
+                    if rng.below(3) == 0 {
+                        batch.delete(&k);
+                        model.remove(&k);
+                    } else {
+                        let v = random_value(&mut rng, step);
+                        batch.put(&k, &v);
+                        model.insert(k, v);
+                    }
+                }
+                let sync = rng.below(10) == 0;
+                db.write(batch, &WriteOptions { sync }).unwrap();
+            }
+            80..=94 => {
+                let k = random_key(&mut rng);
+                let got = db.get(&k).unwrap().map(|v| v.to_vec());
+                assert_eq!(got, model.get(&k).cloned(), "get {k:?} at step {step}");
+            }
+            95..=96 => check_range(&db, &model, &mut rng),
+            97 => {
+                if snapshots.len() < 4 {
+                    snapshots.push((db.snapshot(), model.clone()));
+                } else {
+                    let (snapshot, frozen) = snapshots.remove(0);
+                    assert_eq!(snapshot_contents(&snapshot), frozen, "snapshot at {step}");
+                }
+            }
+            98 => {
+                let distances = [4 * 1024, 8 * 1024, 32 * 1024];
+                let distance = distances[rng.below(3) as usize];
+                db.set_checkpoint_distance(distance).unwrap();
+                let budgets = [64 * 1024, 256 * 1024, 1 << 20];
+                db.set_cache_capacity(budgets[rng.below(3) as usize])
+                    .unwrap();
+            }
+            _ => {
+                if rng.below(20) == 0 {
+                    snapshots.clear();
+                    checkpoints += db.stats().checkpoints;
+                    drop(db);
+                    db = open_fault(&fs, options.clone()).unwrap();
+                    db.check().unwrap();
+                } else if rng.below(4) == 0 {
+                    db.checkpoint_now().unwrap();
+                }
+            }
+        }
+        max_height = max_height.max(db.stats().tree_height);
+    }
+    for (snapshot, frozen) in &snapshots {
+        assert_eq!(&snapshot_contents(snapshot), frozen);
+    }
+    snapshots.clear();
+    assert_eq!(contents(&db), model);
+    let report = db.check().unwrap();
+    assert!(report.tree_pages > 0, "{report:?}");
+    let stats = db.stats();
+    checkpoints += stats.checkpoints;
+    assert!(checkpoints >= 300, "only {checkpoints} checkpoints");
+    assert!(max_height >= 2, "tree height only {max_height}");
+    assert!(stats.leaf_pages_written > 0 && stats.node_pages_written > 0);
+    assert!(stats.write_amplification() > 1.0, "{stats:?}");
+    drop(db);
+    let db = open_fault(&fs, options).unwrap();
+    assert_eq!(contents(&db), model);
+    eprintln!("{checkpoints} checkpoints, tree height up to {max_height}");
+}
+
+#[test]
+fn recovery_replays_only_the_wal_tail() {
+    let fs = FaultFs::new();
+    let mut options = checkpointing_options();
+    options.checkpoint_distance_bytes = 1 << 30;
+    let db = open_fault(&fs, options.clone()).unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), format!("v{i}")).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    let stats = db.stats();
+    assert_eq!(stats.checkpoint_covered_sequence, stats.last_sequence);
+    assert_eq!(stats.memtable_bytes, 0);
+    assert!(stats.tree_height >= 2, "{stats:?}");
+    for i in 0..25 {
+        db.put(key(i), b"tail").unwrap();
+    }
+    drop(db);
+    let db = open_fault(&fs, options).unwrap();
+    assert_eq!(db.stats().wal_records_replayed, 25);
+    assert_eq!(db.get(key(3)).unwrap().as_deref(), Some(&b"tail"[..]));
+    assert_eq!(
+        db.get(key(19_999)).unwrap().as_deref(),
+        Some(&b"v19999"[..])
+    );
+    assert_eq!(contents(&db).len(), 20_000);
+}
+
+#[test]
+fn a_snapshot_keeps_its_version_readable_across_checkpoints() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    for i in 0..1_000 {
+        db.put(key(i), b"old").unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    let snapshot = db.snapshot();
+    // Rewrite and delete everything many times over: every page the
+    // snapshot's root reaches is replaced, and would be reused if the
+    // snapshot did not pin it.
+    for round in 0..5 {
+        for i in 0..1_000 {
+            if round % 2 == 0 {
+                db.delete(key(i)).unwrap();
+            } else {
+                db.put(key(i), format!("new{round}")).unwrap();
+            }
+        }
+        db.checkpoint_now().unwrap();
+    }
+    let seen = snapshot_contents(&snapshot);
+    assert_eq!(seen.len(), 1_000);
+    assert!(seen.values().all(|v| v == b"old"));
+    assert_eq!(snapshot.get(key(7)).unwrap().as_deref(), Some(&b"old"[..]));
+    assert!(db.get(key(7)).unwrap().is_none());
+    drop(snapshot);
+    db.checkpoint_now().unwrap();
+    db.check().unwrap();
+}
+
+#[test]
+fn memtables_and_page_cache_share_one_budget() {
+    let fs = FaultFs::new();
+    let mut options = checkpointing_options();
+    options.cache_capacity_bytes = 4 << 20;
+    options.checkpoint_distance_bytes = 1 << 30;
+    let db = open_fault(&fs, options).unwrap();
+    let before = db.stats();
+    assert_eq!(before.memory_budget_bytes, 4 << 20);
+    assert_eq!(before.cache_capacity_bytes, 4 << 20);
+    for i in 0..10_000 {
+        db.put(key(i), [7u8; 200]).unwrap();
+    }
+    let full = db.stats();
+    assert!(full.memtable_bytes > 2 << 20, "{full:?}");
+    assert!(
+        full.cache_capacity_bytes + full.memtable_bytes <= (4 << 20) + (64 << 10),
+        "{full:?}"
+    );
+    db.checkpoint_now().unwrap();
+    let after = db.stats();
+    assert_eq!(after.memtable_bytes, 0);
+    assert_eq!(after.cache_capacity_bytes, 4 << 20);
+    db.set_cache_capacity(1 << 20).unwrap();
+    let shrunk = db.stats();
+    assert_eq!(shrunk.memory_budget_bytes, 1 << 20);
+    assert!(shrunk.cache_used_bytes <= 1 << 20, "{shrunk:?}");
+    assert!(db.set_cache_capacity(100).is_err());
+    assert_eq!(db.stats().memory_budget_bytes, 1 << 20);
+}
+
+#[test]
+fn values_too_large_for_small_leaves_are_refused_up_front() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    let huge = vec![1u8; 100 * 1024];
+    let err = db.put(b"k", &huge).unwrap_err();
+    assert!(
+        matches!(err, turtlekv::Error::ValueTooLarge { max_bytes, .. } if max_bytes < 16 * 1024),
+        "{err}"
+    );
+    assert!(db.get(b"k").unwrap().is_none());
+    let fits = vec![2u8; 8 * 1024];
+    db.put(b"k", &fits).unwrap();
+    db.checkpoint_now().unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
+}
