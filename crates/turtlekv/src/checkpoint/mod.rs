@@ -4,14 +4,6 @@
 
 #[cfg(test)]
 pub(crate) mod memory;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "used by the TurtleTree checkpoint target, next to land"
-    )
-)]
-pub(crate) mod merge;
 mod target;
 mod tree_target;
 mod worker;

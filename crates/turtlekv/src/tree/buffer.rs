@@ -4,7 +4,8 @@
 use std::sync::Arc;
 
 use super::cut;
-use super::item::{Item, merge_runs, total_size_bytes};
+use super::item::{Item, total_size_bytes};
+use super::merge::merge_runs;
 use super::node::{Flushed, LeafData, MAX_LEVELS, Node, Segment};
 use super::update::Update;
 use crate::Result;

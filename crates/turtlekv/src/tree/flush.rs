@@ -8,9 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::cut;
-use super::item::{
-    Item, lower_bound, merge_prefix, merge_runs, shortest_separator, total_size_bytes,
-};
+use super::item::{Item, lower_bound, merge_prefix, shortest_separator, total_size_bytes};
+use super::merge::merge_runs;
 use super::node::{Child, Flushed, LeafData, Node, Pivot};
 use super::update::Update;
 use crate::Result;

@@ -89,10 +89,11 @@ impl Ord for HeapEntry<'_> {
     }
 }
 
-/// Merges sorted runs of unique keys, `runs[0]` newest. For a key in several
-/// runs only the newest item is kept. Tombstones are kept unless
-/// `drop_tombstones` (at the bottom of the tree nothing older lies below).
-pub(crate) fn merge_runs(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
+/// Merges sorted runs of unique keys, `runs[0]` newest, on this thread. For
+/// a key in several runs only the newest item is kept. Tombstones are kept
+/// unless `drop_tombstones` (at the bottom of the tree nothing older lies
+/// below). [`super::merge::merge_runs`] splits large merges across threads.
+pub(crate) fn merge_sequential(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
     merge(runs, drop_tombstones, usize::MAX).0
 }
 
@@ -174,7 +175,7 @@ mod tests {
             Item::put("b", "old"),
             Item::put("c", "3"),
         ];
-        let merged = merge_runs(&[&newer, &older], false);
+        let merged = merge_sequential(&[&newer, &older], false);
         assert_eq!(
             merged,
             vec![
@@ -183,7 +184,7 @@ mod tests {
                 Item::tombstone("c")
             ]
         );
-        let merged = merge_runs(&[&newer, &older], true);
+        let merged = merge_sequential(&[&newer, &older], true);
         assert_eq!(merged, vec![Item::put("a", "1"), Item::put("b", "new")]);
     }
 }

@@ -29,6 +29,7 @@ mod get;
 pub(crate) mod item;
 mod leaf;
 mod leaf_head;
+mod merge;
 pub(crate) mod node;
 pub(crate) mod node_codec;
 mod probe;

@@ -9,7 +9,7 @@ use bytes::Bytes;
 
 use super::cut;
 use super::flush::{Piece, take_child_node};
-use super::item::merge_runs;
+use super::merge::merge_runs;
 use super::node::{Child, LeafData, MAX_LEVELS, Node, Segment};
 use super::update::Update;
 use crate::Result;
