@@ -429,6 +429,17 @@ impl FileSystem for FaultFs {
             .ok_or_else(|| io::ErrorKind::NotFound.into())
     }
 
+    /// The new name is durable only after `sync_dir`; like a removal, the
+    /// old name goes at once.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.check_fault(false, to)?;
+        let mut s = self.state.lock();
+        let file = s.files.remove(from).ok_or(io::ErrorKind::NotFound)?;
+        file.lock().entry_durable = false;
+        s.files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let s = self.state.lock();
         if !s.dirs.contains(path) {

@@ -60,6 +60,9 @@ pub trait FileSystem: Send + Sync + Debug {
     fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Renames a file, replacing `to` if it exists; durable once the
+    /// directory is synced.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Names (not paths) of the entries of a directory.
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Makes the directory's entries (created, removed files) durable.

@@ -49,6 +49,10 @@ impl FileSystem for RealFs {
         fs::remove_file(path)
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         let mut names = Vec::new();
         for entry in fs::read_dir(path)? {

@@ -12,7 +12,7 @@ mod id;
 mod open;
 mod read;
 mod store;
-mod superblock;
+pub(crate) mod superblock;
 mod versions;
 
 #[cfg(test)]

@@ -45,6 +45,9 @@ impl FileSystem for GateFs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.inner.remove_file(path)
     }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.inner.rename(from, to)
+    }
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         self.inner.list_dir(path)
     }

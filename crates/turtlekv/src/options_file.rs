@@ -1,0 +1,180 @@
+//! Options stored with a database: the page sizes it was created with (from
+//! the superblock) and the memory knobs chosen for it (the `OPTIONS` file,
+//! written by `turtlekv tune`), so that tools and applications can open it
+//! the way it was tuned.
+
+use std::path::Path;
+
+use crate::io::{FileSystem, OpenOptions, RealFs, read_all};
+use crate::page::superblock::{SUPERBLOCK_FILE_NAME, read_newest};
+use crate::{Error, Options, Result};
+
+/// Name of the stored-options file in the database directory.
+pub const OPTIONS_FILE_NAME: &str = "OPTIONS";
+
+const HEADER: &str = "# TurtleKV stored options: read by Options::load, written by Options::store\n# (`turtlekv tune`). One `name = value` per line; sizes in bytes.\n";
+
+impl Options {
+    /// The options to open the database at `path` with: the defaults, the
+    /// page sizes the database was created with, and the knobs stored by
+    /// [`Options::store`]. A path without a database gives the defaults.
+    pub fn load(path: impl AsRef<Path>) -> Result<Options> {
+        load_with_fs(&RealFs, path.as_ref())
+    }
+
+    /// Stores the knobs that may change between opens (memory budget,
+    /// checkpoint distance and threads, filter bits, direct I/O, WAL
+    /// segment size) as the database's defaults for [`Options::load`]. The
+    /// database directory must exist. The file is replaced atomically.
+    pub fn store(&self, path: impl AsRef<Path>) -> Result<()> {
+        store_with_fs(&RealFs, path.as_ref(), self)
+    }
+}
+
+/// [`Options::load`] through a chosen file layer.
+pub(crate) fn load_with_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Options> {
+    let mut options = Options::default();
+    let names = match fs.list_dir(dir) {
+        Ok(names) => names,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(options),
+        Err(e) => return Err(e.into()),
+    };
+    if names.iter().any(|n| n == SUPERBLOCK_FILE_NAME) {
+        let file = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only())?;
+        if let Some(slot) = read_newest(&*file)?.newest {
+            options.node_size_bytes = slot.node_size_bytes;
+            options.leaf_size_bytes = slot.leaf_size_bytes;
+        }
+    }
+    if names.iter().any(|n| n == OPTIONS_FILE_NAME) {
+        let path = dir.join(OPTIONS_FILE_NAME);
+        let bytes = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::InvalidOptions(format!("{} is not UTF-8", path.display())))?;
+        parse_into(&text, &mut options)
+            .map_err(|msg| Error::InvalidOptions(format!("{}: {msg}", path.display())))?;
+        options.validate()?;
+    }
+    Ok(options)
+}
+
+/// [`Options::store`] through a chosen file layer: write a temporary file,
+/// sync it, rename it over the old one, sync the directory.
+pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) -> Result<()> {
+    options.validate()?;
+    let text = format(options);
+    let temp = dir.join(format!("{OPTIONS_FILE_NAME}.tmp"));
+    let file = fs.open(&temp, OpenOptions::read_write_create())?;
+    file.set_len(0)?;
+    file.write_at(text.as_bytes(), 0)?;
+    file.sync_data()?;
+    drop(file);
+    fs.rename(&temp, &dir.join(OPTIONS_FILE_NAME))?;
+    fs.sync_dir(dir)?;
+    Ok(())
+}
+
+fn format(o: &Options) -> String {
+    format!(
+        "{HEADER}cache_capacity_bytes = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        o.cache_capacity_bytes,
+        o.checkpoint_distance_bytes,
+        o.checkpoint_threads,
+        o.filter_bits_per_key,
+        o.direct_io,
+        o.wal_segment_size_bytes,
+    )
+}
+
+fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let bad = |what: &str| format!("line {}: {what}: {line:?}", n + 1);
+        let (name, value) = line
+            .split_once('=')
+            .ok_or_else(|| bad("expected `name = value`"))?;
+        let value = value.trim();
+        let number = || value.parse::<u64>().map_err(|_| bad("not a number"));
+        match name.trim() {
+            "cache_capacity_bytes" => o.cache_capacity_bytes = number()?,
+            "checkpoint_distance_bytes" => o.checkpoint_distance_bytes = number()?,
+            "checkpoint_threads" => {
+                o.checkpoint_threads = usize::try_from(number()?).map_err(|_| bad("too large"))?
+            }
+            "filter_bits_per_key" => {
+                o.filter_bits_per_key = u32::try_from(number()?).map_err(|_| bad("too large"))?
+            }
+            "direct_io" => o.direct_io = value.parse().map_err(|_| bad("not true/false"))?,
+            "wal_segment_size_bytes" => o.wal_segment_size_bytes = number()?,
+            _ => return Err(bad("unknown option")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::Db;
+    use crate::io::FaultFs;
+
+    #[test]
+    fn stored_knobs_and_page_sizes_come_back() {
+        let fs = FaultFs::new();
+        let dir = Path::new("/db");
+        assert_eq!(load_with_fs(&fs, dir).unwrap(), Options::default());
+        let mut created = Options::default();
+        created.leaf_size_bytes = 64 * 1024;
+        created.node_size_bytes = 2048;
+        drop(Db::open_with_fs(dir, created, Arc::new(fs.clone())).unwrap());
+        let mut tuned = Options::default();
+        tuned.cache_capacity_bytes = 1 << 30;
+        tuned.checkpoint_distance_bytes = 128 << 20;
+        tuned.direct_io = true;
+        store_with_fs(&fs, dir, &tuned).unwrap();
+        let loaded = load_with_fs(&fs, dir).unwrap();
+        assert_eq!(loaded.cache_capacity_bytes, 1 << 30);
+        assert_eq!(loaded.checkpoint_distance_bytes, 128 << 20);
+        assert!(loaded.direct_io);
+        assert_eq!(
+            (loaded.leaf_size_bytes, loaded.node_size_bytes),
+            (64 * 1024, 2048)
+        );
+        // Storing again replaces the file.
+        tuned.checkpoint_distance_bytes = 8 << 20;
+        store_with_fs(&fs, dir, &tuned).unwrap();
+        assert_eq!(
+            load_with_fs(&fs, dir).unwrap().checkpoint_distance_bytes,
+            8 << 20
+        );
+    }
+
+    #[test]
+    fn bad_files_and_bad_values_are_invalid_options() {
+        let mut o = Options::default();
+        for text in [
+            "cache_capacity_bytes 5",
+            "cache_capacity_bytes = lots",
+            "colour = blue",
+            "direct_io = maybe",
+        ] {
+            assert!(parse_into(text, &mut o).is_err(), "{text}");
+        }
+        let mut bad = Options::default();
+        bad.checkpoint_distance_bytes = 1;
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/db")).unwrap();
+        assert!(matches!(
+            store_with_fs(&fs, Path::new("/db"), &bad),
+            Err(Error::InvalidOptions(_))
+        ));
+        let ok = "# comment\n\ncheckpoint_distance_bytes = 4096\n";
+        parse_into(ok, &mut o).unwrap();
+        assert_eq!(o.checkpoint_distance_bytes, 4096);
+    }
+}
