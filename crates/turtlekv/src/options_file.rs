@@ -128,14 +128,18 @@ mod tests {
         let fs = FaultFs::new();
         let dir = Path::new("/db");
         assert_eq!(load_with_fs(&fs, dir).unwrap(), Options::default());
-        let mut created = Options::default();
-        created.leaf_size_bytes = 64 * 1024;
-        created.node_size_bytes = 2048;
+        let created = Options {
+            leaf_size_bytes: 64 * 1024,
+            node_size_bytes: 2048,
+            ..Options::default()
+        };
         drop(Db::open_with_fs(dir, created, Arc::new(fs.clone())).unwrap());
-        let mut tuned = Options::default();
-        tuned.cache_capacity_bytes = 1 << 30;
-        tuned.checkpoint_distance_bytes = 128 << 20;
-        tuned.direct_io = true;
+        let mut tuned = Options {
+            cache_capacity_bytes: 1 << 30,
+            checkpoint_distance_bytes: 128 << 20,
+            direct_io: true,
+            ..Options::default()
+        };
         store_with_fs(&fs, dir, &tuned).unwrap();
         let loaded = load_with_fs(&fs, dir).unwrap();
         assert_eq!(loaded.cache_capacity_bytes, 1 << 30);
@@ -165,8 +169,10 @@ mod tests {
         ] {
             assert!(parse_into(text, &mut o).is_err(), "{text}");
         }
-        let mut bad = Options::default();
-        bad.checkpoint_distance_bytes = 1;
+        let bad = Options {
+            checkpoint_distance_bytes: 1,
+            ..Options::default()
+        };
         let fs = FaultFs::new();
         fs.create_dir_all(Path::new("/db")).unwrap();
         assert!(matches!(

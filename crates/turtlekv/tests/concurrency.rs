@@ -134,6 +134,9 @@ impl FileSystem for SlowSyncFs {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.0.remove_file(path)
     }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.0.rename(from, to)
+    }
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
         self.0.list_dir(path)
     }
