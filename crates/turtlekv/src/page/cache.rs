@@ -6,8 +6,14 @@
 //! entry is inserted, evicting as needed, so the cached total never exceeds
 //! the capacity. Callers get `Bytes` handles: data stays valid after
 //! eviction for as long as they hold it, and is not charged to the cache.
+//!
+//! Besides bytes, the cache holds decoded objects that the tree builds from
+//! a page once (a verified leaf head, a whole filter) under their own key
+//! parts, charged what the caller says they cost.
 
+use std::any::Any;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 
 use bytes::Bytes;
@@ -21,6 +27,25 @@ pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 96;
 /// Key part naming a whole page rather than one block.
 pub(crate) const WHOLE_PAGE: u32 = u32::MAX;
 
+/// A decoded object cached for a page.
+pub(crate) type CachedObject = Arc<dyn Any + Send + Sync>;
+
+/// What an entry holds.
+#[derive(Clone)]
+enum Value {
+    Bytes(Bytes),
+    Object(CachedObject),
+}
+
+impl std::fmt::Debug for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::Bytes(b) => write!(f, "Bytes({})", b.len()),
+            Value::Object(_) => f.write_str("Object"),
+        }
+    }
+}
+
 /// A whole page, or one block of a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
@@ -31,7 +56,7 @@ pub(crate) struct CacheKey {
 #[derive(Debug)]
 struct Entry {
     key: CacheKey,
-    bytes: Bytes,
+    value: Value,
     charge_bytes: u64,
     /// CLOCK weight: `level - 1` when inserted, `level` after a hit,
     /// decremented by each sweep that passes; evicted at zero. Higher
@@ -94,16 +119,57 @@ impl PageCache {
 
     /// The cached bytes of `key`, marking them recently used.
     pub fn get(&self, key: CacheKey) -> Option<Bytes> {
+        match self.get_value(key)? {
+            Value::Bytes(bytes) => Some(bytes),
+            Value::Object(_) => None,
+        }
+    }
+
+    /// The cached object of `key`, marking it recently used.
+    pub fn get_object(&self, key: CacheKey) -> Option<CachedObject> {
+        match self.get_value(key)? {
+            Value::Object(object) => Some(object),
+            Value::Bytes(_) => None,
+        }
+    }
+
+    fn get_value(&self, key: CacheKey) -> Option<Value> {
         let shard = self.shards[Self::shard_of(key)].read();
         let entry = shard.entries[*shard.map.get(&key)?].as_ref()?;
-        entry.weight.store(entry.level, Relaxed);
-        Some(entry.bytes.clone())
+        // Skip the store when the weight is already full: hits on hot
+        // entries then only read the shared cache line.
+        if entry.weight.load(Relaxed) != entry.level {
+            entry.weight.store(entry.level, Relaxed);
+        }
+        Some(entry.value.clone())
     }
 
     /// Caches `bytes` under `key` if room can be made; an entry larger than
     /// the whole budget is not cached.
     pub fn insert(&self, key: CacheKey, bytes: Bytes, priority: CachePriority) {
         let charge_bytes = bytes.len() as u64 + ENTRY_OVERHEAD_BYTES;
+        self.insert_value(key, Value::Bytes(bytes), charge_bytes, priority);
+    }
+
+    /// Caches a decoded object that costs about `size_bytes` of memory.
+    pub fn insert_object(
+        &self,
+        key: CacheKey,
+        object: CachedObject,
+        size_bytes: u64,
+        priority: CachePriority,
+    ) {
+        let charge_bytes = size_bytes + ENTRY_OVERHEAD_BYTES;
+        self.insert_value(key, Value::Object(object), charge_bytes, priority);
+    }
+
+    fn insert_value(
+        &self,
+        key: CacheKey,
+        value: Value,
+        charge_bytes: u64,
+        priority: CachePriority,
+    ) {
         let home = Self::shard_of(key);
         // The read guard must be gone before `reserve`, which may take this
         // shard's write lock to evict.
@@ -120,7 +186,7 @@ impl PageCache {
         }
         let entry = Entry {
             key,
-            bytes,
+            value,
             charge_bytes,
             // One life fewer than a hit gives: a block read once (a scan)
             // goes before anything read twice, and before higher priorities.

@@ -29,6 +29,7 @@ pub(crate) use self::{
     superblock::{SuperblockRecord, WalPosition},
     versions::RootPin,
 };
+pub(crate) use cache::CachedObject;
 use codec::Geometry;
 
 /// Largest page content of `kind` for the given page sizes: a slot minus
@@ -118,6 +119,24 @@ pub(crate) enum CachePriority {
     Node,
 }
 
+/// Decoded forms of a leaf page that the tree builds once, verifies once
+/// and keeps in the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ObjectKind {
+    LeafHead,
+    Filter,
+}
+
+impl ObjectKind {
+    /// Cache key part; block numbers and `WHOLE_PAGE` never reach these.
+    pub(crate) fn part(self) -> u32 {
+        match self {
+            ObjectKind::LeafHead => u32::MAX - 1,
+            ObjectKind::Filter => u32::MAX - 2,
+        }
+    }
+}
+
 /// What the tree needs from storage.
 pub(crate) trait PageIo: Send + Sync + Debug {
     /// Writes a new immutable page and returns its id. The page is durable
@@ -136,4 +155,27 @@ pub(crate) trait PageIo: Send + Sync + Debug {
         len: u64,
         priority: CachePriority,
     ) -> Result<Bytes>;
+
+    /// Like `read_range`, without caching the blocks read (the caller caches
+    /// a decoded form instead).
+    fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
+        self.read_range(id, offset, len, CachePriority::LeafBlock)
+    }
+
+    /// A decoded form of page `id` cached by `cache_object`.
+    fn cached_object(&self, _id: PageId, _kind: ObjectKind) -> Option<CachedObject> {
+        None
+    }
+
+    /// Caches a decoded form of page `id` costing about `size_bytes`; it
+    /// goes when the page is freed or evicted.
+    fn cache_object(
+        &self,
+        _id: PageId,
+        _kind: ObjectKind,
+        _object: CachedObject,
+        _size_bytes: u64,
+        _priority: CachePriority,
+    ) {
+    }
 }

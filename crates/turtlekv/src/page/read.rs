@@ -46,7 +46,7 @@ impl PageStore {
         id: PageId,
         offset: u64,
         len: u64,
-        priority: CachePriority,
+        priority: Option<CachePriority>,
     ) -> Result<Bytes> {
         let pf = self.checked_file(id)?;
         let beyond = || {
@@ -124,7 +124,7 @@ impl PageStore {
         id: PageId,
         first: u32,
         blocks: &mut [Option<Bytes>],
-        priority: CachePriority,
+        priority: Option<CachePriority>,
     ) -> Result<()> {
         let mut i = 0;
         while i < blocks.len() {
@@ -149,7 +149,9 @@ impl PageStore {
                     page: id.to_raw(),
                     part: index,
                 };
-                self.cache.insert(key, bytes.clone(), priority);
+                if let Some(priority) = priority {
+                    self.cache.insert(key, bytes.clone(), priority);
+                }
                 blocks[i + k] = Some(bytes);
             }
             i = run_end;

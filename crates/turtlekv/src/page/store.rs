@@ -14,7 +14,7 @@ use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
 use super::codec::Geometry;
 use super::superblock::{Slot, SuperblockRecord};
 use super::versions::{RootPin, Versions};
-use super::{CachePriority, PageId, PageIo, PageKind, PageStoreStats};
+use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
 use crate::io::{AlignedBuf, File};
 use crate::{Error, Options, Result};
 
@@ -231,10 +231,11 @@ impl PageStore {
                 page: id.to_raw(),
                 part: WHOLE_PAGE,
             });
-            for block in 0..id.blocks() {
+            let objects = [ObjectKind::LeafHead, ObjectKind::Filter].map(ObjectKind::part);
+            for part in (0..id.blocks()).chain(objects) {
                 self.cache.remove(CacheKey {
                     page: id.to_raw(),
-                    part: block,
+                    part,
                 });
             }
             // A free leaf slot is a hole, so disk usage follows live data and
@@ -356,6 +357,37 @@ impl PageIo for PageStore {
         len: u64,
         priority: CachePriority,
     ) -> Result<Bytes> {
-        self.read_blocks_range(id, offset, len, priority)
+        self.read_blocks_range(id, offset, len, Some(priority))
+    }
+
+    fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
+        self.read_blocks_range(id, offset, len, None)
+    }
+
+    fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {
+        let key = CacheKey {
+            page: id.to_raw(),
+            part: kind.part(),
+        };
+        let found = self.cache.get_object(key);
+        if found.is_some() {
+            bump(&self.counters.cache_hits, 1);
+        }
+        found
+    }
+
+    fn cache_object(
+        &self,
+        id: PageId,
+        kind: ObjectKind,
+        object: CachedObject,
+        size_bytes: u64,
+        priority: CachePriority,
+    ) {
+        let key = CacheKey {
+            page: id.to_raw(),
+            part: kind.part(),
+        };
+        self.cache.insert_object(key, object, size_bytes, priority);
     }
 }

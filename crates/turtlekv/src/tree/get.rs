@@ -70,12 +70,7 @@ impl Tree {
         min_index: u32,
     ) -> Result<Option<(u32, Item)>> {
         if r.filter_len > 0 {
-            let bytes = self.io.read_range(
-                r.id,
-                u64::from(r.head_len),
-                u64::from(r.filter_len),
-                CachePriority::Filter,
-            )?;
+            let bytes = self.read_filter(r)?;
             if !filter::may_contain(&bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
                 return Ok(None);
             }
@@ -88,19 +83,20 @@ impl Tree {
         if head.chunk_items(chunk).1 <= min_index {
             return Ok(None); // the whole chunk was flushed: skip its read
         }
-        let items = self.read_chunk(r, &head, chunk)?;
-        let (first, _) = head.chunk_items(chunk);
+        let (offset, len) = head.chunk_range(chunk);
+        let blocks = self
+            .io
+            .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
+        if blocks.len() as u64 != len {
+            return Err(corrupt(r.id, "leaf chunk read short"));
+        }
+        let found = head
+            .find_in_chunk(chunk, &blocks, key)
+            .map_err(|reason| corrupt(r.id, reason))?;
         #[cfg(test)]
-        if r.filter_len > 0
-            && items
-                .binary_search_by(|it| it.key.as_ref().cmp(key))
-                .is_err()
-        {
+        if r.filter_len > 0 && found.is_none() {
             FILTER_FALSE_POSITIVES.with(|c| c.set(c.get() + 1));
         }
-        Ok(items
-            .binary_search_by(|it| it.key.as_ref().cmp(key))
-            .ok()
-            .map(|i| (first + i as u32, items[i].clone())))
+        Ok(found)
     }
 }

@@ -101,6 +101,41 @@ impl LeafHead {
         })
     }
 
+    /// Memory the decoded head takes, for the page cache's accounting.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let chunks = self.chunks.len() * std::mem::size_of::<ChunkEntry>();
+        let crcs = self.block_crcs.len() * 4;
+        (std::mem::size_of::<Self>() + chunks + crcs) as u64
+    }
+
+    /// Finds `key` in chunk `c` given its blocks' bytes, without decoding the
+    /// other items. The blocks' checksums are not recomputed: the page store
+    /// verified them when it read them (`decode_chunk` and `check()` do
+    /// verify). Returns the item's index in the leaf and the item.
+    pub(crate) fn find_in_chunk(
+        &self,
+        c: usize,
+        blocks: &Bytes,
+        key: &[u8],
+    ) -> Result<Option<(u32, Item)>, String> {
+        let (first, end) = self.chunk_items(c);
+        let mut at = 0usize;
+        for index in first..end {
+            let (item_key, next) = item_key_at(blocks, at)
+                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
+            match item_key.cmp(key) {
+                std::cmp::Ordering::Less => at = next,
+                std::cmp::Ordering::Equal => {
+                    let (item, _) = decode_item(blocks, at)
+                        .ok_or_else(|| format!("leaf chunk {c}: bad item"))?;
+                    return Ok(Some((index, item)));
+                }
+                std::cmp::Ordering::Greater => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+
     /// The chunk a key would be in.
     pub(crate) fn chunk_for(&self, key: &[u8]) -> usize {
         self.chunks
@@ -172,6 +207,19 @@ impl LeafHead {
         }
         Ok(items)
     }
+}
+
+/// The key of the item at `at` and where the next item starts.
+fn item_key_at(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
+    let fixed = bytes.get(at..at + ITEM_OVERHEAD_BYTES)?;
+    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
+    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
+    let key_at = at + ITEM_OVERHEAD_BYTES;
+    let end = key_at.checked_add(key_len)?.checked_add(value_len)?;
+    if end > bytes.len() {
+        return None;
+    }
+    Some((&bytes[key_at..key_at + key_len], end))
 }
 
 fn decode_item(bytes: &Bytes, at: usize) -> Option<(Item, usize)> {

@@ -9,7 +9,7 @@ use std::io;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::page::{CachePriority, PageId, PageIo, PageKind};
+use crate::page::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind};
 use crate::{Error, Result};
 
 /// Reads that missed the simulated cache.
@@ -27,6 +27,7 @@ struct Inner {
     pages: HashMap<u64, (PageKind, Bytes)>,
     next_id: u64,
     cached: HashMap<(u64, u64, u64), CachePriority>,
+    objects: HashMap<(u64, ObjectKind), CachedObject>,
     misses: IoCounts,
 }
 
@@ -50,6 +51,10 @@ impl MemPageIo {
             .lock()
             .cached
             .retain(|_, priority| keep_filters && *priority == CachePriority::Filter);
+        self.inner
+            .lock()
+            .objects
+            .retain(|(_, kind), _| keep_filters && *kind == ObjectKind::Filter);
     }
 
     /// Frees pages (as the page store would after a commit).
@@ -64,6 +69,9 @@ impl MemPageIo {
         inner
             .cached
             .retain(|(id, _, _), _| !ids.iter().any(|d| d.to_raw() == *id));
+        inner
+            .objects
+            .retain(|(id, _), _| !ids.iter().any(|d| d.to_raw() == *id));
     }
 
     pub(super) fn page_ids(&self) -> Vec<PageId> {
@@ -91,6 +99,7 @@ impl MemPageIo {
         copy[offset] ^= 0x40;
         *bytes = Bytes::from(copy);
         inner.cached.clear();
+        inner.objects.clear();
     }
 
     fn read(
@@ -156,5 +165,36 @@ impl PageIo for MemPageIo {
         priority: CachePriority,
     ) -> Result<Bytes> {
         self.read(id, offset, Some(len), priority)
+    }
+
+    /// The tree reads only leaf heads (at offset 0) and filters (right
+    /// after the head) this way; each such read is a miss of that kind.
+    fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
+        let priority = if offset == 0 {
+            CachePriority::LeafHead
+        } else {
+            CachePriority::Filter
+        };
+        let bytes = self.read(id, offset, Some(len), priority)?;
+        self.inner.lock().cached.remove(&(id.to_raw(), offset, len));
+        Ok(bytes)
+    }
+
+    fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {
+        self.inner.lock().objects.get(&(id.to_raw(), kind)).cloned()
+    }
+
+    fn cache_object(
+        &self,
+        id: PageId,
+        kind: ObjectKind,
+        object: CachedObject,
+        _size_bytes: u64,
+        _priority: CachePriority,
+    ) {
+        self.inner
+            .lock()
+            .objects
+            .insert((id.to_raw(), kind), object);
     }
 }

@@ -64,7 +64,7 @@ pub(crate) use item::Item;
 pub(crate) use shape::TreeShape;
 pub(crate) use update::UpdateEvents;
 
-use crate::page::{CachePriority, PageId, PageIo, PageKind};
+use crate::page::{CachePriority, ObjectKind, PageId, PageIo, PageKind};
 use crate::{Error, Options, Result};
 
 /// Sizes the tree works with, derived from [`Options`] and the page store's
@@ -155,19 +155,55 @@ impl Tree {
         node::Node::decode(&bytes).map_err(|reason| corrupt(id, reason))
     }
 
-    /// Reads and decodes the head of a stored leaf.
-    fn read_leaf_head(&self, r: &node::LeafRef) -> Result<leaf::LeafHead> {
-        let head = self
+    /// The decoded head of a stored leaf: from the page cache, where it is
+    /// kept decoded and verified, or read, verified and cached.
+    fn read_leaf_head(&self, r: &node::LeafRef) -> Result<Arc<leaf::LeafHead>> {
+        if let Some(head) = self.io.cached_object(r.id, ObjectKind::LeafHead) {
+            if let Ok(head) = head.downcast::<leaf::LeafHead>() {
+                return Ok(head);
+            }
+        }
+        let bytes = self
             .io
-            .read_range(r.id, 0, u64::from(r.head_len), CachePriority::LeafHead)?;
-        let decoded = leaf::LeafHead::decode(&head).map_err(|reason| corrupt(r.id, reason))?;
+            .read_range_uncached(r.id, 0, u64::from(r.head_len))?;
+        let decoded = leaf::LeafHead::decode(&bytes).map_err(|reason| corrupt(r.id, reason))?;
         if decoded.filter_len != r.filter_len || decoded.head_len != r.head_len {
             return Err(corrupt(
                 r.id,
                 "filter length differs from the node's reference",
             ));
         }
-        Ok(decoded)
+        let head = Arc::new(decoded);
+        let size_bytes = head.memory_bytes();
+        self.io.cache_object(
+            r.id,
+            ObjectKind::LeafHead,
+            head.clone(),
+            size_bytes,
+            CachePriority::LeafHead,
+        );
+        Ok(head)
+    }
+
+    /// The filter of a stored leaf as one contiguous buffer (it may span
+    /// several blocks), cached whole.
+    fn read_filter(&self, r: &node::LeafRef) -> Result<Bytes> {
+        if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter) {
+            if let Ok(filter) = filter.downcast::<Bytes>() {
+                return Ok((*filter).clone());
+            }
+        }
+        let bytes =
+            self.io
+                .read_range_uncached(r.id, u64::from(r.head_len), u64::from(r.filter_len))?;
+        self.io.cache_object(
+            r.id,
+            ObjectKind::Filter,
+            Arc::new(bytes.clone()),
+            bytes.len() as u64,
+            CachePriority::Filter,
+        );
+        Ok(bytes)
     }
 
     /// Reads and decodes one chunk of a stored leaf.

@@ -47,7 +47,7 @@ impl Ord for HeapEntry {
 #[derive(Debug)]
 pub(super) struct Source {
     leaf: LeafRef,
-    head: LeafHead,
+    head: std::sync::Arc<LeafHead>,
     min_index: u32,
     lo: Bytes,
     hi: Option<Bytes>,
