@@ -51,6 +51,10 @@ pub struct YcsbArgs {
     /// Cache budget given to every engine, in bytes.
     #[arg(long, default_value_t = 64 << 20)]
     pub cache_bytes: u64,
+    /// TurtleKV only: its MemTable capacity (checkpoint distance) in bytes;
+    /// default: the engine's own default.
+    #[arg(long)]
+    pub turtlekv_checkpoint_distance_bytes: Option<u64>,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -127,6 +131,9 @@ impl YcsbArgs {
         .collect();
         if self.direct_io {
             args.push("--direct-io".into());
+        }
+        if let Some(bytes) = self.turtlekv_checkpoint_distance_bytes {
+            args.push(format!("--turtlekv-checkpoint-distance-bytes={bytes}").into());
         }
         if self.sync {
             args.push("--sync".into());

@@ -125,6 +125,7 @@ mod tests {
             direct_io: false,
             sync: false,
             threads: 2,
+            turtlekv_checkpoint_distance_bytes: None,
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }

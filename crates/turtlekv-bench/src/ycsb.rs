@@ -33,6 +33,7 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
         direct_io: args.direct_io,
         sync: args.sync,
         threads: usize::from(args.threads),
+        turtlekv_checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {

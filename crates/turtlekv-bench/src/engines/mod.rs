@@ -31,6 +31,8 @@ pub struct EngineConfig {
     pub sync: bool,
     /// Threads the run will use, for engines that size pools by it.
     pub threads: usize,
+    /// TurtleKV's MemTable capacity; `None` keeps its default.
+    pub turtlekv_checkpoint_distance_bytes: Option<u64>,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from
@@ -157,6 +159,7 @@ mod tests {
             direct_io: false,
             sync: false,
             threads: 2,
+            turtlekv_checkpoint_distance_bytes: None,
         };
         for kind in [
             EngineKind::Turtlekv,

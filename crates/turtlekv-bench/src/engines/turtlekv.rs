@@ -17,6 +17,9 @@ impl TurtleKv {
         let mut options = Options::default();
         options.cache_capacity_bytes = config.cache_bytes;
         options.direct_io = config.direct_io;
+        if let Some(bytes) = config.turtlekv_checkpoint_distance_bytes {
+            options.checkpoint_distance_bytes = bytes;
+        }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
             db,

@@ -4,12 +4,20 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 
 use crate::{Error, Result, WriteBatch};
 
 /// Caps one group so a leader's latency stays bounded under heavy load.
 const MAX_GROUP_BYTES: u64 = 4 << 20;
+
+/// How long a leader about to `fdatasync` for fewer writers than the last
+/// synced group had waits for the others to queue. Closed-loop sync
+/// writers return from one group and come back a few microseconds later;
+/// without the wait, two such writers alternate between groups of two and
+/// groups of one (0.75 syncs per write instead of 0.5). Small next to an
+/// fsync, and paid only while several writers are syncing.
+const SYNC_GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// One writer's batch, waiting for a leader.
 #[derive(Debug)]
@@ -27,6 +35,8 @@ struct Queue {
     waiting: VecDeque<Request>,
     done: HashMap<u64, Result<()>>,
     leader_active: bool,
+    /// Requests in the last group that asked for a sync.
+    last_sync_group_len: usize,
 }
 
 /// The queue writers meet in.
@@ -34,6 +44,8 @@ struct Queue {
 pub(crate) struct GroupCommit {
     queue: Mutex<Queue>,
     changed: Condvar,
+    /// Wakes a leader gathering sync writers when a request arrives.
+    arrived: Condvar,
 }
 
 impl GroupCommit {
@@ -56,6 +68,7 @@ impl GroupCommit {
             sync,
             freeze,
         });
+        self.arrived.notify_one();
         loop {
             if let Some(result) = q.done.remove(&ticket) {
                 return result;
@@ -65,7 +78,8 @@ impl GroupCommit {
                 continue;
             }
             q.leader_active = true;
-            let group = take_group(&mut q.waiting);
+            let mut group = take_group(&mut q.waiting);
+            self.gather_sync_writers(&mut q, &mut group);
             drop(q);
             let result = lead(&group);
             q = self.queue.lock();
@@ -75,6 +89,25 @@ impl GroupCommit {
             }
             self.changed.notify_all();
         }
+    }
+}
+
+impl GroupCommit {
+    /// For a group that will sync: waits briefly for as many sync writers as
+    /// the last synced group had, and adds them (see `SYNC_GATHER_WAIT`).
+    fn gather_sync_writers(&self, q: &mut MutexGuard<'_, Queue>, group: &mut Vec<Request>) {
+        let syncing = |g: &[Request]| g.iter().filter(|r| r.sync).count();
+        let expected = q.last_sync_group_len;
+        if syncing(group) > 0 && syncing(group) < expected {
+            let deadline = std::time::Instant::now() + SYNC_GATHER_WAIT;
+            while syncing(group) + syncing(q.waiting.make_contiguous()) < expected {
+                if self.arrived.wait_until(q, deadline).timed_out() {
+                    break;
+                }
+            }
+            group.extend(take_group(&mut q.waiting));
+        }
+        q.last_sync_group_len = syncing(group);
     }
 }
 
