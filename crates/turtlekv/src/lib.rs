@@ -35,6 +35,7 @@ mod memtable;
 mod options;
 mod options_file;
 mod page;
+mod record_cache;
 mod snapshot;
 mod state;
 mod stats;

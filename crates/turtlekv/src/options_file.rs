@@ -76,8 +76,9 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
 
 fn format(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,
+        o.record_cache_capacity_bytes,
         o.checkpoint_distance_bytes,
         o.checkpoint_threads,
         o.filter_bits_per_key,
@@ -100,6 +101,7 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
         let number = || value.parse::<u64>().map_err(|_| bad("not a number"));
         match name.trim() {
             "cache_capacity_bytes" => o.cache_capacity_bytes = number()?,
+            "record_cache_capacity_bytes" => o.record_cache_capacity_bytes = number()?,
             "checkpoint_distance_bytes" => o.checkpoint_distance_bytes = number()?,
             "checkpoint_threads" => {
                 o.checkpoint_threads = usize::try_from(number()?).map_err(|_| bad("too large"))?

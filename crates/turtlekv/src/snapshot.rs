@@ -30,7 +30,7 @@ impl Snapshot {
         let key = key.as_ref();
         validate_entry(key, None)?;
         bump(&self.db.stats.gets, 1);
-        self.view.get(key)
+        self.db.get_at(&self.view.state, self.view.seq, key)
     }
 
     /// Iterates over a key range at the snapshot's point in time.

@@ -32,14 +32,15 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// The value of `key` as of sequence number `seq`.
-    pub fn get(&self, key: &[u8], seq: u64) -> Result<Option<Bytes>> {
+    /// The value of `key` as of sequence number `seq`, and whether it was
+    /// read from the tree (rather than a MemTable).
+    pub fn get(&self, key: &[u8], seq: u64) -> Result<(Option<Bytes>, bool)> {
         if let Some(found) = self.memtables().find_map(|m| m.get(key, seq)) {
-            return Ok(found);
+            return Ok((found, false));
         }
         match &self.tree {
-            Some(tree) => tree.get(key),
-            None => Ok(None),
+            Some(tree) => Ok((tree.get(key)?, true)),
+            None => Ok((None, false)),
         }
     }
 
@@ -56,11 +57,4 @@ impl State {
 pub(crate) struct ReadView {
     pub state: Arc<State>,
     pub seq: u64,
-}
-
-impl ReadView {
-    /// The value of `key` at this read point.
-    pub fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.state.get(key, self.seq)
-    }
 }

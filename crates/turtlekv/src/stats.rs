@@ -99,9 +99,30 @@ pub struct Stats {
     pub tree_segment_pages: u64,
     /// Bytes of updates waiting in node buffers.
     pub tree_buffered_bytes: u64,
+
+    /// Gets answered by the record cache.
+    pub record_cache_hits: u64,
+    /// Gets the record cache could not answer.
+    pub record_cache_misses: u64,
+    /// Records evicted from the record cache.
+    pub record_cache_evictions: u64,
+    /// Bytes the record cache holds.
+    pub record_cache_used_bytes: u64,
+    /// The record cache's share of the memory budget.
+    pub record_cache_capacity_bytes: u64,
+    /// Page reads from disk (cache misses) made by gets.
+    pub get_disk_reads: u64,
 }
 
 impl Stats {
+    /// Page reads from disk per get (0 before the first get).
+    pub fn disk_reads_per_get(&self) -> f64 {
+        if self.gets == 0 {
+            return 0.0;
+        }
+        self.get_disk_reads as f64 / self.gets as f64
+    }
+
     /// Bytes written to the device (WAL and page files) per byte of user
     /// data (key + value) written; 0 before the first write.
     pub fn write_amplification(&self) -> f64 {
@@ -133,6 +154,7 @@ pub(crate) struct Counters {
     pub write_stall_nanos: AtomicU64,
     pub last_checkpoint_nanos: AtomicU64,
     pub max_checkpoint_nanos: AtomicU64,
+    pub get_disk_reads: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -166,6 +188,7 @@ impl Counters {
             write_stall_nanos: read(&self.write_stall_nanos),
             last_checkpoint_nanos: read(&self.last_checkpoint_nanos),
             max_checkpoint_nanos: read(&self.max_checkpoint_nanos),
+            get_disk_reads: read(&self.get_disk_reads),
             ..Stats::default()
         }
     }

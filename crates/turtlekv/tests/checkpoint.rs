@@ -230,32 +230,42 @@ fn a_snapshot_keeps_its_version_readable_across_checkpoints() {
 }
 
 #[test]
-fn memtables_and_page_cache_share_one_budget() {
+fn memtables_record_cache_and_page_cache_share_one_budget() {
     let fs = FaultFs::new();
     let mut options = checkpointing_options();
     options.cache_capacity_bytes = 4 << 20;
+    options.record_cache_capacity_bytes = 1 << 20;
     options.checkpoint_distance_bytes = 1 << 30;
     let db = open_fault(&fs, options).unwrap();
     let before = db.stats();
     assert_eq!(before.memory_budget_bytes, 4 << 20);
-    assert_eq!(before.cache_capacity_bytes, 4 << 20);
+    assert_eq!(before.record_cache_capacity_bytes, 1 << 20);
+    assert_eq!(before.cache_capacity_bytes, 3 << 20);
     for i in 0..10_000 {
         db.put(key(i), [7u8; 200]).unwrap();
     }
     let full = db.stats();
     assert!(full.memtable_bytes > 2 << 20, "{full:?}");
+    // The page cache shrank, down to its floor of an eighth of the budget
+    // (it is resized in steps of a 64th of the budget).
+    let floor = (4 << 20) / 8;
     assert!(
-        full.cache_capacity_bytes + full.memtable_bytes <= (4 << 20) + (64 << 10),
+        (floor..=floor + (4 << 20) / 64).contains(&full.cache_capacity_bytes),
         "{full:?}"
     );
     db.checkpoint_now().unwrap();
     let after = db.stats();
     assert_eq!(after.memtable_bytes, 0);
-    assert_eq!(after.cache_capacity_bytes, 4 << 20);
+    assert_eq!(after.cache_capacity_bytes, 3 << 20);
+    // A smaller budget caps the record cache at half of it.
     db.set_cache_capacity(1 << 20).unwrap();
     let shrunk = db.stats();
     assert_eq!(shrunk.memory_budget_bytes, 1 << 20);
-    assert!(shrunk.cache_used_bytes <= 1 << 20, "{shrunk:?}");
+    assert_eq!(shrunk.record_cache_capacity_bytes, 1 << 19);
+    assert_eq!(shrunk.cache_capacity_bytes, 1 << 19);
+    assert!(shrunk.cache_used_bytes <= 1 << 19, "{shrunk:?}");
+    db.set_record_cache_capacity(0);
+    assert_eq!(db.stats().cache_capacity_bytes, 1 << 20);
     assert!(db.set_cache_capacity(100).is_err());
     assert_eq!(db.stats().memory_budget_bytes, 1 << 20);
 }

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use crate::checkpoint::{CheckpointTarget, Control};
 use crate::db::budget::MemoryBudget;
 use crate::io::LockGuard;
+use crate::record_cache::RecordCache;
 use crate::state::{ReadView, State};
 use crate::stats::{Counters, bump};
 use crate::wal::{GroupCommit, Wal};
@@ -37,6 +38,10 @@ pub(crate) struct DbInner {
     /// Largest item (`7 + key + value`) the tree stores; larger writes are
     /// refused before they are logged.
     pub max_item_bytes: usize,
+    /// Newest values of hot keys read from the tree.
+    pub record_cache: RecordCache,
+    /// The record cache size asked for; it gets at most half the budget.
+    pub record_cache_asked_bytes: AtomicU64,
     pub control: Arc<Control>,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: OnceLock<String>,
@@ -68,17 +73,35 @@ impl DbInner {
         e
     }
 
-    /// Like `read_view().get(key)`, without taking a reference count on the
-    /// State: point reads are the hot path, and a shared counter would make
-    /// concurrent readers contend on one cache line.
+    /// Like `get_at(read_view(), key)`, without taking a reference count on
+    /// the State: point reads are the hot path, and a shared counter would
+    /// make concurrent readers contend on one cache line.
     pub fn get_latest(&self, key: &[u8]) -> Result<Option<Bytes>> {
         loop {
             let state = self.state.load();
             let seq = self.visible_seq.load(Ordering::Acquire);
             if Arc::ptr_eq(&state, &self.state.load()) {
-                return state.get(key, seq);
+                return self.get_at(&state, seq, key);
             }
         }
+    }
+
+    /// The value of `key` at `seq` in `state` (a consistent pair): from the
+    /// record cache when it can answer, else from the MemTables and the
+    /// tree, admitting what the tree answered. Counts the page reads it
+    /// causes.
+    pub fn get_at(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Bytes>> {
+        if let Some(cached) = self.record_cache.get(key, seq) {
+            return Ok(cached);
+        }
+        let reads_before = crate::page::thread_read_ios();
+        let (value, from_tree) = state.get(key, seq)?;
+        let reads = crate::page::thread_read_ios() - reads_before;
+        bump(&self.stats.get_disk_reads, reads);
+        if from_tree {
+            self.record_cache.admit(key, value.as_ref(), seq);
+        }
+        Ok(value)
     }
 
     /// A State and a sequence number that was visible while it was current.
@@ -107,8 +130,14 @@ impl DbInner {
     pub fn rebalance_memory(&self, force: bool) {
         if let Some(target) = &self.target {
             self.budget
-                .rebalance(self.memtable_bytes(), &**target, force);
+                .rebalance(self.memory_in_use_bytes(), &**target, force);
         }
+    }
+
+    /// The page cache's share of the memory budget: what MemTables and the
+    /// record cache leave.
+    fn memory_in_use_bytes(&self) -> u64 {
+        self.memtable_bytes() + self.record_cache.capacity_bytes()
     }
 
     /// Refuses an entry the tree could not store (it would fail the

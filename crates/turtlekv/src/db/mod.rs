@@ -187,6 +187,12 @@ impl Db {
         stats.checkpoint_covered_sequence = inner.covered_seq();
         stats.checkpoint_distance_bytes = inner.checkpoint_distance_bytes.load(Ordering::Relaxed);
         stats.memory_budget_bytes = inner.budget.total_bytes();
+        let records = inner.record_cache.counts();
+        stats.record_cache_hits = records.hits;
+        stats.record_cache_misses = records.misses;
+        stats.record_cache_evictions = records.evictions;
+        stats.record_cache_used_bytes = records.used_bytes;
+        stats.record_cache_capacity_bytes = records.capacity_bytes;
         if let Some(target) = &inner.target {
             add_target_stats(&mut stats, &target.stats());
         }
@@ -221,8 +227,26 @@ impl Db {
             )));
         }
         self.inner.budget.set_total_bytes(bytes);
-        self.inner.rebalance_memory(true);
+        self.resize_record_cache();
         Ok(())
+    }
+
+    /// Changes the record cache's share of the memory budget while the
+    /// database runs (capped at half of it; 0 turns the record cache off).
+    /// The page cache gets what is freed, or gives what is taken.
+    pub fn set_record_cache_capacity(&self, bytes: u64) {
+        self.inner
+            .record_cache_asked_bytes
+            .store(bytes, Ordering::Relaxed);
+        self.resize_record_cache();
+    }
+
+    fn resize_record_cache(&self) {
+        let inner = &self.inner;
+        let asked = inner.record_cache_asked_bytes.load(Ordering::Relaxed);
+        let share = crate::options::record_cache_share(asked, inner.budget.total_bytes());
+        inner.record_cache.set_capacity(share);
+        inner.rebalance_memory(true);
     }
 
     /// Freezes the active MemTable and returns once it, and every MemTable

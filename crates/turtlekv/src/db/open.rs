@@ -14,6 +14,8 @@ use crate::db::inner::DbInner;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, SkipListMemTable};
+use crate::options::record_cache_share;
+use crate::record_cache::RecordCache;
 use crate::state::State;
 use crate::stats::{Counters, bump};
 use crate::wal::{GroupCommit, WAL_DIR, Wal};
@@ -82,6 +84,11 @@ pub(crate) fn open(
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
         budget: MemoryBudget::new(options.cache_capacity_bytes),
         max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),
+        record_cache: RecordCache::new(record_cache_share(
+            options.record_cache_capacity_bytes,
+            options.cache_capacity_bytes,
+        )),
+        record_cache_asked_bytes: AtomicU64::new(options.record_cache_capacity_bytes),
         control: control.clone(),
         poison: OnceLock::new(),
         stats,

@@ -48,6 +48,9 @@ impl DbInner {
             // batch gets `batch_first_seq + i`.
             for (seq, op) in (batch_first_seq..).zip(&req.batch.ops) {
                 state.active.insert(op.key.clone(), seq, op.value.clone());
+                // Before the write is visible: see `record_cache`.
+                self.record_cache
+                    .record_write(&op.key, op.value.as_ref(), seq);
             }
             batch_first_seq += req.batch.len() as u64;
             let (puts, deletes) = req.batch.puts_and_deletes();

@@ -32,6 +32,17 @@ pub(crate) use self::{
 pub(crate) use cache::CachedObject;
 use codec::Geometry;
 
+thread_local! {
+    /// Page reads from disk made by this thread, so a caller can count the
+    /// reads one operation caused.
+    static THREAD_READ_IOS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Page reads from disk made by the calling thread so far.
+pub(crate) fn thread_read_ios() -> u64 {
+    THREAD_READ_IOS.with(std::cell::Cell::get)
+}
+
 /// Largest page content of `kind` for the given page sizes: a slot minus
 /// the 8-byte trailer of each block and the 16-byte page header (4072 bytes
 /// for a 4 KiB node, 2,093,040 for a 2 MiB leaf). The tree must size its

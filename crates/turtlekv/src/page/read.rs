@@ -194,6 +194,7 @@ impl PageStore {
             Err(e) => return Err(Error::Io(e)),
         }
         bump(&self.counters.read_ios, 1);
+        super::THREAD_READ_IOS.with(|n| n.set(n.get() + 1));
         self.counters
             .bytes_read
             .fetch_add(image.len() as u64, Ordering::Relaxed);
