@@ -277,7 +277,7 @@ fn directory_blocks(dir: &Path) -> Result<(u64, u64)> {
 
 fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
     let line = |out: &mut dyn Write, label: &str, value: String| -> std::io::Result<()> {
-        writeln!(out, "  {label:<26} {value}")
+        writeln!(out, "  {label:<28} {value}")
     };
     writeln!(out, "database {}", r.path)?;
     writeln!(out, "tree")?;
