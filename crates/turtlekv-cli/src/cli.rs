@@ -50,7 +50,9 @@ pub enum Command {
     Bench(BenchArgs),
 }
 
-/// Sets KEY to VALUE (durable when the command returns). Creates the
+/// Set KEY to VALUE.
+///
+/// The write is durable (fsynced) when the command returns. Creates the
 /// database if the directory is new or empty.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -60,13 +62,18 @@ pub struct PutArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
     pub key: String,
+    /// The value, in the same encoding as the key.
     pub value: String,
     #[command(flatten)]
     pub encoding: EncodingArgs,
 }
 
-/// Prints the value of KEY; exit code 3 when there is none.
+/// Print the value of KEY.
+///
+/// Exit code 3 when the key has no value. A value that is not UTF-8 needs
+/// --hex or --base64.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv get ./my-db apple\n  \
@@ -75,13 +82,16 @@ pub struct GetArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
     pub key: String,
     #[command(flatten)]
     pub encoding: EncodingArgs,
 }
 
-/// Removes KEY (durable when the command returns). Removing a key that is
-/// not there is not an error.
+/// Remove KEY.
+///
+/// The delete is durable (fsynced) when the command returns. Removing a
+/// key that is not there is not an error.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv delete ./my-db apple\n  \
@@ -90,12 +100,16 @@ pub struct DeleteArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
     pub key: String,
     #[command(flatten)]
     pub encoding: EncodingArgs,
 }
 
-/// Prints records in key order, one `KEY<TAB>VALUE` line each.
+/// Print records in key order.
+///
+/// One `KEY<TAB>VALUE` line per record, or JSON Lines with --json. Keys or
+/// values that are not UTF-8 need --hex, --base64 or --json.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv scan ./my-db\n  \
@@ -131,9 +145,11 @@ pub struct ScanArgs {
     pub encoding: EncodingArgs,
 }
 
-/// Writes the records of FILE (JSON Lines or CSV, see `dump`) into the
-/// database, creating it if needed. Records are written in batches; on a
-/// bad record the command stops, and the records before its batch stay.
+/// Load records from a JSON Lines or CSV file.
+///
+/// Creates the database if needed. Records are written in batches and
+/// made durable at the end; on a bad record the command stops with its line
+/// number, and the batches before it stay.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv load ./my-db records.jsonl\n  \
@@ -155,7 +171,9 @@ pub struct LoadArgs {
     pub format: Option<Format>,
 }
 
-/// Writes every record, in key order, as JSON Lines or CSV that `load`
+/// Write every record as JSON Lines or CSV.
+///
+/// Records come in key order, from one point in time, in a form `load`
 /// reads back exactly (binary keys and values included).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
@@ -179,8 +197,13 @@ pub struct DumpArgs {
     pub encoding: EncodingArgs,
 }
 
-/// Shows tree shape, pages, bytes on disk, space amplification, memory,
-/// write amplification and the last checkpoint.
+/// Show the tree, disk use, memory and the last checkpoint.
+///
+/// Tree height and pages per kind, bytes on disk per file, live data and
+/// space amplification (from a full scan), MemTable and cache sizes, the
+/// last checkpoint, the stored options, and what this open did (the engine
+/// counts writes per open handle, so write amplification covers this open
+/// only).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv stats ./my-db\n  \
@@ -199,8 +222,10 @@ pub struct StatsArgs {
     pub no_scan: bool,
 }
 
-/// Verifies every WAL record, every page checksum and the tree's
-/// invariants; exit code 6 and a report on corruption.
+/// Verify the whole database.
+///
+/// Every WAL record, every page checksum and the tree's invariants. Exit
+/// code 6 and a report naming file and offset on corruption.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv check ./my-db\n  \
@@ -214,8 +239,10 @@ pub struct CheckArgs {
     pub json: bool,
 }
 
-/// Moves everything in the MemTable into the tree now (a durable
-/// checkpoint) and trims the WAL.
+/// Checkpoint now.
+///
+/// Moves everything in the MemTable into the tree (a durable checkpoint)
+/// and removes the WAL segments it covers.
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  turtlekv checkpoint ./my-db")]
 pub struct CheckpointArgs {
@@ -224,9 +251,11 @@ pub struct CheckpointArgs {
     pub db: PathBuf,
 }
 
-/// Stores the memory knobs as the database's defaults for future opens
-/// (the OPTIONS file); without flags, shows them. Sizes take units: 4096,
-/// 512KiB, 64MiB, 1.5GiB.
+/// Store tuning knobs for future opens.
+///
+/// The knobs go to the database's OPTIONS file, which every later open
+/// through `Options::load` uses (this tool's included). Without flags,
+/// shows them. Sizes take binary units: 4096, 512KiB, 64MiB, 1.5GiB.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv tune ./my-db --checkpoint-distance 64MiB --cache 1GiB\n  \
@@ -255,8 +284,10 @@ pub struct TuneArgs {
     pub wal_segment_size: Option<u64>,
 }
 
-/// Runs a short YCSB benchmark of TurtleKV on a temporary database (the
-/// `turtlekv-bench ycsb` driver with small defaults) and prints a table.
+/// Run a short YCSB benchmark on a temporary database.
+///
+/// The `turtlekv-bench ycsb` driver, TurtleKV only, with small defaults
+/// and the engine's built-in options; the database is removed afterwards.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv bench\n  \

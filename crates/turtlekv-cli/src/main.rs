@@ -35,9 +35,15 @@ fn main() -> ExitCode {
             // the error, so that the two appear in order on a terminal.
             let _ = out.flush();
             let exit = exit_for(&err);
-            eprintln!("turtlekv: error: {err:#}");
-            if exit == Exit::Usage {
-                eprintln!("For more information, try '--help'.");
+            // The same shape as clap's own errors.
+            eprintln!("error: {err:#}");
+            match exit {
+                Exit::Usage => eprintln!("\nFor more information, try '--help'."),
+                Exit::Locked => eprintln!(
+                    "\nAnother process (or another handle in one) has the database open; \
+                     it can be used once that one closes it."
+                ),
+                _ => {}
             }
             exit.into()
         }

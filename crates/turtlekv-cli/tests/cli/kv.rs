@@ -112,7 +112,7 @@ fn bad_keys_are_usage_errors() {
     ] {
         let (code, _, stderr) = run(&args);
         assert_eq!(code, 2, "{args:?}: {stderr}");
-        assert!(stderr.starts_with("turtlekv: error: "), "{stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
     }
     // Nothing was created by the refused commands.
     assert!(!std::path::Path::new(db).exists());
