@@ -1,0 +1,348 @@
+//! The command line: every command, its arguments and its `--help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+use turtlekv_bench::generator::Distribution;
+use turtlekv_bench::workload::Workload;
+
+use crate::encoding::EncodingArgs;
+use crate::records::Format;
+use crate::size::parse_size;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "turtlekv",
+    version,
+    about = "Look inside and operate a TurtleKV database",
+    long_about = "Look inside and operate a TurtleKV database.\n\n\
+        Every command that opens a database uses the options stored in it \
+        (see `turtlekv tune`). Only `put` and `load` create a database; the \
+        others fail on a path that holds none. A database open in another \
+        process is locked, and commands on it fail.",
+    after_help = "Examples:\n  \
+        turtlekv put ./my-db apple red\n  \
+        turtlekv get ./my-db apple\n  \
+        turtlekv scan ./my-db --prefix app --limit 10\n  \
+        turtlekv dump ./my-db > backup.jsonl && turtlekv load ./copy backup.jsonl\n  \
+        turtlekv stats ./my-db --json\n  \
+        turtlekv check ./my-db\n\n\
+        Exit codes: 0 ok, 1 failure, 2 bad arguments, 3 key not found (get), \
+        4 no database, 5 database locked, 6 corruption."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Put(PutArgs),
+    Get(GetArgs),
+    Delete(DeleteArgs),
+    Scan(ScanArgs),
+    Load(LoadArgs),
+    Dump(DumpArgs),
+    Stats(StatsArgs),
+    Check(CheckArgs),
+    Checkpoint(CheckpointArgs),
+    Tune(TuneArgs),
+    Bench(BenchArgs),
+}
+
+/// Set KEY to VALUE.
+///
+/// The write is durable (fsynced) when the command returns. Creates the
+/// database if the directory is new or empty.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv put ./my-db apple red\n  \
+    turtlekv put ./my-db --hex 00ff 0102")]
+pub struct PutArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
+    pub key: String,
+    /// The value, in the same encoding as the key.
+    pub value: String,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
+}
+
+/// Print the value of KEY.
+///
+/// Exit code 3 when the key has no value. A value that is not UTF-8 needs
+/// --hex or --base64.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv get ./my-db apple\n  \
+    turtlekv get ./my-db --base64 AP8=")]
+pub struct GetArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
+    pub key: String,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
+}
+
+/// Remove KEY.
+///
+/// The delete is durable (fsynced) when the command returns. Removing a
+/// key that is not there is not an error.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv delete ./my-db apple\n  \
+    turtlekv delete ./my-db --hex 00ff")]
+pub struct DeleteArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// The key: text, or hex/base64 with --hex/--base64.
+    pub key: String,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
+}
+
+/// Print records in key order.
+///
+/// One `KEY<TAB>VALUE` line per record, or JSON Lines with --json. Keys or
+/// values that are not UTF-8 need --hex, --base64 or --json.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv scan ./my-db\n  \
+    turtlekv scan ./my-db --from b --to d --limit 10\n  \
+    turtlekv scan ./my-db --prefix user: --reverse --keys-only\n  \
+    turtlekv scan ./my-db --hex --json")]
+pub struct ScanArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// First key (inclusive).
+    #[arg(long, value_name = "KEY")]
+    pub from: Option<String>,
+    /// End key (exclusive).
+    #[arg(long, value_name = "KEY")]
+    pub to: Option<String>,
+    /// Only keys that start with this prefix.
+    #[arg(long, value_name = "PREFIX", conflicts_with_all = ["from", "to"])]
+    pub prefix: Option<String>,
+    /// Print at most N records.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u64>,
+    /// Largest key first.
+    #[arg(long)]
+    pub reverse: bool,
+    /// Print keys only.
+    #[arg(long, conflicts_with = "json")]
+    pub keys_only: bool,
+    /// Print JSON Lines, as `dump` does (binary-safe without --hex/--base64).
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
+}
+
+/// Load records from a JSON Lines or CSV file.
+///
+/// Creates the database if needed. Records are written in batches and
+/// made durable at the end; on a bad record the command stops with its line
+/// number, and the batches before it stay.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv load ./my-db records.jsonl\n  \
+    turtlekv load ./my-db records.csv\n  \
+    turtlekv dump ./old-db | turtlekv load ./new-db -\n\n\
+    JSON Lines: {\"key\": \"apple\", \"value\": \"red\"} per line; key_base64/key_hex and\n\
+    value_base64/value_hex hold binary. CSV: a header row `key,value` (or the\n\
+    _base64/_hex names) names the columns and their encoding.")]
+pub struct LoadArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// Input file, or `-` for standard input.
+    #[arg(value_name = "FILE")]
+    pub file: String,
+    /// Input format (default: from the file's extension, else JSON Lines
+    /// when the first character is `{`, else CSV).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+}
+
+/// Write every record as JSON Lines or CSV.
+///
+/// Records come in key order, from one point in time, in a form `load`
+/// reads back exactly (binary keys and values included).
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv dump ./my-db > backup.jsonl\n  \
+    turtlekv dump ./my-db --format csv -o backup.csv\n  \
+    turtlekv dump ./my-db --hex\n\n\
+    JSON Lines: a key or value that is UTF-8 is written as \"key\"/\"value\", other\n\
+    bytes as \"key_base64\"/\"value_base64\". CSV: the key column is `key` when every\n\
+    key is UTF-8, else `key_base64` (values alike). --hex or --base64 uses that\n\
+    encoding for everything.")]
+pub struct DumpArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+    pub format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
+}
+
+/// Show the tree, disk use, memory and the last checkpoint.
+///
+/// Tree height and pages per kind, bytes on disk per file, live data and
+/// space amplification (from a full scan), MemTable and cache sizes, the
+/// last checkpoint, the stored options, and what this open did (the engine
+/// counts writes per open handle, so write amplification covers this open
+/// only).
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv stats ./my-db\n  \
+    turtlekv stats ./my-db --json | jq .disk\n  \
+    turtlekv stats ./big-db --no-scan")]
+pub struct StatsArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Skip the scan that counts live keys and bytes (space amplification
+    /// is then left out); for large databases.
+    #[arg(long)]
+    pub no_scan: bool,
+}
+
+/// Verify the whole database.
+///
+/// Every WAL record, every page checksum and the tree's invariants. Exit
+/// code 6 and a report naming file and offset on corruption.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv check ./my-db\n  \
+    turtlekv check ./my-db --json")]
+pub struct CheckArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Checkpoint now.
+///
+/// Moves everything in the MemTable into the tree (a durable checkpoint)
+/// and removes the WAL segments it covers.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  turtlekv checkpoint ./my-db")]
+pub struct CheckpointArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+}
+
+/// Store tuning knobs for future opens.
+///
+/// The knobs go to the database's OPTIONS file, which every later open
+/// through `Options::load` uses (this tool's included). Without flags,
+/// shows them. Sizes take binary units: 4096, 512KiB, 64MiB, 1.5GiB.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv tune ./my-db --checkpoint-distance 64MiB --cache 1GiB\n  \
+    turtlekv tune ./my-db")]
+pub struct TuneArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// MemTable capacity: bytes of updates gathered per checkpoint.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub checkpoint_distance: Option<u64>,
+    /// Memory budget shared by the page cache and the MemTables.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub cache: Option<u64>,
+    /// Threads per checkpoint; 0 means one per core.
+    #[arg(long, value_name = "N")]
+    pub checkpoint_threads: Option<usize>,
+    /// Bits per key of the leaf filters; 0 turns filters off.
+    #[arg(long, value_name = "N")]
+    pub filter_bits: Option<u32>,
+    /// Bypass the OS page cache for pages (O_DIRECT).
+    #[arg(long, value_name = "BOOL")]
+    pub direct_io: Option<bool>,
+    /// Size at which a WAL segment is closed and the next begun.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub wal_segment_size: Option<u64>,
+}
+
+/// Run a short YCSB benchmark on a temporary database.
+///
+/// The `turtlekv-bench ycsb` driver, TurtleKV only, with small defaults
+/// and the engine's built-in options; the database is removed afterwards.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv bench\n  \
+    turtlekv bench --records 100000 --ops 100000 --workloads load,a,c")]
+pub struct BenchArgs {
+    /// Records inserted by the load phase.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub records: u64,
+    /// Operations per workload.
+    #[arg(long, default_value_t = 50_000)]
+    pub ops: u64,
+    /// Phases to report (the load always runs).
+    #[arg(long, value_delimiter = ',', default_value = "load,a,b,c,d,e,f")]
+    pub workloads: Vec<Workload>,
+    /// Client threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: u16,
+    /// Bytes per value (8 to 262144).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u32).range(8..=262_144))]
+    pub value_size: u32,
+    /// Request distribution.
+    #[arg(long, value_enum, default_value_t = Distribution::Zipfian)]
+    pub distribution: Distribution,
+    /// fsync every write.
+    #[arg(long)]
+    pub sync: bool,
+    /// Where the temporary database goes (default: the system temporary
+    /// directory); it is removed afterwards.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Also write the results as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_command_has_an_example() {
+        for command in Cli::command().get_subcommands() {
+            let help = command.get_after_help().map(|h| h.to_string());
+            assert!(
+                help.is_some_and(|h| h.contains("turtlekv ")),
+                "{} has no example",
+                command.get_name()
+            );
+        }
+    }
+}

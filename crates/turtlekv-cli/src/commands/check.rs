@@ -1,0 +1,141 @@
+//! `check`: the engine's full integrity check, reported for people or
+//! machines, with exit code 6 on corruption.
+
+use std::io::Write;
+
+use anyhow::{Context as _, Result, anyhow};
+use serde::Serialize;
+use turtlekv::CheckReport;
+
+use crate::cli::CheckArgs;
+use crate::db::{Create, open};
+use crate::size::format_size;
+
+#[derive(Debug, Serialize)]
+struct Report {
+    path: String,
+    ok: bool,
+    /// What was verified, when the check got through.
+    verified: Option<Verified>,
+    corruption: Option<Corruption>,
+}
+
+#[derive(Debug, Serialize)]
+struct Verified {
+    wal_segments: u64,
+    wal_records: u64,
+    wal_bytes: u64,
+    memtable_keys: u64,
+    tree_pages: u64,
+    tree_keys: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Corruption {
+    /// `open` (found while recovering: superblock, WAL replay, node pages)
+    /// or `check` (found by the full check).
+    found_during: &'static str,
+    file: String,
+    offset: u64,
+    reason: String,
+}
+
+pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
+    let path = args.db.display().to_string();
+    // Corruption can stop the open itself (a bad WAL record, superblock or
+    // node page), so that is part of the check too.
+    let (stage, outcome) = match open(&args.db, Create::No) {
+        Ok(db) => ("check", db.check().map_err(anyhow::Error::from)),
+        Err(err) if corruption(&err, "open").is_some() => ("open", Err(err)),
+        Err(err) => return Err(err),
+    };
+    let report = match &outcome {
+        Ok(r) => Report {
+            path: path.clone(),
+            ok: true,
+            verified: Some(verified(r)),
+            corruption: None,
+        },
+        Err(err) => Report {
+            path: path.clone(),
+            ok: false,
+            verified: None,
+            // Anything but corruption (an I/O error, say) is no verdict on
+            // the data: fail as such.
+            corruption: Some(
+                corruption(err, stage).ok_or_else(|| anyhow!("checking {path}: {err:#}"))?,
+            ),
+        },
+    };
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        write_text(&report, out)?;
+    }
+    outcome
+        .map(|_| ())
+        .with_context(|| format!("the check of {path} found corruption"))
+}
+
+fn verified(r: &CheckReport) -> Verified {
+    Verified {
+        wal_segments: r.wal_segments,
+        wal_records: r.wal_records,
+        wal_bytes: r.wal_bytes,
+        memtable_keys: r.memtable_keys,
+        tree_pages: r.tree_pages,
+        tree_keys: r.tree_keys,
+    }
+}
+
+/// The engine's corruption error inside `err`, if that is what it is.
+fn corruption(err: &anyhow::Error, found_during: &'static str) -> Option<Corruption> {
+    err.chain()
+        .filter_map(|c| c.downcast_ref::<turtlekv::Error>())
+        .find_map(|e| match e {
+            turtlekv::Error::Corruption {
+                file,
+                offset,
+                reason,
+            } => Some(Corruption {
+                found_during,
+                file: file.display().to_string(),
+                offset: *offset,
+                reason: reason.clone(),
+            }),
+            _ => None,
+        })
+}
+
+fn write_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
+    if let Some(v) = &r.verified {
+        writeln!(out, "{}: OK", r.path)?;
+        writeln!(
+            out,
+            "  WAL        {} records in {} segments ({}) verified",
+            v.wal_records,
+            v.wal_segments,
+            format_size(v.wal_bytes)
+        )?;
+        writeln!(out, "  MemTables  {} keys, in order", v.memtable_keys)?;
+        writeln!(
+            out,
+            "  tree       {} pages verified (checksums and invariants), {} live keys",
+            v.tree_pages, v.tree_keys
+        )?;
+    }
+    if let Some(c) = &r.corruption {
+        writeln!(out, "{}: CORRUPT", r.path)?;
+        writeln!(out, "  file       {}", c.file)?;
+        writeln!(out, "  offset     {}", c.offset)?;
+        writeln!(out, "  problem    {}", c.reason)?;
+        let during = if c.found_during == "open" {
+            "opening the database (recovery reads the superblock, node pages and WAL)"
+        } else {
+            "the full check"
+        };
+        writeln!(out, "  found by   {during}")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,89 @@
+//! `dump`: every record, in key order, in a format `load` reads back.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+
+use anyhow::{Context as _, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use turtlekv::Snapshot;
+
+use crate::cli::DumpArgs;
+use crate::db::{Create, open};
+use crate::encoding::Encoding;
+use crate::records::{CsvWriter, Format, json_line};
+
+pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
+    let encoding = args.encoding.encoding();
+    let db = open(&args.db, Create::No)?;
+    // One point in time for the whole dump (and both CSV passes).
+    let snapshot = db.snapshot();
+    let Some(path) = &args.output else {
+        write_records(
+            &snapshot,
+            args.format,
+            encoding,
+            stdout,
+            &ProgressBar::hidden(),
+        )?;
+        return Ok(());
+    };
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let mut file = BufWriter::new(file);
+    // A bar only when the records go to a file: on a terminal it would
+    // mix with them.
+    let bar = ProgressBar::new_spinner().with_style(
+        ProgressStyle::with_template("{spinner} dumping: {pos} records, {per_sec}")
+            .expect("the template is valid"),
+    );
+    let records = write_records(&snapshot, args.format, encoding, &mut file, &bar);
+    bar.finish_and_clear();
+    let records = records.with_context(|| format!("writing {}", path.display()))?;
+    file.flush()
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(stdout, "dumped {records} records to {}", path.display())?;
+    Ok(())
+}
+
+fn write_records(
+    snapshot: &Snapshot,
+    format: Format,
+    encoding: Encoding,
+    out: &mut dyn Write,
+    bar: &ProgressBar,
+) -> Result<u64> {
+    let mut records = 0;
+    match format {
+        Format::Jsonl => {
+            for item in snapshot.range::<&[u8], _>(..) {
+                let (key, value) = item.context("reading the database")?;
+                writeln!(out, "{}", json_line(&key, &value, encoding))?;
+                records += 1;
+                bar.inc(1);
+            }
+        }
+        Format::Csv => {
+            // A CSV column has one encoding, named in the header, so find
+            // out first whether every key (value) can be text.
+            let (mut utf8_keys, mut utf8_values) = (true, true);
+            if encoding == Encoding::Utf8 {
+                for item in snapshot.range::<&[u8], _>(..) {
+                    let (key, value) = item.context("reading the database")?;
+                    utf8_keys &= std::str::from_utf8(&key).is_ok();
+                    utf8_values &= std::str::from_utf8(&value).is_ok();
+                    if !utf8_keys && !utf8_values {
+                        break;
+                    }
+                }
+            }
+            let mut writer = CsvWriter::new(out, encoding, utf8_keys, utf8_values)?;
+            for item in snapshot.range::<&[u8], _>(..) {
+                let (key, value) = item.context("reading the database")?;
+                writer.write(&key, &value)?;
+                records += 1;
+                bar.inc(1);
+            }
+            writer.finish()?;
+        }
+    }
+    Ok(records)
+}

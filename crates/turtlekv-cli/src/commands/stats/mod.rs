@@ -1,0 +1,276 @@
+//! `stats`: what the database holds, where its bytes go, how it is tuned.
+
+use std::io::Write;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use turtlekv::{OPTIONS_FILE_NAME, Options, Stats};
+
+mod text;
+
+use crate::cli::StatsArgs;
+use crate::db::{Create, open_with_options};
+
+/// The `--json` document; the text output shows the same fields.
+#[derive(Debug, Serialize)]
+struct Report {
+    path: String,
+    tree: Tree,
+    disk: Disk,
+    /// From a scan of every record; absent with `--no-scan`.
+    live: Option<Live>,
+    /// `disk.bytes_on_disk / live.user_bytes`; absent without a scan or
+    /// with no live data.
+    space_amplification: Option<f64>,
+    memtable: MemTable,
+    memory: Memory,
+    checkpoint: Checkpoint,
+    options: StoredOptions,
+    this_open: ThisOpen,
+}
+
+#[derive(Debug, Serialize)]
+struct Tree {
+    height: u64,
+    node_pages: u64,
+    leaf_pages: u64,
+    buffer_segment_pages: u64,
+    /// Updates waiting in node buffers.
+    buffered_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Disk {
+    /// Allocated bytes (`st_blocks * 512`) of every file in the directory.
+    bytes_on_disk: u64,
+    files: Vec<FileUsage>,
+    wal_segments: u64,
+    wal_bytes_on_disk: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct FileUsage {
+    name: String,
+    bytes_on_disk: u64,
+    /// Apparent size; larger than `bytes_on_disk` where freed pages were
+    /// punched out.
+    len_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Live {
+    keys: u64,
+    /// Sum of key and value lengths.
+    user_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct MemTable {
+    bytes: u64,
+    entries: u64,
+    frozen: u64,
+    checkpoint_distance_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Memory {
+    /// Shared by the MemTables and the page cache.
+    budget_bytes: u64,
+    cache_capacity_bytes: u64,
+    cache_used_bytes: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct Checkpoint {
+    /// The tree holds every write up to this sequence number.
+    covered_sequence: u64,
+    /// The newest write; those above `covered_sequence` are in the WAL.
+    last_sequence: u64,
+    /// When the superblock was last written, i.e. the last checkpoint
+    /// committed (or the database created), in seconds since the epoch.
+    committed_unix_secs: Option<u64>,
+    committed_utc: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct StoredOptions {
+    /// Whether an OPTIONS file (from `turtlekv tune`) exists; without one
+    /// the knobs are the defaults.
+    stored: bool,
+    leaf_size_bytes: u64,
+    node_size_bytes: u64,
+    checkpoint_distance_bytes: u64,
+    cache_capacity_bytes: u64,
+    checkpoint_threads: usize,
+    filter_bits_per_key: u32,
+    direct_io: bool,
+    wal_segment_size_bytes: u64,
+}
+
+/// The engine counts writes per open handle, not over the database's
+/// life: these are what this command's own open did (WAL replay, mostly).
+#[derive(Debug, Serialize)]
+struct ThisOpen {
+    wal_records_replayed: u64,
+    wal_tail_bytes_dropped: u64,
+    user_bytes_written: u64,
+    wal_bytes_written: u64,
+    page_bytes_written: u64,
+    /// `(wal + page bytes written) / user bytes written`; absent with no
+    /// user writes.
+    write_amplification: Option<f64>,
+}
+
+pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
+    let (db, options) = open_with_options(&args.db, Create::No)?;
+    // Counters first, so that the scan below does not show in the cache.
+    let stats = db.stats();
+    let live = if args.no_scan {
+        None
+    } else {
+        let mut live = Live {
+            keys: 0,
+            user_bytes: 0,
+        };
+        for item in db.range::<&[u8], _>(..) {
+            let (key, value) = item.context("scanning the database")?;
+            live.keys += 1;
+            live.user_bytes += (key.len() + value.len()) as u64;
+        }
+        Some(live)
+    };
+    let disk = disk_usage(&args.db)?;
+    let committed = std::fs::metadata(args.db.join("SUPERBLOCK"))
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    let report = Report {
+        path: args.db.display().to_string(),
+        space_amplification: live
+            .as_ref()
+            .filter(|l| l.user_bytes > 0)
+            .map(|l| disk.bytes_on_disk as f64 / l.user_bytes as f64),
+        live,
+        disk,
+        tree: Tree {
+            height: stats.tree_height,
+            node_pages: stats.tree_node_pages,
+            leaf_pages: stats.tree_leaf_pages,
+            buffer_segment_pages: stats.tree_segment_pages,
+            buffered_bytes: stats.tree_buffered_bytes,
+        },
+        memtable: MemTable {
+            bytes: stats.memtable_bytes,
+            entries: stats.memtable_entries,
+            frozen: stats.frozen_memtables,
+            checkpoint_distance_bytes: stats.checkpoint_distance_bytes,
+        },
+        memory: Memory {
+            budget_bytes: stats.memory_budget_bytes,
+            cache_capacity_bytes: stats.cache_capacity_bytes,
+            cache_used_bytes: stats.cache_used_bytes,
+        },
+        checkpoint: Checkpoint {
+            covered_sequence: stats.checkpoint_covered_sequence,
+            last_sequence: stats.last_sequence,
+            committed_unix_secs: committed,
+            committed_utc: committed.map(text::utc),
+        },
+        options: stored_options(&args.db, &options),
+        this_open: this_open(&stats),
+    };
+    if args.json {
+        serde_json::to_writer_pretty(&mut *out, &report)?;
+        writeln!(out)?;
+    } else {
+        text::write_text(&report, out)?;
+    }
+    Ok(())
+}
+
+fn stored_options(path: &Path, o: &Options) -> StoredOptions {
+    StoredOptions {
+        stored: path.join(OPTIONS_FILE_NAME).exists(),
+        leaf_size_bytes: o.leaf_size_bytes,
+        node_size_bytes: o.node_size_bytes,
+        checkpoint_distance_bytes: o.checkpoint_distance_bytes,
+        cache_capacity_bytes: o.cache_capacity_bytes,
+        checkpoint_threads: o.checkpoint_threads,
+        filter_bits_per_key: o.filter_bits_per_key,
+        direct_io: o.direct_io,
+        wal_segment_size_bytes: o.wal_segment_size_bytes,
+    }
+}
+
+fn this_open(stats: &Stats) -> ThisOpen {
+    ThisOpen {
+        wal_records_replayed: stats.wal_records_replayed,
+        wal_tail_bytes_dropped: stats.wal_tail_bytes_dropped,
+        user_bytes_written: stats.user_bytes_written,
+        wal_bytes_written: stats.wal_bytes_written,
+        page_bytes_written: stats.page_bytes_written,
+        write_amplification: (stats.user_bytes_written > 0).then(|| stats.write_amplification()),
+    }
+}
+
+/// Allocated bytes of the files in `dir`, the WAL directory summed up.
+fn disk_usage(dir: &Path) -> Result<Disk> {
+    let mut disk = Disk {
+        bytes_on_disk: 0,
+        files: Vec::new(),
+        wal_segments: 0,
+        wal_bytes_on_disk: 0,
+    };
+    let entries = std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("listing {}", dir.display()))?;
+        let meta = entry
+            .metadata()
+            .with_context(|| format!("reading {}", entry.path().display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if meta.is_dir() {
+            // wal/ is the only directory the engine makes.
+            let (files, bytes) = directory_blocks(&entry.path())?;
+            if name == "wal" {
+                disk.wal_segments += files;
+                disk.wal_bytes_on_disk += bytes;
+            }
+            disk.bytes_on_disk += bytes;
+            continue;
+        }
+        let bytes = meta.blocks() * 512;
+        disk.bytes_on_disk += bytes;
+        disk.files.push(FileUsage {
+            name,
+            bytes_on_disk: bytes,
+            len_bytes: meta.len(),
+        });
+    }
+    disk.files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(disk)
+}
+
+/// Files in and allocated bytes under a directory, recursively.
+fn directory_blocks(dir: &Path) -> Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0, 0);
+    for entry in std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))? {
+        let path = entry
+            .with_context(|| format!("listing {}", dir.display()))?
+            .path();
+        let meta = std::fs::symlink_metadata(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        if meta.is_dir() {
+            let (f, b) = directory_blocks(&path)?;
+            files += f;
+            bytes += b;
+        } else {
+            files += 1;
+            bytes += meta.blocks() * 512;
+        }
+    }
+    Ok((files, bytes))
+}

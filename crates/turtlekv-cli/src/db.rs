@@ -1,0 +1,112 @@
+//! Opening a database the way every command does: with the options stored
+//! in it (`Options::load`), and never creating one by accident.
+
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use turtlekv::{Db, LOCK_FILE_NAME, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options};
+
+use crate::error::NoDatabase;
+
+/// Whether a command may create the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Create {
+    /// Reading commands: a missing database is an error.
+    No,
+    /// `put`, `load`: create the directory and an empty database.
+    IfMissing,
+}
+
+/// Opens the database at `path` with its stored options.
+pub fn open(path: &Path, create: Create) -> Result<Db> {
+    let (db, _) = open_with_options(path, create)?;
+    Ok(db)
+}
+
+/// [`open`], also returning the options it opened with.
+pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
+    match create {
+        Create::No => require_database(path)?,
+        Create::IfMissing => refuse_foreign_directory(path)?,
+    }
+    let mut options = Options::load(path)
+        .with_context(|| format!("reading the stored options of {}", path.display()))?;
+    options.create_if_missing = create == Create::IfMissing;
+    let db = Db::open(path, options.clone())
+        .with_context(|| format!("opening the database at {}", path.display()))?;
+    Ok((db, options))
+}
+
+/// A database directory holds a `LOCK` file from its first open on;
+/// without one the path is not a database (and opening it would make one).
+pub fn require_database(path: &Path) -> Result<()> {
+    let missing = |why: &str| -> anyhow::Error {
+        NoDatabase(format!("no TurtleKV database at {}: {why}", path.display())).into()
+    };
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(missing("no such directory")),
+        Err(e) => Err(missing(&e.to_string())),
+        Ok(meta) if !meta.is_dir() => Err(missing("not a directory")),
+        Ok(_) if !path.join(LOCK_FILE_NAME).exists() => Err(missing(&format!(
+            "the directory has no {LOCK_FILE_NAME} file"
+        ))),
+        Ok(_) => Ok(()),
+    }
+}
+
+/// Creating a database is fine in a new or empty directory, or where one
+/// already is; anywhere else it would scatter engine files among someone
+/// else's (a mistyped `turtlekv put ~ k v`).
+fn refuse_foreign_directory(path: &Path) -> Result<()> {
+    let entries = match std::fs::read_dir(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if path.exists() && !path.is_dir() => {
+            return Err(NoDatabase(format!(
+                "cannot create a database at {}: it is not a directory ({e})",
+                path.display()
+            ))
+            .into());
+        }
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        Ok(entries) => entries,
+    };
+    let mut empty = true;
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", path.display()))?;
+        if entry.file_name() == LOCK_FILE_NAME {
+            return Ok(());
+        }
+        empty = false;
+    }
+    if empty {
+        Ok(())
+    } else {
+        Err(NoDatabase(format!(
+            "{} is a directory with other files and no TurtleKV database (no {LOCK_FILE_NAME} \
+             file); refusing to create one there",
+            path.display()
+        ))
+        .into())
+    }
+}
+
+/// The engine's limits on keys and values, checked before opening so that
+/// bad input is reported as such, with the user's words.
+pub fn check_entry(key: &[u8], value: Option<&[u8]>) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("keys must not be empty".to_string());
+    }
+    if key.len() > MAX_KEY_SIZE {
+        return Err(format!(
+            "a key of {} bytes is longer than the maximum of {MAX_KEY_SIZE}",
+            key.len()
+        ));
+    }
+    match value {
+        Some(v) if v.len() > MAX_VALUE_SIZE => Err(format!(
+            "a value of {} bytes is longer than the maximum of {MAX_VALUE_SIZE}",
+            v.len()
+        )),
+        _ => Ok(()),
+    }
+}
