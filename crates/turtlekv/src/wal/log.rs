@@ -54,9 +54,17 @@ impl Wal {
     ) -> Result<(Wal, ReplayOutcome)> {
         let replayed = replay(&*fs, dir, covered_seq, apply)?;
         let next_seq = replayed.last_seq + 1;
+        for &empty in &replayed.empty_segments {
+            fs.remove_file(&dir.join(segment_file_name(empty)))?;
+        }
         let id = replayed.next_segment_id;
         let writer = SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes)?;
-        let mut segments: VecDeque<_> = replayed.segments.iter().copied().collect();
+        let mut segments: VecDeque<_> = replayed
+            .segments
+            .iter()
+            .copied()
+            .filter(|(id, _)| !replayed.empty_segments.contains(id))
+            .collect();
         segments.push_back((id, next_seq));
         let wal = Wal {
             fs,
@@ -207,6 +215,22 @@ mod tests {
             b.put(format!("k{i}"), b"v");
         }
         b
+    }
+
+    #[test]
+    fn reopening_without_writes_leaves_no_empty_segments_behind() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([&batch(3)].into_iter(), true).unwrap();
+        drop(wal);
+        for _ in 0..5 {
+            let (wal, seen) = open(&fs, 0);
+            assert_eq!(seen, vec![1, 2, 3]);
+            drop(wal);
+        }
+        // The segment with the records, and the one the last open started.
+        assert_eq!(fs.list_dir(Path::new(DIR)).unwrap().len(), 2);
     }
 
     #[test]

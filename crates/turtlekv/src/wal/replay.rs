@@ -27,6 +27,9 @@ pub(crate) struct ReplayOutcome {
     /// Surviving segments, oldest first, each with the sequence number of
     /// its first record (for an empty one: of the record that would follow).
     pub segments: Vec<(u64, u64)>,
+    /// Ids of segments that hold no record (each open starts a segment;
+    /// those of opens that wrote nothing are removed).
+    pub empty_segments: Vec<u64>,
 }
 
 struct Progress {
@@ -88,6 +91,14 @@ fn replay_segment(
         _ => next_expected,
     };
     progress.outcome.segments.push((id, first_seq));
+    let header_only = buf.len() == SEGMENT_HEADER_BYTES as usize
+        || matches!(
+            record::decode(&buf[SEGMENT_HEADER_BYTES as usize..]),
+            Frame::Truncated | Frame::Invalid(_)
+        );
+    if header_only {
+        progress.outcome.empty_segments.push(id);
+    }
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < buf.len() {
         match record::decode(&buf[offset..]) {
