@@ -255,7 +255,11 @@ fn damage_anywhere_in_a_checkpointed_database_is_corruption_never_wrong_data() {
     assert!(files.len() >= 4, "{files:?}");
     let mut by_file: BTreeMap<String, Outcomes> = BTreeMap::new();
     let mut rng = Rng(0xBAD_F11E);
-    let trials_per_file = 150;
+    // Longer runs: TURTLEKV_CORRUPTION_TRIALS=5000 (per file).
+    let trials_per_file = std::env::var("TURTLEKV_CORRUPTION_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(150);
     for path in &files {
         let kind = if path.starts_with("/db/wal") {
             "wal segment".to_string()
