@@ -29,6 +29,8 @@ mod checkpoint;
 mod db;
 mod error;
 mod filter;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod io;
 mod iter;
 mod memtable;

@@ -104,13 +104,25 @@ fn total_ops(work: &[(Vec<Entry>, bool)], options: &Options) -> u64 {
 /// Crashes the workload at every write and sync in each crash mode and
 /// checks the recovered state; returns (operations, crash points tried).
 fn crash_everywhere(work: &[(Vec<Entry>, bool)], options: &Options) -> (u64, u64) {
+    crash_everywhere_with_seeds(work, options, 1)
+}
+
+/// As [`crash_everywhere`], with `seeds` different random subsets and tear
+/// positions per crash point.
+fn crash_everywhere_with_seeds(
+    work: &[(Vec<Entry>, bool)],
+    options: &Options,
+    seeds: u64,
+) -> (u64, u64) {
     let total = total_ops(work, options);
     let modes = |n: u64| {
-        [
-            CrashMode::DropUnsynced,
-            CrashMode::KeepRandomSubset { seed: n },
-            CrashMode::TearLastWrite { seed: n },
-        ]
+        let mut modes = vec![CrashMode::DropUnsynced];
+        for s in 0..seeds {
+            let seed = n + s * 1_000_003;
+            modes.push(CrashMode::KeepRandomSubset { seed });
+            modes.push(CrashMode::TearLastWrite { seed });
+        }
+        modes
     };
     let mut crash_points = 0;
     for n in 0..=total {
@@ -192,4 +204,36 @@ fn random_subset_crashes_without_faults_keep_synced_batches() {
         );
         drop(db);
     }
+}
+
+/// The long version, for the figures in `docs/testing.md`:
+/// `TURTLEKV_CRASH_BATCHES=400 TURTLEKV_CRASH_SEEDS=2 cargo test --release
+/// --test crash -- --ignored --nocapture`.
+#[test]
+#[ignore = "long: thousands of crash points"]
+fn crash_at_every_write_and_sync_across_checkpoints_long() {
+    let var = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let (batches, seeds) = (
+        var("TURTLEKV_CRASH_BATCHES", 400),
+        var("TURTLEKV_CRASH_SEEDS", 2),
+    );
+    let work = workload_over(batches, 300, 2500);
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    run_until_failure(&db, &work);
+    let checkpoints = db.stats().checkpoints;
+    drop(db);
+    let started = std::time::Instant::now();
+    let (total, crash_points) = crash_everywhere_with_seeds(&work, &options, seeds);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x {} modes) over {checkpoints} checkpoints in {:?}",
+        1 + 2 * seeds,
+        started.elapsed()
+    );
 }

@@ -56,7 +56,10 @@ impl LeafHead {
             return Err("leaf head: checksum mismatch".into());
         }
         let mut at = HEADER_BYTES;
-        let mut chunks = Vec::with_capacity(chunk_count as usize);
+        // Counts are only claims until parsed: bound the allocation by the
+        // bytes that could hold them, so a bad count is an error, not an abort.
+        let mut chunks =
+            Vec::with_capacity((chunk_count as usize).min(head.len() / INDEX_ENTRY_FIXED_BYTES));
         for _ in 0..chunk_count {
             if at + INDEX_ENTRY_FIXED_BYTES > head.len() {
                 return Err("leaf head: index overruns head".into());
@@ -179,7 +182,8 @@ impl LeafHead {
             }
         }
         let (first, end) = self.chunk_items(c);
-        let mut items = Vec::with_capacity((end - first) as usize);
+        let mut items =
+            Vec::with_capacity(((end - first) as usize).min(blocks.len() / ITEM_OVERHEAD_BYTES));
         let mut at = 0usize;
         for _ in first..end {
             let (item, next) = decode_item(blocks, at)
@@ -192,7 +196,8 @@ impl LeafHead {
 
     /// Decodes every item of a whole page.
     pub(crate) fn decode_all(&self, page: &Bytes) -> Result<Vec<Item>, String> {
-        let mut items = Vec::with_capacity(self.item_count as usize);
+        let mut items =
+            Vec::with_capacity((self.item_count as usize).min(page.len() / ITEM_OVERHEAD_BYTES));
         for c in 0..self.chunks.len() {
             let (offset, len) = self.chunk_range(c);
             let end = (offset + len) as usize;

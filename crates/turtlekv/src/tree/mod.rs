@@ -25,6 +25,7 @@ mod buffer;
 pub(crate) mod check;
 mod cut;
 mod flush;
+pub(crate) mod fuzz_hook;
 mod get;
 pub(crate) mod item;
 mod leaf;

@@ -1,6 +1,7 @@
 //! The write-ahead log: framed, checksummed records in segment files, written
 //! by one group-commit leader at a time and replayed on open.
 
+pub(crate) mod fuzz_hook;
 mod group_commit;
 mod log;
 mod record;

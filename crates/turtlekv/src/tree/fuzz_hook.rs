@@ -1,0 +1,134 @@
+//! Fuzzing entry points for leaf and node page contents (see `crate::fuzz`).
+//! Each decodes the way the read path does and returns an error for bad
+//! bytes; a panic or an out-of-bounds slice is a bug.
+
+use bytes::Bytes;
+
+use super::item::Item;
+use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
+use super::node::{HEADER_BYTES as NODE_HEADER_BYTES, Node};
+use super::node_codec::referenced_pages;
+use super::probe::probe_node;
+use crate::filter;
+
+/// Decodes leaf contents as a lookup and a scan would: filter, head, every
+/// chunk, then a point lookup of each item through its chunk.
+pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
+    if bytes.len() < LEAF_HEADER_BYTES {
+        return Err("shorter than a leaf header".into());
+    }
+    let (head_len, filter_len) = leaf::page_lens(bytes);
+    let page = Bytes::copy_from_slice(bytes);
+    let head_bytes = page
+        .get(..head_len as usize)
+        .ok_or("head runs past the page")?;
+    let head = LeafHead::decode(&page.slice_ref(head_bytes))?;
+    if filter_len > 0 {
+        let start = head_len as usize;
+        let encoded = bytes
+            .get(start..start.saturating_add(filter_len as usize))
+            .ok_or("filter runs past the page")?;
+        filter::KeyFilter::decode(encoded)?;
+        filter::may_contain(encoded, filter::key_hash(b"probe"))?;
+    }
+    let items = head.decode_all(&page)?;
+    for item in &items {
+        if head.chunks.is_empty() {
+            break;
+        }
+        let chunk = head.chunk_for(&item.key);
+        let (offset, len) = head.chunk_range(chunk);
+        let start = usize::try_from(offset).map_err(|_| "chunk offset overflows")?;
+        let len = usize::try_from(len).map_err(|_| "chunk length overflows")?;
+        let end = start.checked_add(len).ok_or("chunk end overflows")?;
+        let blocks = page.get(start..end).ok_or("chunk runs past the page")?;
+        let found = head.decode_chunk(chunk, &page.slice_ref(blocks))?;
+        if found.binary_search_by(|it| it.key.cmp(&item.key)).is_err() {
+            return Err("an item is not in the chunk its separator names".into());
+        }
+    }
+    Ok(items.len())
+}
+
+/// Decodes node contents three ways: fully, as a lookup probe of a few
+/// keys, and as the live-set walk at open.
+pub(crate) fn decode_node(bytes: &[u8]) -> Result<usize, String> {
+    let probed = [&b""[..], b"a", b"key", b"\xff\xff"]
+        .iter()
+        .filter(|key| probe_node(bytes, key).is_ok())
+        .count();
+    let referenced = referenced_pages(bytes).map_err(|e| e.to_string());
+    let node = Node::decode(bytes)?;
+    let referenced = referenced?;
+    if probed != 4 || referenced.len() != node.pivots.len() + node.segments.len() {
+        return Err("probe or page walk disagrees with the full decode".into());
+    }
+    Ok(node.pivots.len())
+}
+
+/// `bytes` with the leaf head, block and filter checksums recomputed where
+/// the lengths allow, so a fuzzer gets past them to the parsers.
+pub(crate) fn leaf_with_valid_checksums(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if out.len() < LEAF_HEADER_BYTES {
+        return out;
+    }
+    let (head_len, filter_len) = leaf::page_lens(&out);
+    let head_len = (head_len as usize).clamp(LEAF_HEADER_BYTES, out.len());
+    let field = |out: &[u8], i: usize| u32::from_le_bytes(out[i..i + 4].try_into().expect("4"));
+    let (block_count, block_size, data_offset) = (
+        field(&out, 16) as usize,
+        field(&out, 20) as usize,
+        field(&out, 32) as usize,
+    );
+    // Block checksums are the last 4 * block_count bytes of the head.
+    if block_size > 0 && block_count.saturating_mul(4) <= head_len - LEAF_HEADER_BYTES {
+        let crcs_at = head_len - 4 * block_count;
+        for b in 0..block_count {
+            let start = data_offset.saturating_add(b.saturating_mul(block_size));
+            let Some(block) = out.get(start..start.saturating_add(block_size)) else {
+                break;
+            };
+            let crc = crc32c::crc32c(block);
+            out[crcs_at + 4 * b..crcs_at + 4 * b + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+    }
+    let crc = crc32c::crc32c_append(
+        crc32c::crc32c(&out[..44]),
+        &out[LEAF_HEADER_BYTES..head_len],
+    );
+    out[44..48].copy_from_slice(&crc.to_le_bytes());
+    let filter_end = head_len.saturating_add(filter_len as usize);
+    if filter_len >= 4 && filter_end <= out.len() {
+        let crc = crc32c::crc32c(&out[head_len + 4..filter_end]);
+        out[head_len..head_len + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+    out
+}
+
+/// `bytes` with the node page checksum recomputed.
+pub(crate) fn node_with_valid_checksum(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if out.len() >= NODE_HEADER_BYTES {
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..16]), &out[NODE_HEADER_BYTES..]);
+        out[16..20].copy_from_slice(&crc.to_le_bytes());
+    }
+    out
+}
+
+/// Valid leaf contents holding `items` (sorted, unique keys; `None` is a
+/// tombstone), for seeds.
+pub(crate) fn encode_leaf(
+    items: &[(Vec<u8>, Option<Vec<u8>>)],
+    block_size: usize,
+    filter_bits_per_key: u32,
+) -> Vec<u8> {
+    let items: Vec<Item> = items
+        .iter()
+        .map(|(k, v)| Item {
+            key: Bytes::copy_from_slice(k),
+            value: v.as_deref().map(Bytes::copy_from_slice),
+        })
+        .collect();
+    leaf::serialize(&items, block_size, filter_bits_per_key, usize::MAX)
+}
