@@ -28,6 +28,16 @@ impl TurtleKv {
     }
 }
 
+impl Drop for TurtleKv {
+    /// With `TURTLEKV_BENCH_STATS` set, prints the engine's counters when the
+    /// phase's engine closes: where time and bytes went, for tuning.
+    fn drop(&mut self) {
+        if std::env::var_os("TURTLEKV_BENCH_STATS").is_some() {
+            eprintln!("{:#?}", self.db.stats());
+        }
+    }
+}
+
 impl Engine for TurtleKv {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         Ok(self.db.put_opt(key, value, &self.write_options)?)
