@@ -21,7 +21,7 @@ use crate::io::FileSystem;
 use crate::memtable::{Direction, Versioned};
 use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
 use crate::tree::node_codec::referenced_pages;
-use crate::tree::{Tree, TreeConfig, UpdateEvents};
+use crate::tree::{Item, Tree, TreeConfig, UpdateEvents};
 use crate::{Options, Result};
 
 /// The TurtleTree target. Only the checkpoint thread calls `checkpoint`.
@@ -90,10 +90,9 @@ impl CheckpointTarget for TreeTarget {
         items: &mut dyn Iterator<Item = Versioned>,
         coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>> {
-        let batch: Vec<(Bytes, Option<Bytes>)> = items.collect();
+        let batch: Vec<Item> = items.map(|(key, value)| Item { key, value }).collect();
         let root = self.current.load().pin.root();
-        let outcome = self.pool.install(|| self.tree.apply_batch(root, &batch))?;
-        drop(batch);
+        let outcome = self.pool.install(|| self.tree.apply_items(root, batch))?;
         let record = SuperblockRecord {
             root: outcome.root,
             covered_seq: coverage.covered_seq,

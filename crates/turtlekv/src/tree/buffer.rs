@@ -10,6 +10,9 @@ use super::node::{Flushed, LeafData, MAX_LEVELS, Node, Segment};
 use super::update::Update;
 use crate::Result;
 
+/// A segment's items and the ranges of them still unflushed.
+type LiveRanges = (Arc<Vec<Item>>, Vec<std::ops::Range<usize>>);
+
 impl Update<'_> {
     /// Inserts a sorted batch into the buffer and restores the buffer bounds
     /// by flushing.
@@ -56,13 +59,14 @@ impl Update<'_> {
         let (merging, keep): (Vec<Segment>, Vec<Segment>) = std::mem::take(&mut node.segments)
             .into_iter()
             .partition(|s| s.level <= k);
-        // Runs newest first: the batch, then level 0, 1, ...; within a level
-        // the segments' live items are disjoint and in key order.
-        let mut runs: Vec<Vec<Item>> = vec![batch];
+        // Runs newest first: the batch, then the live ranges of level 0, 1,
+        // ... (slices, not copies). Ranges of one level never share a key,
+        // so their order among themselves does not matter to the merge.
+        let mut sources: Vec<LiveRanges> = Vec::new();
         for level in 0..=k {
-            let mut run = Vec::new();
             for seg in merging.iter().filter(|s| s.level == level) {
                 let items = self.items(&seg.data)?;
+                let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
                 for p in 0..node.pivots.len() {
                     let r = node.unflushed_range(seg, p, &items);
                     let bytes = total_size_bytes(&items[r.clone()]) as u64;
@@ -72,20 +76,25 @@ impl Update<'_> {
                     );
                     node.pivots[p].pending_bytes =
                         node.pivots[p].pending_bytes.saturating_sub(bytes);
-                    run.extend_from_slice(&items[r]);
+                    match ranges.last_mut() {
+                        Some(last) if last.end == r.start => last.end = r.end,
+                        _ if r.is_empty() => {}
+                        _ => ranges.push(r),
+                    }
                 }
+                sources.push((items, ranges));
             }
-            debug_assert!(
-                run.windows(2).all(|w| w[0].key < w[1].key),
-                "a level's live items are sorted"
-            );
-            runs.push(run);
         }
         for seg in &merging {
             self.drop_segment(seg, node.height)?;
         }
-        let run_refs: Vec<&[Item]> = runs.iter().map(Vec::as_slice).collect();
+        let mut run_refs: Vec<&[Item]> = vec![&batch];
+        for (items, ranges) in &sources {
+            run_refs.extend(ranges.iter().map(|r| &items[r.clone()]));
+        }
         let merged = merge_runs(&run_refs, false);
+        drop(run_refs);
+        drop((batch, sources));
         let mut segments = Vec::new();
         for part in cut::cut_leaves(merged, &self.tree.config) {
             if part.is_empty() {
@@ -122,11 +131,11 @@ impl Update<'_> {
             }
             let items = self.items(&node.segments[s].data)?;
             let r = node.unflushed_range(&node.segments[s], p, &items);
-            runs.push(items[r].to_vec());
+            runs.push((items, r));
             node.segments[s].bounds[p] = None;
         }
         node.pivots[p].pending_bytes = 0;
-        let run_refs: Vec<&[Item]> = runs.iter().map(Vec::as_slice).collect();
+        let run_refs: Vec<&[Item]> = runs.iter().map(|(items, r)| &items[r.clone()]).collect();
         Ok(merge_runs(&run_refs, false))
     }
 

@@ -16,7 +16,7 @@ pub(super) fn leaf_page_bytes(items: &[Item], config: &TreeConfig) -> usize {
 /// Cuts sorted items into leaf pages that each fit the page limit. With more
 /// than one part every part holds at least `leaf_min_bytes` when the items
 /// allow it. Always returns at least one (possibly empty) part.
-pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
+pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
     let total = leaf_page_bytes(&items, config);
     if total <= config.leaf_max_bytes {
         return vec![items];
@@ -24,23 +24,27 @@ pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>
     // Aim for equal parts of at most ~90% of a page so later merges have room.
     let parts = total.div_ceil(config.leaf_max_bytes * 9 / 10);
     let target = total / parts;
-    let mut out: Vec<Vec<Item>> = Vec::with_capacity(parts);
-    let mut current = Vec::new();
+    let mut starts = Vec::with_capacity(parts);
     let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
-    for item in items {
-        let mut next = sizer.clone();
-        next.add(&item);
+    for (i, item) in items.iter().enumerate() {
+        let mut next = sizer;
+        next.add(item);
         let full = sizer.page_bytes() >= target || next.page_bytes() > config.leaf_max_bytes;
         if full && sizer.items() > 0 {
-            out.push(std::mem::take(&mut current));
+            starts.push(i);
             sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
-            sizer.add(&item);
+            sizer.add(item);
         } else {
             sizer = next;
         }
-        current.push(item);
     }
-    out.push(current);
+    // Split from the back so each split moves only its own part.
+    let mut out: Vec<Vec<Item>> = Vec::with_capacity(starts.len() + 1);
+    for &start in starts.iter().rev() {
+        out.push(items.split_off(start));
+    }
+    out.push(items);
+    out.reverse();
     rebalance_tail(&mut out, config);
     out
 }

@@ -96,16 +96,14 @@ impl Update<'_> {
         let parts = cut::cut_leaves(items, &self.tree.config);
         self.events.leaf_splits += u64::from(parts.len() > 1);
         let mut pieces = Vec::with_capacity(parts.len());
-        for (i, part) in parts.iter().enumerate() {
-            let lower = if i == 0 {
-                Bytes::new()
-            } else {
-                shortest_separator(
-                    &parts[i - 1].last().expect("non-empty part").key,
-                    &part[0].key,
-                )
+        let mut previous_last: Option<Bytes> = None;
+        for part in parts {
+            let lower = match (&previous_last, part.first()) {
+                (Some(prev), Some(first)) => shortest_separator(prev, &first.key),
+                _ => Bytes::new(),
             };
-            pieces.push((lower, Child::Leaf(LeafData::New(Arc::new(part.clone())))));
+            previous_last = part.last().map(|it| it.key.clone());
+            pieces.push((lower, Child::Leaf(LeafData::New(Arc::new(part)))));
         }
         pieces
     }

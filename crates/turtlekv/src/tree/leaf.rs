@@ -33,17 +33,19 @@ fn place(pos: usize, size: usize, block_size: usize) -> (usize, bool) {
 
 /// Running size of a leaf being filled item by item, exact except for the
 /// filter (an upper bound), so cuts never exceed the page.
-#[derive(Debug, Clone)]
-pub(crate) struct LeafSizer {
+/// It borrows the last key added (cloning a `Bytes` per item showed up as a
+/// tenth of checkpoint time).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeafSizer<'a> {
     block_size: usize,
     filter_bits_per_key: u32,
     data_end: usize,
     index_bytes: usize,
     items: usize,
-    last_key: Option<Bytes>,
+    last_key: Option<&'a [u8]>,
 }
 
-impl LeafSizer {
+impl<'a> LeafSizer<'a> {
     pub(crate) fn new(block_size: usize, filter_bits_per_key: u32) -> Self {
         LeafSizer {
             block_size,
@@ -59,7 +61,7 @@ impl LeafSizer {
         self.items
     }
 
-    pub(crate) fn add(&mut self, item: &Item) {
+    pub(crate) fn add(&mut self, item: &'a Item) {
         let size = item.size_bytes();
         let (start, new_chunk) = place(self.data_end, size, self.block_size);
         if new_chunk {
@@ -71,7 +73,7 @@ impl LeafSizer {
         }
         self.data_end = start + size;
         self.items += 1;
-        self.last_key = Some(item.key.clone());
+        self.last_key = Some(&item.key);
     }
 
     /// Page size if the leaf ended now.

@@ -194,6 +194,7 @@ fn empty_root() -> Node {
 }
 
 impl Tree {
+    #[cfg(test)]
     /// Applies `batch` (sorted by key, unique keys; `None` = delete) to the
     /// tree at `root` and writes the new version. The old version stays
     /// readable; its pages in `dead_pages` may be freed once no reader needs it.
@@ -202,11 +203,27 @@ impl Tree {
         root: Option<PageId>,
         batch: &[(Bytes, Option<Bytes>)],
     ) -> Result<BatchOutcome> {
+        let items: Vec<Item> = batch
+            .iter()
+            .map(|(k, v)| Item {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        self.apply_items(root, items)
+    }
+
+    /// `apply_batch` on items it may consume (no copy of the batch).
+    pub(crate) fn apply_items(
+        &self,
+        root: Option<PageId>,
+        items: Vec<Item>,
+    ) -> Result<BatchOutcome> {
         debug_assert!(
-            batch.windows(2).all(|w| w[0].0 < w[1].0),
+            items.windows(2).all(|w| w[0].key < w[1].key),
             "batch must be sorted with unique keys"
         );
-        if batch.is_empty() {
+        if items.is_empty() {
             return Ok(BatchOutcome {
                 root,
                 new_pages: Vec::new(),
@@ -222,13 +239,6 @@ impl Tree {
             }
             None => empty_root(),
         };
-        let items: Vec<Item> = batch
-            .iter()
-            .map(|(k, v)| Item {
-                key: k.clone(),
-                value: v.clone(),
-            })
-            .collect();
         for piece in cut::cut_batch(items, self.config.leaf_max_bytes) {
             up.insert_and_flush(&mut node, piece)?;
         }
