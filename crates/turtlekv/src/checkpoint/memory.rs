@@ -14,7 +14,7 @@ use parking_lot::Mutex;
 
 use super::target::{Coverage, TreeCheck};
 use super::{CheckpointTarget, TreeVersion};
-use crate::memtable::{Direction, Versioned};
+use crate::memtable::{Direction, MemTable};
 use crate::{Error, Result};
 
 #[derive(Debug, Default)]
@@ -74,7 +74,7 @@ impl CheckpointTarget for MemoryTarget {
 
     fn checkpoint(
         &self,
-        items: &mut dyn Iterator<Item = Versioned>,
+        memtable: &dyn MemTable,
         coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>> {
         let covered_seq = coverage.covered_seq;
@@ -87,7 +87,7 @@ impl CheckpointTarget for MemoryTarget {
         }
         let mut map = self.current.lock().map.clone();
         let mut previous: Option<Bytes> = None;
-        for (key, value) in items {
+        for (key, value) in super::collect::collect_latest(memtable) {
             assert!(
                 previous.as_ref().is_none_or(|p| *p < key),
                 "items out of order"

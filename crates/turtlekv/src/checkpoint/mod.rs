@@ -2,6 +2,7 @@
 //! below them on a background thread; each checkpoint is durable before the
 //! MemTable is dropped and the WAL segments it covered are trimmed.
 
+mod collect;
 #[cfg(test)]
 pub(crate) mod memory;
 mod target;
@@ -10,7 +11,7 @@ mod worker;
 
 pub(crate) use target::{CheckpointTarget, Coverage, TargetStats, TreeVersion};
 pub(crate) use tree_target::TreeTarget;
-pub(crate) use worker::{Control, WorkerGuard, frozen_items};
+pub(crate) use worker::{Control, WorkerGuard};
 
 /// At most this many frozen MemTables wait for their checkpoint; a writer
 /// that would freeze one more waits (a write stall) instead of queueing

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::Result;
-use crate::memtable::{Direction, Versioned};
+use crate::memtable::{Direction, MemTable};
 use crate::page::{PageStoreStats, WalPosition};
 use crate::tree::{TreeShape, UpdateEvents};
 
@@ -73,13 +73,13 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// The newest durable version.
     fn current(&self) -> Arc<dyn TreeVersion>;
 
-    /// Applies `items` (key order, one newest version per key, `None` for a
-    /// tombstone) on top of the current version, makes the result durable,
-    /// and returns it. `coverage` is recorded with it, so that recovery
+    /// Applies the frozen `memtable` (the newest version of each key, `None`
+    /// for a tombstone) on top of the current version, makes the result
+    /// durable, and returns it. `coverage` is recorded with it, so that recovery
     /// replays only the WAL records above it.
     fn checkpoint(
         &self,
-        items: &mut dyn Iterator<Item = Versioned>,
+        memtable: &dyn MemTable,
         coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>>;
 

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use super::target::{Coverage, TargetStats, TreeCheck};
 use super::{CheckpointTarget, TreeVersion};
 use crate::io::FileSystem;
-use crate::memtable::{Direction, Versioned};
+use crate::memtable::{Direction, MemTable};
 use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
 use crate::tree::node_codec::referenced_pages;
 use crate::tree::{Item, Tree, TreeConfig, UpdateEvents};
@@ -87,12 +87,17 @@ impl CheckpointTarget for TreeTarget {
 
     fn checkpoint(
         &self,
-        items: &mut dyn Iterator<Item = Versioned>,
+        memtable: &dyn MemTable,
         coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>> {
-        let batch: Vec<Item> = items.map(|(key, value)| Item { key, value }).collect();
         let root = self.current.load().pin.root();
-        let outcome = self.pool.install(|| self.tree.apply_items(root, batch))?;
+        let outcome = self.pool.install(|| {
+            let batch: Vec<Item> = super::collect::collect_latest(memtable)
+                .into_iter()
+                .map(|(key, value)| Item { key, value })
+                .collect();
+            self.tree.apply_items(root, batch)
+        })?;
         let record = SuperblockRecord {
             root: outcome.root,
             covered_seq: coverage.covered_seq,

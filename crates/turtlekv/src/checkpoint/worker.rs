@@ -2,13 +2,9 @@
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
-
-use crate::memtable::{Direction, MemTable, Versioned};
-
-/// Keys read from a frozen MemTable per refill.
-const CHUNK_KEYS: usize = 1024;
 
 /// Shared between writers, the checkpoint thread and `checkpoint_now`.
 #[derive(Debug, Default)]
@@ -38,8 +34,9 @@ impl Control {
         self.work.notify_all();
     }
 
-    pub fn wait_for_work(&self, guard: &mut MutexGuard<'_, ControlState>) {
-        self.work.wait(guard);
+    /// Waits for work, or at most `timeout`.
+    pub fn wait_for_work(&self, guard: &mut MutexGuard<'_, ControlState>, timeout: Duration) {
+        self.work.wait_for(guard, timeout);
     }
 
     /// Tells waiting writers that the set of frozen MemTables changed.
@@ -76,34 +73,4 @@ impl Drop for WorkerGuard {
             let _ = thread.join();
         }
     }
-}
-
-/// Every key of a frozen MemTable in key order with its newest version,
-/// tombstones included (they must cancel older values in the tree).
-pub(crate) fn frozen_items(memtable: Arc<dyn MemTable>) -> impl Iterator<Item = Versioned> {
-    let mut buf: std::collections::VecDeque<Versioned> = Default::default();
-    let mut resume: Option<bytes::Bytes> = None;
-    let mut exhausted = false;
-    std::iter::from_fn(move || {
-        if buf.is_empty() && !exhausted {
-            let lower = match &resume {
-                Some(k) => std::ops::Bound::Excluded(&k[..]),
-                None => std::ops::Bound::Unbounded,
-            };
-            let mut out = Vec::with_capacity(CHUNK_KEYS);
-            let upper = std::ops::Bound::Unbounded;
-            memtable.scan(
-                lower,
-                upper,
-                u64::MAX,
-                Direction::Forward,
-                CHUNK_KEYS,
-                &mut out,
-            );
-            exhausted = out.len() < CHUNK_KEYS;
-            resume = out.last().map(|(k, _)| k.clone());
-            buf.extend(out);
-        }
-        buf.pop_front()
-    })
 }

@@ -4,8 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::checkpoint::{CheckpointTarget, Coverage, frozen_items};
+use crate::checkpoint::{CheckpointTarget, Coverage};
 use crate::db::inner::DbInner;
+use crate::memtable::MemTable;
 use crate::state::{Frozen, State};
 use crate::stats::bump;
 use crate::{Error, Result};
@@ -15,17 +16,20 @@ impl DbInner {
     /// first, until shutdown. A failure poisons the database (the tree's
     /// state on disk is unknown) and stops the thread.
     pub fn run_checkpoints(&self, target: &dyn CheckpointTarget) {
+        let mut retired: Vec<Arc<dyn MemTable>> = Vec::new();
         loop {
             {
                 let mut control = self.control.lock();
                 while !control.shutdown && self.state.load().frozen.is_empty() {
-                    self.control.wait_for_work(&mut control);
+                    release_unused(&mut retired);
+                    self.control
+                        .wait_for_work(&mut control, RETIRED_CHECK_INTERVAL);
                 }
                 if control.shutdown {
                     return;
                 }
             }
-            if let Err(e) = self.checkpoint_oldest(target) {
+            if let Err(e) = self.checkpoint_oldest(target, &mut retired) {
                 let e = self.poison_with_error(e);
                 self.control.lock().failure = Some(e.to_string());
                 self.control.report_progress();
@@ -34,17 +38,21 @@ impl DbInner {
         }
     }
 
-    fn checkpoint_oldest(&self, target: &dyn CheckpointTarget) -> Result<()> {
+    fn checkpoint_oldest(
+        &self,
+        target: &dyn CheckpointTarget,
+        retired: &mut Vec<Arc<dyn MemTable>>,
+    ) -> Result<()> {
         let started = Instant::now();
         let Some(oldest) = self.state.load().frozen.last().cloned() else {
             return Ok(());
         };
-        let mut items = frozen_items(oldest.memtable.clone());
+
         let coverage = Coverage {
             covered_seq: oldest.last_seq,
             wal_replay_from: oldest.wal_replay_from,
         };
-        let version = target.checkpoint(&mut items, coverage)?;
+        let version = target.checkpoint(&*oldest.memtable, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
         self.transition(|current| State {
             active: current.active.clone(),
@@ -57,8 +65,11 @@ impl DbInner {
             tree: Some(version),
         });
         let covered_seq = oldest.last_seq;
-        // The frozen MemTable goes now, with the version the old State held.
-        drop((oldest, items));
+        // Freeing a big MemTable takes a while: keep it until this thread
+        // holds the last reference and free it here, so that no reader or
+        // writer that happens to drop the old State pays for it.
+        retired.push(oldest.memtable.clone());
+        drop(oldest);
         target.reclaim().map_err(|e| self.poison_with_error(e))?;
         let removed = self
             .wal
@@ -77,6 +88,7 @@ impl DbInner {
             .max_checkpoint_nanos
             .fetch_max(nanos, Ordering::Relaxed);
         self.control.report_progress();
+        release_unused(retired);
         Ok(())
     }
 
@@ -109,4 +121,13 @@ impl DbInner {
             .as_ref()
             .map_or(0, |t| t.covered_seq())
     }
+}
+
+/// How often the idle checkpoint thread looks for retired MemTables that no
+/// reader holds any more.
+const RETIRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Frees the retired MemTables that only this thread still references.
+fn release_unused(retired: &mut Vec<Arc<dyn MemTable>>) {
+    retired.retain(|m| Arc::strong_count(m) > 1);
 }
