@@ -175,7 +175,9 @@ impl RecordCache {
         let key = Bytes::copy_from_slice(key);
         let entry = Entry {
             key: key.clone(),
-            value: value.cloned(),
+            // A copy: a value read from the tree is a slice of a whole
+            // cached block, which it would otherwise keep alive.
+            value: value.map(|v| Bytes::copy_from_slice(v)),
             seq: read_seq,
             charge_bytes,
             referenced: AtomicBool::new(false),

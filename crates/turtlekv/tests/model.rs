@@ -160,7 +160,7 @@ fn run(ops: Vec<Op>, options: Options) {
             }
             Op::Checkpoint => {
                 db.checkpoint_now().unwrap();
-                assert_eq!(db.stats().memtable_bytes, 0);
+                assert_eq!(db.stats().memtable_entries, 0);
             }
         }
         for (snap, frozen) in &snapshots {

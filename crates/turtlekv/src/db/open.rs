@@ -49,7 +49,12 @@ pub(crate) fn open(
     let target = make_target(&path, &options, &fs)?;
     let tree = target.as_ref().map(|t| t.current());
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
-    let memtable = SkipListMemTable::new();
+    // A MemTable never holds more than the memory budget.
+    let memtable = SkipListMemTable::with_capacity(
+        options
+            .checkpoint_distance_bytes
+            .min(options.cache_capacity_bytes),
+    );
     let (mut wal, replayed) = Wal::open(
         fs.clone(),
         &wal_dir,

@@ -150,7 +150,7 @@ fn checkpoint_now_makes_everything_durable_in_the_tree() {
     assert_eq!(stats.checkpoints, 1);
     assert_eq!(stats.checkpoint_covered_sequence, stats.last_sequence);
     assert_eq!(stats.frozen_memtables, 0);
-    assert_eq!(stats.memtable_bytes, 0);
+    assert_eq!(stats.memtable_entries, 0);
     // Nothing new: no checkpoint.
     db.checkpoint_now().unwrap();
     assert_eq!(db.stats().checkpoints, 1);

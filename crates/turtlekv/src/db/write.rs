@@ -68,9 +68,10 @@ impl DbInner {
         if self.target.is_none() {
             return Ok(());
         }
-        let size_bytes = self.state.load().active.size_bytes();
+        let active = &self.state.load().active;
+        let (entries, size_bytes) = (active.len(), active.size_bytes());
         let distance = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
-        if size_bytes == 0 || (size_bytes < distance && !forced) {
+        if entries == 0 || (size_bytes < distance && !forced) {
             return Ok(());
         }
         self.wait_for_frozen_slot()?;
@@ -89,7 +90,9 @@ impl DbInner {
                 wal_replay_from,
             });
             State {
-                active: Arc::new(SkipListMemTable::new()),
+                active: Arc::new(SkipListMemTable::with_capacity(
+                    distance.min(self.budget.total_bytes()),
+                )),
                 frozen: std::iter::once(frozen)
                     .chain(current.frozen.iter().cloned())
                     .collect(),

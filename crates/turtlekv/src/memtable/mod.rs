@@ -3,6 +3,7 @@
 //! Each entry is keyed by (user key, sequence number); a reader at sequence
 //! number `s` sees, per key, the newest version with a number `<= s`.
 
+mod bloom;
 mod skiplist;
 
 use std::fmt::Debug;

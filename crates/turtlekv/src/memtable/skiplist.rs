@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 
+use super::bloom::KeyBloom;
 use super::{Direction, ENTRY_OVERHEAD_BYTES, MemTable, Versioned};
 
 /// Orders versions by user key ascending, then sequence number descending,
@@ -127,15 +128,30 @@ impl<'a> Borrow<dyn VersionKey + 'a> for InternalKey {
 }
 
 /// Concurrent skiplist of versions.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SkipListMemTable {
     map: SkipMap<InternalKey, Option<Bytes>>,
     size_bytes: AtomicU64,
+    /// Every key inserted; gets of other keys skip the search.
+    bloom: KeyBloom,
 }
 
 impl SkipListMemTable {
+    /// A MemTable whose key filter is sized for `capacity_bytes` of entries
+    /// (it stays correct beyond, with more false positives). The filter's
+    /// memory is charged to the MemTable's size.
+    pub fn with_capacity(capacity_bytes: u64) -> Self {
+        let bloom = KeyBloom::new(capacity_bytes / ENTRY_OVERHEAD_BYTES);
+        SkipListMemTable {
+            map: SkipMap::new(),
+            size_bytes: AtomicU64::new(bloom.size_bytes()),
+            bloom,
+        }
+    }
+
+    #[cfg(test)]
     pub fn new() -> Self {
-        Self::default()
+        Self::with_capacity(1 << 20)
     }
 }
 
@@ -178,10 +194,72 @@ fn as_dyn<'p, 'a>(bound: &'p Bound<Probe<'a>>) -> Bound<&'p (dyn VersionKey + 'a
     }
 }
 
+/// Versions of one key a forward scan steps over before seeking past the
+/// key instead (a hot key may hold many).
+const MAX_VERSION_STEPS: usize = 4;
+
+impl SkipListMemTable {
+    /// Forward scans walk the skiplist's bottom level (one step per entry)
+    /// instead of seeking from the top for every key.
+    fn scan_forward(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        let target = out.len() + limit;
+        let mut next = self.map.lower_bound(as_dyn(&lower_probe(lower)));
+        while out.len() < target {
+            let Some(first) = next else {
+                return;
+            };
+            let key = &first.key().user_key;
+            if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
+                return;
+            }
+            // Versions come newest first: the first at or below `seq` is
+            // the visible one.
+            let mut entry = first.clone();
+            let mut steps = 0;
+            let visible = loop {
+                if entry.key().seq <= seq {
+                    break Some(entry.value().clone());
+                }
+                match entry.next() {
+                    Some(n) if n.key().user_key == *key => entry = n,
+                    _ => break None,
+                }
+                steps += 1;
+            };
+            if let Some(value) = visible {
+                out.push((key.clone(), value));
+            }
+            // On to the next key: step over a few older versions, or seek.
+            next = entry.next();
+            while let Some(n) = &next {
+                if n.key().user_key != *key {
+                    break;
+                }
+                steps += 1;
+                if steps > MAX_VERSION_STEPS {
+                    let past = Bound::Excluded(Probe::new(key, 0));
+                    next = self.map.lower_bound(as_dyn(&past));
+                    break;
+                }
+                next = n.next();
+            }
+        }
+    }
+}
+
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
         let bytes = key.len() as u64 + value.as_ref().map_or(0, |v| v.len() as u64);
         let prefix = key_prefix(&key);
+        // Before the entry: a get that finds the entry must pass the filter.
+        self.bloom.insert(&key);
         self.map.insert(
             InternalKey {
                 prefix,
@@ -195,6 +273,9 @@ impl MemTable for SkipListMemTable {
     }
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        if !self.bloom.may_contain(key) {
+            return None;
+        }
         let probe = Probe::new(key, seq);
         let entry = self
             .map
@@ -211,6 +292,9 @@ impl MemTable for SkipListMemTable {
         limit: usize,
         out: &mut Vec<Versioned>,
     ) {
+        if direction == Direction::Forward {
+            return self.scan_forward(lower, upper, seq, limit, out);
+        }
         // One or two seeks per key rather than a walk over versions: a hot
         // key may hold many versions older than the visible one.
         let target = out.len() + limit;
@@ -356,6 +440,10 @@ mod tests {
     fn size_counts_every_version() {
         let t = table();
         assert_eq!(t.len(), 5);
-        assert_eq!(t.size_bytes(), 5 * ENTRY_OVERHEAD_BYTES + 5 + 8);
+        let filter_bytes = SkipListMemTable::new().size_bytes();
+        assert_eq!(
+            t.size_bytes(),
+            filter_bytes + 5 * ENTRY_OVERHEAD_BYTES + 5 + 8
+        );
     }
 }
