@@ -36,8 +36,9 @@ pub struct Options {
     pub cache_capacity_bytes: u64,
     /// MemTable capacity: bytes of updates gathered before one checkpoint.
     /// Larger means lower write amplification and less memory for the page
-    /// cache. Changeable at runtime with
-    /// [`crate::Db::set_checkpoint_distance`].
+    /// cache. Capped at a quarter of `cache_capacity_bytes` (the active and
+    /// two frozen MemTables then fit in three quarters of the budget).
+    /// Changeable at runtime with [`crate::Db::set_checkpoint_distance`].
     pub checkpoint_distance_bytes: u64,
     /// The record cache's share of `cache_capacity_bytes`: newest values of
     /// hot keys read from the tree, a better use of memory than blocks

@@ -18,7 +18,9 @@
 //!   key's newest value, so it leaves the cache alone.
 
 use std::collections::HashMap;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use xxhash_rust::xxh3::Xxh3DefaultBuilder;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -42,7 +44,7 @@ struct Entry {
 
 #[derive(Debug)]
 struct Shard {
-    map: HashMap<Bytes, usize>,
+    map: HashMap<Bytes, usize, Xxh3DefaultBuilder>,
     entries: Vec<Option<Entry>>,
     vacant: Vec<usize>,
     hand: usize,
@@ -85,7 +87,7 @@ impl RecordCache {
     pub fn new(capacity_bytes: u64) -> Self {
         let shard = || {
             RwLock::new(Shard {
-                map: HashMap::new(),
+                map: HashMap::with_hasher(Xxh3DefaultBuilder::new()),
                 entries: Vec::new(),
                 vacant: Vec::new(),
                 hand: 0,

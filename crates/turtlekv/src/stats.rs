@@ -44,7 +44,8 @@ pub struct Stats {
     pub checkpoint_nanos: u64,
     /// Highest sequence number in the newest durable checkpoint.
     pub checkpoint_covered_sequence: u64,
-    /// Current MemTable capacity.
+    /// MemTable capacity in force: the configured checkpoint distance,
+    /// capped at a quarter of the memory budget.
     pub checkpoint_distance_bytes: u64,
     /// Times writers waited because too many MemTables awaited checkpoints.
     pub write_stalls: u64,

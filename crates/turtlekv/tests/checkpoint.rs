@@ -253,34 +253,47 @@ fn memtables_record_cache_and_page_cache_share_one_budget() {
     let before = db.stats();
     assert_eq!(before.memory_budget_bytes, 4 << 20);
     assert_eq!(before.record_cache_capacity_bytes, 1 << 20);
+    // The distance in force is capped at a quarter of the budget.
+    assert_eq!(before.checkpoint_distance_bytes, 1 << 20);
     assert_budget_shared(&before);
-    for i in 0..10_000 {
+    // About 0.8 MiB: less than one MemTable, so nothing is checkpointed.
+    for i in 0..3_000 {
         db.put(key(i), [7u8; 200]).unwrap();
     }
     let full = db.stats();
-    assert!(full.memtable_bytes > 2 << 20, "{full:?}");
-    // The page cache shrank, down to its floor of an eighth of the budget.
-    assert!(full.cache_capacity_bytes <= (4 << 20) / 8 + (4 << 20) / 64);
+    assert_eq!(full.checkpoints, 0);
+    assert!(full.memtable_bytes > 700 << 10, "{full:?}");
     assert_budget_shared(&full);
+    assert!(full.cache_capacity_bytes < before.cache_capacity_bytes - (600 << 10));
     db.checkpoint_now().unwrap();
     let after = db.stats();
     assert_eq!(after.memtable_entries, 0);
     assert!(after.cache_capacity_bytes > 2 << 20, "{after:?}");
     assert_budget_shared(&after);
-    // A smaller budget caps the record cache at half of it.
+    // A smaller budget caps the record cache at half of it and the
+    // distance at a quarter.
     db.set_cache_capacity(1 << 20).unwrap();
     let shrunk = db.stats();
     assert_eq!(shrunk.memory_budget_bytes, 1 << 20);
     assert_eq!(shrunk.record_cache_capacity_bytes, 1 << 19);
+    assert_eq!(shrunk.checkpoint_distance_bytes, 1 << 18);
     assert_budget_shared(&shrunk);
     assert!(
         shrunk.cache_used_bytes <= shrunk.cache_capacity_bytes,
         "{shrunk:?}"
     );
+    // Just under the new distance: still one MemTable, no checkpoint.
+    for i in 0..900 {
+        db.put(key(i), [7u8; 200]).unwrap();
+    }
+    let refilled = db.stats();
+    assert_eq!(refilled.checkpoints, after.checkpoints);
+    assert!(refilled.memtable_bytes > 200 << 10, "{refilled:?}");
+    assert_budget_shared(&refilled);
     db.set_record_cache_capacity(0);
     let no_records = db.stats();
     assert_budget_shared(&no_records);
-    assert!(no_records.cache_capacity_bytes > shrunk.cache_capacity_bytes);
+    assert!(no_records.cache_capacity_bytes > refilled.cache_capacity_bytes);
     assert!(db.set_cache_capacity(100).is_err());
     assert_eq!(db.stats().memory_budget_bytes, 1 << 20);
 }

@@ -121,6 +121,16 @@ impl DbInner {
         bump(&self.stats.wal_syncs, io.syncs);
     }
 
+    /// The MemTable capacity in force: the configured checkpoint distance,
+    /// capped at a quarter of the memory budget so that the active and the
+    /// two frozen MemTables cannot take more than three quarters of it.
+    pub fn effective_checkpoint_distance(&self) -> u64 {
+        let configured = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        configured
+            .min(self.budget.total_bytes() / 4)
+            .max(crate::options::MIN_CHECKPOINT_DISTANCE_BYTES)
+    }
+
     /// Bytes held by the active and frozen MemTables.
     pub fn memtable_bytes(&self) -> u64 {
         self.state.load().memtables().map(|m| m.size_bytes()).sum()

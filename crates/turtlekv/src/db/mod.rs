@@ -185,7 +185,7 @@ impl Db {
         stats.last_sequence = inner.visible_seq.load(Ordering::Acquire);
         stats.frozen_memtables = state.frozen.len() as u64;
         stats.checkpoint_covered_sequence = inner.covered_seq();
-        stats.checkpoint_distance_bytes = inner.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        stats.checkpoint_distance_bytes = inner.effective_checkpoint_distance();
         stats.memory_budget_bytes = inner.budget.total_bytes();
         let records = inner.record_cache.counts();
         stats.record_cache_hits = records.hits;

@@ -49,11 +49,11 @@ pub(crate) fn open(
     let target = make_target(&path, &options, &fs)?;
     let tree = target.as_ref().map(|t| t.current());
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
-    // A MemTable never holds more than the memory budget.
+    // Sized for the distance in force (see `effective_checkpoint_distance`).
     let memtable = SkipListMemTable::with_capacity(
         options
             .checkpoint_distance_bytes
-            .min(options.cache_capacity_bytes),
+            .min(options.cache_capacity_bytes / 4),
     );
     let (mut wal, replayed) = Wal::open(
         fs.clone(),

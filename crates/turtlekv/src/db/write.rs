@@ -70,7 +70,7 @@ impl DbInner {
         }
         let active = &self.state.load().active;
         let (entries, size_bytes) = (active.len(), active.size_bytes());
-        let distance = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        let distance = self.effective_checkpoint_distance();
         if entries == 0 || (size_bytes < distance && !forced) {
             return Ok(());
         }
@@ -90,9 +90,7 @@ impl DbInner {
                 wal_replay_from,
             });
             State {
-                active: Arc::new(SkipListMemTable::with_capacity(
-                    distance.min(self.budget.total_bytes()),
-                )),
+                active: Arc::new(SkipListMemTable::with_capacity(distance)),
                 frozen: std::iter::once(frozen)
                     .chain(current.frozen.iter().cloned())
                     .collect(),
