@@ -45,6 +45,10 @@ pub struct Options {
     /// under skewed point reads. Capped at half the budget; 0 disables it.
     /// Changeable at runtime with [`crate::Db::set_record_cache_capacity`].
     pub record_cache_capacity_bytes: u64,
+    /// Checkpoint early, before the MemTable is full, when reads dominate
+    /// and miss the page cache: the MemTable's memory goes back to the
+    /// cache (the TurtleKV paper's future work; see `docs/tuning.md`).
+    pub checkpoint_on_read_pressure: bool,
     /// Threads that merge and serialise pages during a checkpoint; 0 means
     /// one per CPU core.
     pub checkpoint_threads: usize,
@@ -67,6 +71,7 @@ impl Default for Options {
             cache_capacity_bytes: 256 * MIB,
             checkpoint_distance_bytes: 64 * MIB,
             checkpoint_threads: 0,
+            checkpoint_on_read_pressure: true,
             record_cache_capacity_bytes: 32 * MIB,
             leaf_size_bytes: 2 * MIB,
             node_size_bytes: 4 * KIB,

@@ -47,6 +47,8 @@ pub struct Stats {
     /// MemTable capacity in force: the configured checkpoint distance,
     /// capped at a quarter of the memory budget.
     pub checkpoint_distance_bytes: u64,
+    /// MemTables frozen early because reads dominated and missed the cache.
+    pub read_pressure_checkpoints: u64,
     /// Times writers waited because too many MemTables awaited checkpoints.
     pub write_stalls: u64,
     /// Time writers spent in those waits, in nanoseconds.
@@ -156,6 +158,7 @@ pub(crate) struct Counters {
     pub last_checkpoint_nanos: AtomicU64,
     pub max_checkpoint_nanos: AtomicU64,
     pub get_disk_reads: AtomicU64,
+    pub read_pressure_checkpoints: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -190,6 +193,7 @@ impl Counters {
             last_checkpoint_nanos: read(&self.last_checkpoint_nanos),
             max_checkpoint_nanos: read(&self.max_checkpoint_nanos),
             get_disk_reads: read(&self.get_disk_reads),
+            read_pressure_checkpoints: read(&self.read_pressure_checkpoints),
             ..Stats::default()
         }
     }

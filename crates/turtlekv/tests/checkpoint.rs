@@ -314,3 +314,38 @@ fn values_too_large_for_small_leaves_are_refused_up_front() {
     db.checkpoint_now().unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
 }
+
+#[test]
+fn read_pressure_checkpoints_a_big_memtable_early() {
+    let fs = FaultFs::new();
+    let mut options = checkpointing_options();
+    // A tiny page cache (leaves of 16 KiB, a 128 KiB budget) so reads miss.
+    options.cache_capacity_bytes = 128 * 1024;
+    options.record_cache_capacity_bytes = 0;
+    options.checkpoint_distance_bytes = 1 << 30; // capped at 32 KiB
+    let db = open_fault(&fs, options).unwrap();
+    for i in 0..20_000 {
+        db.put(key(i), [1u8; 40]).unwrap();
+    }
+    // Less than one MemTable of new writes stays in memory...
+    for i in 0..300 {
+        db.put(key(i), [2u8; 40]).unwrap();
+    }
+    let checkpoints = db.stats().checkpoints;
+    assert!(db.stats().memtable_entries > 0);
+    // ...until reads that miss the cache dominate for a while.
+    let mut rng = Rng(5);
+    let started = std::time::Instant::now();
+    while db.stats().read_pressure_checkpoints == 0 {
+        assert!(started.elapsed().as_secs() < 20, "{:?}", db.stats());
+        let n = rng.below(20_000);
+        let want: &[u8] = if n < 300 { &[2u8; 40] } else { &[1u8; 40] };
+        assert_eq!(db.get(key(n)).unwrap().as_deref(), Some(want));
+    }
+    while db.stats().checkpoints == checkpoints {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let stats = db.stats();
+    assert!(stats.memtable_entries < 300, "{stats:?}");
+    assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&[2u8; 40][..]));
+}

@@ -4,8 +4,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use crate::WriteBatch;
 use crate::checkpoint::{CheckpointTarget, Coverage};
 use crate::db::inner::DbInner;
+use crate::db::read_pressure::{Monitor, Pressure, Sample};
 use crate::memtable::MemTable;
 use crate::state::{Frozen, State};
 use crate::stats::bump;
@@ -17,17 +19,24 @@ impl DbInner {
     /// state on disk is unknown) and stops the thread.
     pub fn run_checkpoints(&self, target: &dyn CheckpointTarget) {
         let mut retired: Vec<Arc<dyn MemTable>> = Vec::new();
+        let mut monitor = Monitor::new(self.activity(target));
         loop {
             {
                 let mut control = self.control.lock();
-                while !control.shutdown && self.state.load().frozen.is_empty() {
-                    release_unused(&mut retired);
-                    self.control
-                        .wait_for_work(&mut control, RETIRED_CHECK_INTERVAL);
-                }
                 if control.shutdown {
                     return;
                 }
+                if self.state.load().frozen.is_empty() {
+                    self.control
+                        .wait_for_work(&mut control, RETIRED_CHECK_INTERVAL);
+                }
+            }
+            release_unused(&mut retired);
+            if let Some(delta) = monitor.window(self.activity(target)) {
+                self.checkpoint_on_read_pressure(delta);
+            }
+            if self.state.load().frozen.is_empty() {
+                continue;
             }
             if let Err(e) = self.checkpoint_oldest(target, &mut retired) {
                 let e = self.poison_with_error(e);
@@ -90,6 +99,41 @@ impl DbInner {
         self.control.report_progress();
         release_unused(retired);
         Ok(())
+    }
+
+    /// Counters the read-pressure rule looks at.
+    fn activity(&self, target: &dyn CheckpointTarget) -> Sample {
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        Sample {
+            gets: load(&self.stats.gets),
+            writes: load(&self.stats.puts) + load(&self.stats.deletes),
+            cache_misses: target.stats().store.cache_misses,
+        }
+    }
+
+    /// Freezes the active MemTable early if reads dominate and miss the
+    /// page cache (see `read_pressure`).
+    fn checkpoint_on_read_pressure(&self, delta: Sample) {
+        if !self.checkpoint_on_read_pressure {
+            return;
+        }
+        let pressure = Pressure {
+            delta,
+            active_memtable_bytes: self.state.load().active.size_bytes(),
+            budget_bytes: self.budget.total_bytes(),
+        };
+        if !pressure.wants_checkpoint() {
+            return;
+        }
+        // Through the write path, like `checkpoint_now`, but without waiting
+        // for the checkpoint (this thread runs it). A failure here is a
+        // failed write, already recorded as poison.
+        let frozen = self.commit.submit(WriteBatch::new(), false, true, |group| {
+            self.commit_group(group)
+        });
+        if frozen.is_ok() {
+            bump(&self.stats.read_pressure_checkpoints, 1);
+        }
     }
 
     /// Waits until the given frozen MemTables are all in durable checkpoints.

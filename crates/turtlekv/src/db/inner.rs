@@ -33,6 +33,8 @@ pub(crate) struct DbInner {
     /// Where checkpoints go; `None` keeps everything in MemTables.
     pub target: Option<Arc<dyn CheckpointTarget>>,
     pub checkpoint_distance_bytes: AtomicU64,
+    /// `Options::checkpoint_on_read_pressure`.
+    pub checkpoint_on_read_pressure: bool,
     /// Shared by the MemTables and the page cache.
     pub budget: MemoryBudget,
     /// Largest item (`7 + key + value`) the tree stores; larger writes are

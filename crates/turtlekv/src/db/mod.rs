@@ -6,6 +6,7 @@ mod inner;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
+mod read_pressure;
 mod write;
 
 use std::ops::RangeBounds;

@@ -87,6 +87,7 @@ pub(crate) fn open(
         commit: GroupCommit::default(),
         target: target.clone(),
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
         budget: MemoryBudget::new(options.cache_capacity_bytes),
         max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),
         record_cache: RecordCache::new(record_cache_share(
