@@ -18,6 +18,7 @@ fn config() -> EngineConfig {
         sync: false,
         threads: 1,
         turtlekv_checkpoint_distance_bytes: None,
+        turtlekv_record_cache_bytes: None,
     }
 }
 

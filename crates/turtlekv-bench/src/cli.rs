@@ -55,6 +55,10 @@ pub struct YcsbArgs {
     /// default: the engine's own default.
     #[arg(long)]
     pub turtlekv_checkpoint_distance_bytes: Option<u64>,
+    /// TurtleKV only: bytes of the memory budget given to its hot-record
+    /// cache (0 turns it off); default: the engine's own default.
+    #[arg(long)]
+    pub turtlekv_record_cache_bytes: Option<u64>,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -134,6 +138,9 @@ impl YcsbArgs {
         }
         if let Some(bytes) = self.turtlekv_checkpoint_distance_bytes {
             args.push(format!("--turtlekv-checkpoint-distance-bytes={bytes}").into());
+        }
+        if let Some(bytes) = self.turtlekv_record_cache_bytes {
+            args.push(format!("--turtlekv-record-cache-bytes={bytes}").into());
         }
         if self.sync {
             args.push("--sync".into());

@@ -126,6 +126,7 @@ mod tests {
             sync: false,
             threads: 2,
             turtlekv_checkpoint_distance_bytes: None,
+            turtlekv_record_cache_bytes: None,
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }

@@ -34,6 +34,7 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
         sync: args.sync,
         threads: usize::from(args.threads),
         turtlekv_checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
+        turtlekv_record_cache_bytes: args.turtlekv_record_cache_bytes,
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {

@@ -33,6 +33,8 @@ pub struct EngineConfig {
     pub threads: usize,
     /// TurtleKV's MemTable capacity; `None` keeps its default.
     pub turtlekv_checkpoint_distance_bytes: Option<u64>,
+    /// TurtleKV's record-cache share of the budget; `None` keeps its default.
+    pub turtlekv_record_cache_bytes: Option<u64>,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from
@@ -160,6 +162,7 @@ mod tests {
             sync: false,
             threads: 2,
             turtlekv_checkpoint_distance_bytes: None,
+            turtlekv_record_cache_bytes: None,
         };
         for kind in [
             EngineKind::Turtlekv,

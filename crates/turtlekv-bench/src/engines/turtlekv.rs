@@ -20,6 +20,9 @@ impl TurtleKv {
         if let Some(bytes) = config.turtlekv_checkpoint_distance_bytes {
             options.checkpoint_distance_bytes = bytes;
         }
+        if let Some(bytes) = config.turtlekv_record_cache_bytes {
+            options.record_cache_capacity_bytes = bytes;
+        }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
             db,

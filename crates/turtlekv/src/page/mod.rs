@@ -167,6 +167,12 @@ pub(crate) trait PageIo: Send + Sync + Debug {
         priority: CachePriority,
     ) -> Result<Bytes>;
 
+    /// The whole page, verified, read past the cache (bulk reads that would
+    /// only evict what point reads use).
+    fn read_page_uncached(&self, id: PageId) -> Result<Bytes> {
+        self.read_page(id, CachePriority::LeafBlock)
+    }
+
     /// Like `read_range`, without caching the blocks read (the caller caches
     /// a decoded form instead).
     fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {

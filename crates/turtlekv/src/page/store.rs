@@ -360,6 +360,18 @@ impl PageIo for PageStore {
         self.read_blocks_range(id, offset, len, Some(priority))
     }
 
+    fn read_page_uncached(&self, id: PageId) -> Result<Bytes> {
+        // A cached copy is still used; only a miss is not cached.
+        let key = CacheKey {
+            page: id.to_raw(),
+            part: WHOLE_PAGE,
+        };
+        match self.cache.get(key) {
+            Some(bytes) => Ok(bytes),
+            None => self.read_whole(id, None),
+        }
+    }
+
     fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
         self.read_blocks_range(id, offset, len, None)
     }

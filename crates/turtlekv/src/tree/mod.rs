@@ -223,8 +223,10 @@ impl Tree {
     }
 
     /// Reads every item of a stored leaf.
+    /// Batch updates read whole leaves once and keep their items; caching
+    /// the pages as well would flush the blocks that point reads keep hot.
     fn read_leaf_items(&self, r: &node::LeafRef) -> Result<Vec<Item>> {
-        let page: Bytes = self.io.read_page(r.id, CachePriority::LeafBlock)?;
+        let page: Bytes = self.io.read_page_uncached(r.id)?;
         if page.len() < r.head_len as usize {
             return Err(corrupt(r.id, "leaf page shorter than its head"));
         }
