@@ -8,7 +8,7 @@ use std::ops::{Bound, RangeBounds};
 use bytes::Bytes;
 
 use crate::Result;
-use crate::checkpoint::TreeVersion;
+use crate::checkpoint::{TreeCursor, TreeVersion};
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::state::ReadView;
 
@@ -28,12 +28,25 @@ pub struct Iter {
 }
 
 /// Buffered position in one source, for one direction.
-#[derive(Debug)]
 struct Cursor {
     buf: VecDeque<Versioned>,
     /// Where the next refill starts (exclusive of what was already fetched).
     resume: Bound<Bytes>,
     exhausted: bool,
+    /// The tree source's scan, kept between refills so that the tree is
+    /// descended once per leaf, not once per refill. Its pages stay valid
+    /// because the iterator's read view pins the tree version.
+    tree: Option<TreeCursor>,
+}
+
+impl std::fmt::Debug for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cursor")
+            .field("buffered", &self.buf.len())
+            .field("resume", &self.resume)
+            .field("exhausted", &self.exhausted)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One layer of the read view.
@@ -44,11 +57,14 @@ enum Source<'a> {
 }
 
 impl Source<'_> {
+    /// Appends up to `CHUNK_KEYS` entries from `(lo, hi)` in `dir` order;
+    /// the tree's scan is opened once and kept in `tree`.
     fn scan(
         self,
         (lo, hi): (Bound<&[u8]>, Bound<&[u8]>),
         seq: u64,
         dir: Direction,
+        tree: &mut Option<TreeCursor>,
         out: &mut Vec<Versioned>,
     ) -> Result<()> {
         match self {
@@ -57,9 +73,12 @@ impl Source<'_> {
                 Ok(())
             }
             Source::Tree(t) => {
-                let mut pairs = Vec::with_capacity(CHUNK_KEYS);
-                t.scan(lo, hi, dir, CHUNK_KEYS, &mut pairs)?;
-                out.extend(pairs.into_iter().map(|(k, v)| (k, Some(v))));
+                let own = |b: Bound<&[u8]>| b.map(Bytes::copy_from_slice);
+                let cursor = tree.get_or_insert_with(|| t.cursor(own(lo), own(hi), dir));
+                for pair in cursor.take(CHUNK_KEYS) {
+                    let (k, v) = pair?;
+                    out.push((k, Some(v)));
+                }
                 Ok(())
             }
         }
@@ -77,6 +96,7 @@ impl Cursor {
             buf: VecDeque::new(),
             resume: start,
             exhausted: false,
+            tree: None,
         }
     }
 
@@ -93,7 +113,7 @@ impl Cursor {
                 Direction::Forward => (as_ref(&self.resume), as_ref(end)),
                 Direction::Reverse => (as_ref(end), as_ref(&self.resume)),
             };
-            source.scan(range, seq, dir, &mut out)?;
+            source.scan(range, seq, dir, &mut self.tree, &mut out)?;
             self.exhausted = out.len() < CHUNK_KEYS;
             if let Some((last, _)) = out.last() {
                 self.resume = Bound::Excluded(last.clone());

@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::{Coverage, TreeCheck};
+use super::target::{Coverage, TreeCheck, TreeCursor};
 use super::{CheckpointTarget, TreeVersion};
 use crate::memtable::{Direction, MemTable};
 use crate::{Error, Result};
@@ -38,21 +38,16 @@ impl TreeVersion for MemoryVersion {
         Ok(self.map.get(key).cloned())
     }
 
-    fn scan(
-        &self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        direction: Direction,
-        limit: usize,
-        out: &mut Vec<(Bytes, Bytes)>,
-    ) -> Result<()> {
-        let range = self.map.range::<[u8], _>((lower, upper));
-        let pairs = |(k, v): (&Bytes, &Bytes)| (k.clone(), v.clone());
-        match direction {
-            Direction::Forward => out.extend(range.take(limit).map(pairs)),
-            Direction::Reverse => out.extend(range.rev().take(limit).map(pairs)),
-        }
-        Ok(())
+    fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {
+        let range = self.map.range::<Bytes, _>((lower, upper));
+        let pairs: Vec<Result<(Bytes, Bytes)>> = match direction {
+            Direction::Forward => range.map(|(k, v)| Ok((k.clone(), v.clone()))).collect(),
+            Direction::Reverse => range
+                .rev()
+                .map(|(k, v)| Ok((k.clone(), v.clone())))
+                .collect(),
+        };
+        Box::new(pairs.into_iter())
     }
 
     fn covered_seq(&self) -> u64 {

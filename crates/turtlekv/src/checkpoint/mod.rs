@@ -9,7 +9,7 @@ mod target;
 mod tree_target;
 mod worker;
 
-pub(crate) use target::{CheckpointTarget, Coverage, TargetStats, TreeVersion};
+pub(crate) use target::{CheckpointTarget, Coverage, TargetStats, TreeCursor, TreeVersion};
 pub(crate) use tree_target::TreeTarget;
 pub(crate) use worker::{Control, WorkerGuard};
 

@@ -20,16 +20,11 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
     /// The value of `key` in this version.
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
 
-    /// Appends to `out` up to `limit` live pairs within `(lower, upper)` in
-    /// `direction` order, starting from the matching end of the range.
-    fn scan(
-        &self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        direction: Direction,
-        limit: usize,
-        out: &mut Vec<(Bytes, Bytes)>,
-    ) -> Result<()>;
+    /// An iterator over the live pairs within `(lower, upper)` in
+    /// `direction` order, starting from the matching end of the range. It
+    /// reads this version's pages: the caller keeps the version alive for
+    /// as long as it uses the cursor.
+    fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor;
 
     /// Highest sequence number whose write this version contains.
     fn covered_seq(&self) -> u64;
@@ -37,6 +32,9 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
     /// Verifies every page and invariant of this version (`Db::check`).
     fn check(&self) -> Result<TreeCheck>;
 }
+
+/// A scan over one tree version.
+pub(crate) type TreeCursor = Box<dyn Iterator<Item = Result<(Bytes, Bytes)>> + Send>;
 
 /// What a tree check verified.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

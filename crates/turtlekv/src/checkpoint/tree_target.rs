@@ -15,7 +15,7 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::{Coverage, TargetStats, TreeCheck};
+use super::target::{Coverage, TargetStats, TreeCheck, TreeCursor};
 use super::{CheckpointTarget, TreeVersion};
 use crate::io::FileSystem;
 use crate::memtable::{Direction, MemTable};
@@ -145,23 +145,9 @@ impl TreeVersion for StoredVersion {
         self.tree.get(self.pin.root(), key)
     }
 
-    fn scan(
-        &self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        direction: Direction,
-        limit: usize,
-        out: &mut Vec<(Bytes, Bytes)>,
-    ) -> Result<()> {
-        let own = |b: Bound<&[u8]>| b.map(Bytes::copy_from_slice);
+    fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {
         let reverse = direction == Direction::Reverse;
-        let cursor = self
-            .tree
-            .scan(self.pin.root(), own(lower), own(upper), reverse);
-        for pair in cursor.take(limit) {
-            out.push(pair?);
-        }
-        Ok(())
+        Box::new(self.tree.scan(self.pin.root(), lower, upper, reverse))
     }
 
     fn covered_seq(&self) -> u64 {
