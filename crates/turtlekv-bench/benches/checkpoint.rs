@@ -10,13 +10,12 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use turtlekv::{Db, Options, WriteBatch, WriteOptions};
-use turtlekv_bench::keys::{KeyFormat, ValueCodec};
+use turtlekv::{Db, Options};
+use turtlekv_bench::fill::write_records;
 use turtlekv_bench::rng::Rng;
 
 const RECORDS: u64 = 400_000;
 const UPDATES: u64 = 200_000;
-const VALUE_SIZE_BYTES: usize = 120;
 
 fn options(threads: usize) -> Options {
     let mut o = Options::default();
@@ -24,22 +23,6 @@ fn options(threads: usize) -> Options {
     o.checkpoint_distance_bytes = 1 << 30;
     o.cache_capacity_bytes = 1 << 30;
     o
-}
-
-fn write_records(db: &Db, records: impl Iterator<Item = u64>, version: u64) {
-    let codec = ValueCodec::new(1, VALUE_SIZE_BYTES);
-    let (mut key, mut value) = (Vec::new(), Vec::new());
-    let mut batch = WriteBatch::new();
-    for record in records {
-        KeyFormat::Binary.encode(record, &mut key);
-        codec.encode(&key, version, &mut value);
-        batch.put(&key, &value);
-        if batch.len() == 1000 {
-            db.write(std::mem::take(&mut batch), &WriteOptions::default())
-                .expect("write");
-        }
-    }
-    db.write(batch, &WriteOptions::default()).expect("write");
 }
 
 /// One timed checkpoint on a freshly prepared database.

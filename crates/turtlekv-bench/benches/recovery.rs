@@ -11,28 +11,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use turtlekv::{Db, Options, WriteBatch, WriteOptions};
-use turtlekv_bench::keys::{KeyFormat, ValueCodec};
+use turtlekv::{Db, Options};
+use turtlekv_bench::fill::{VALUE_SIZE_BYTES, write_records};
 
-const VALUE_SIZE_BYTES: usize = 120;
 const RECORD_BYTES: u64 = 8 + VALUE_SIZE_BYTES as u64;
 const TAIL_RECORDS: u64 = 100_000;
-
-fn write_records(db: &Db, records: std::ops::Range<u64>, version: u64) {
-    let codec = ValueCodec::new(1, VALUE_SIZE_BYTES);
-    let (mut key, mut value) = (Vec::new(), Vec::new());
-    let mut batch = WriteBatch::new();
-    for record in records {
-        KeyFormat::Binary.encode(record, &mut key);
-        codec.encode(&key, version, &mut value);
-        batch.put(&key, &value);
-        if batch.len() == 1000 {
-            db.write(std::mem::take(&mut batch), &WriteOptions::default())
-                .expect("write");
-        }
-    }
-    db.write(batch, &WriteOptions::default()).expect("write");
-}
 
 /// A database of `user_bytes` of records, checkpointed, then a WAL tail of
 /// `TAIL_RECORDS` overwrites.

@@ -5,6 +5,7 @@
 pub mod cgroup;
 pub mod cli;
 pub mod engines;
+pub mod fill;
 pub mod generator;
 pub mod isolate;
 pub mod keys;

@@ -8,25 +8,9 @@ mod common;
 
 use std::ops::Bound;
 
-use common::{Model, checkpointing_options, contents, open_fault};
+use common::{Model, Rng, checkpointing_options, contents, open_fault};
 use turtlekv::io::FaultFs;
 use turtlekv::{Db, Snapshot, WriteBatch, WriteOptions};
-
-/// xorshift64: deterministic, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 fn key(n: u64) -> Vec<u8> {
     format!("k{n:06}").into_bytes()

@@ -12,26 +12,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use common::{Model, checkpointing_options, contents, open_fault};
+use common::{Model, Rng, checkpointing_options, contents, open_fault};
 use turtlekv::io::{CrashMode, FaultFs, FileSystem, OpenOptions};
 use turtlekv::{Error, WriteBatch, WriteOptions};
 
 type Batch = Vec<(Vec<u8>, Option<Vec<u8>>)>;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 /// The history and the number of batches the last checkpoint covers.
 struct Built {

@@ -12,7 +12,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{checkpointing_options, open_fault};
+use common::{Rng, checkpointing_options, open_fault};
 use turtlekv::io::{FaultFs, FileSystem, OpenOptions, read_all};
 use turtlekv::{Options, WriteBatch, WriteOptions, fuzz};
 
@@ -34,41 +34,25 @@ fn corpus_dir(target: &str) -> PathBuf {
         .join(target)
 }
 
-/// xorshift64: deterministic mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
-
 /// One mutant of `input`: bit flips, overwritten bytes, a cut, an
 /// extension, or a copied range (what libFuzzer's mutators do, roughly).
 fn mutate(input: &[u8], rng: &mut Rng) -> Vec<u8> {
     let mut out = input.to_vec();
-    for _ in 0..1 + rng.below(3) {
-        match rng.below(5) {
+    for _ in 0..1 + rng.index(3) {
+        match rng.index(5) {
             0 if !out.is_empty() => {
-                let at = rng.below(out.len());
-                out[at] ^= 1 << rng.below(8);
+                let at = rng.index(out.len());
+                out[at] ^= 1 << rng.index(8);
             }
             1 if !out.is_empty() => {
-                let at = rng.below(out.len());
-                out[at] = [0, 0xFF, 0x7F, 0x80, 1][rng.below(5)];
+                let at = rng.index(out.len());
+                out[at] = [0, 0xFF, 0x7F, 0x80, 1][rng.index(5)];
             }
-            2 => out.truncate(rng.below(out.len() + 1)),
-            3 => out.extend((0..1 + rng.below(16)).map(|_| rng.next() as u8)),
+            2 => out.truncate(rng.index(out.len() + 1)),
+            3 => out.extend((0..1 + rng.index(16)).map(|_| rng.next() as u8)),
             _ if out.len() > 8 => {
                 let (from, to, len) =
-                    (rng.below(out.len()), rng.below(out.len()), 1 + rng.below(8));
+                    (rng.index(out.len()), rng.index(out.len()), 1 + rng.index(8));
                 let chunk: Vec<u8> = out[from..(from + len).min(out.len())].to_vec();
                 let end = (to + chunk.len()).min(out.len());
                 out[to..end].copy_from_slice(&chunk[..end - to]);
@@ -171,7 +155,7 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
         "api_ops" => {
             let mut rng = Rng(0xA91);
             let mut inputs: Vec<Vec<u8>> = (0..12)
-                .map(|_| (0..40 + rng.below(400)).map(|_| rng.next() as u8).collect())
+                .map(|_| (0..40 + rng.index(400)).map(|_| rng.next() as u8).collect())
                 .collect();
             // Puts of KiB-sized values (checkpoints), a forced checkpoint,
             // a snapshot, deletes, a reopen, a scan and a snapshot check.

@@ -8,20 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use common::{Model, checkpointing_options, open_fault};
+use common::{Model, Rng, checkpointing_options, open_fault};
 use turtlekv::io::FaultFs;
 use turtlekv::{Snapshot, WriteBatch, WriteOptions};
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 fn key(n: u64) -> Vec<u8> {
     format!("rec{n:05}").into_bytes()

@@ -7,6 +7,28 @@ use std::sync::Arc;
 use turtlekv::io::FaultFs;
 use turtlekv::{Bytes, Db, Options, Result};
 
+/// xorshift64: deterministic pseudo-random choices without a dependency.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+
+    /// An index in `0..n` (0 when `n` is 0).
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+}
+
 /// The model every test compares the engine against.
 pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
