@@ -1,6 +1,6 @@
 //! Atomic groups of writes.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 
 use crate::Result;
 use crate::options::validate_entry;
@@ -16,11 +16,26 @@ pub(crate) struct BatchOp {
 ///
 /// Entries are checked when the batch is written: one bad entry makes the
 /// whole batch fail with a typed error and nothing of it is applied.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<BatchOp>,
     user_bytes: u64,
+    /// Where keys and values are copied: one allocation shared by many
+    /// entries instead of one (plus a reference-count block) per key and
+    /// per value. Entries keep their part alive in the MemTable.
+    arena: BytesMut,
 }
+
+impl PartialEq for WriteBatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.ops == other.ops
+    }
+}
+
+impl Eq for WriteBatch {}
+
+/// Arena space reserved at a time once a batch holds more than one entry.
+const ARENA_CHUNK_BYTES: usize = 16 * 1024;
 
 impl WriteBatch {
     /// An empty batch.
@@ -32,9 +47,12 @@ impl WriteBatch {
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
         let (key, value) = (key.as_ref(), value.as_ref());
         self.user_bytes += (key.len() + value.len()) as u64;
+        self.reserve(key.len() + value.len());
+        let key = self.copy(key);
+        let value = self.copy(value);
         self.ops.push(BatchOp {
-            key: Bytes::copy_from_slice(key),
-            value: Some(Bytes::copy_from_slice(value)),
+            key,
+            value: Some(value),
         });
         self
     }
@@ -43,11 +61,29 @@ impl WriteBatch {
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         let key = key.as_ref();
         self.user_bytes += key.len() as u64;
-        self.ops.push(BatchOp {
-            key: Bytes::copy_from_slice(key),
-            value: None,
-        });
+        self.reserve(key.len());
+        let key = self.copy(key);
+        self.ops.push(BatchOp { key, value: None });
         self
+    }
+
+    /// Makes room for `len` bytes: exactly that for a first entry (a single
+    /// put), a chunk at a time for larger batches.
+    fn reserve(&mut self, len: usize) {
+        if self.arena.capacity() - self.arena.len() < len {
+            let chunk = if self.ops.is_empty() {
+                len
+            } else {
+                len.max(ARENA_CHUNK_BYTES)
+            };
+            // The old chunk stays alive through the entries that use it.
+            self.arena = BytesMut::with_capacity(chunk);
+        }
+    }
+
+    fn copy(&mut self, bytes: &[u8]) -> Bytes {
+        self.arena.extend_from_slice(bytes);
+        self.arena.split().freeze()
     }
 
     /// Number of entries.
@@ -64,6 +100,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.ops.clear();
         self.user_bytes = 0;
+        self.arena = BytesMut::new();
     }
 
     /// Key plus value bytes of all entries.

@@ -13,9 +13,13 @@ use bytes::Bytes;
 
 pub(crate) use skiplist::SkipListMemTable;
 
-/// Bytes charged per entry on top of key and value: the skiplist node,
-/// its tower and the two `Bytes` handles.
-pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 64;
+/// Bytes charged per entry on top of key and value: the skiplist node, its
+/// tower, the two `Bytes` handles, the shared allocation's header and the
+/// allocator's rounding. Measured, not derived: 1M entries of 8-byte keys and
+/// 120-byte values raise RSS by 304 B each (batches of 100) to 330 B (single
+/// puts), and 128 + 160 + the key filter's share comes to about that, so the
+/// memory budget sees what the MemTables really take.
+pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 160;
 
 /// The newest visible version of one key: `None` is a tombstone.
 pub(crate) type Versioned = (Bytes, Option<Bytes>);
