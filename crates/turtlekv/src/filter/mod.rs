@@ -33,11 +33,12 @@ pub(crate) fn max_encoded_len(key_count: usize, bits_per_key: u32) -> usize {
         return 0;
     }
     let n = key_count as f64;
+    let ln_n = n.ln();
     // Same formulas as the construction (arity 3): segment length and the
     // capacity factor; a single key gets the minimum array.
-    let segment_length = 1usize << ((n.ln() / 3.33f64.ln() + 2.25).floor().max(0.0) as u32).min(18);
+    let segment_length = 1usize << ((ln_n / 3.33f64.ln() + 2.25).floor().max(0.0) as u32).min(18);
     let capacity = if key_count > 1 {
-        let factor = (0.875 + 0.25 * 1_000_000f64.ln() / n.ln()).max(1.125);
+        let factor = (0.875 + 0.25 * 1_000_000f64.ln() / ln_n).max(1.125);
         (n * factor).round() as usize
     } else {
         0

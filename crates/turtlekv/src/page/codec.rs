@@ -73,14 +73,21 @@ impl Geometry {
         header[..4].copy_from_slice(PAGE_MAGIC);
         header[4..8].copy_from_slice(&(data.len() as u32).to_le_bytes());
         header[8..16].copy_from_slice(&id.to_raw().to_le_bytes());
-        let mut stream = header.iter().chain(data.iter()).copied();
         let stream_len = PAGE_HEADER_BYTES + data.len();
         for (index, block) in out.chunks_exact_mut(self.block_bytes).enumerate() {
             let (payload, trailer) = block.split_at_mut(payload_bytes);
-            let used = (stream_len - index * payload_bytes).min(payload_bytes);
-            for (dst, src) in payload[..used].iter_mut().zip(&mut stream) {
-                *dst = src;
+            let start = index * payload_bytes;
+            let used = (stream_len - start).min(payload_bytes);
+            // The stream is the header followed by the data; only block 0
+            // holds header bytes (a payload is far larger than the header).
+            let mut filled = 0;
+            if start < PAGE_HEADER_BYTES {
+                filled = PAGE_HEADER_BYTES - start;
+                payload[..filled].copy_from_slice(&header[start..]);
             }
+            let data_start = start + filled - PAGE_HEADER_BYTES;
+            let data_end = start + used - PAGE_HEADER_BYTES;
+            payload[filled..used].copy_from_slice(&data[data_start..data_end]);
             payload[used..].fill(0);
             trailer[..4].copy_from_slice(&(used as u32).to_le_bytes());
             let crc = block_crc(id, index as u32, payload, used as u32);

@@ -88,13 +88,17 @@ impl Update<'_> {
         for seg in &merging {
             self.drop_segment(seg, node.height)?;
         }
-        let mut run_refs: Vec<&[Item]> = vec![&batch];
-        for (items, ranges) in &sources {
-            run_refs.extend(ranges.iter().map(|r| &items[r.clone()]));
-        }
-        let merged = merge_runs(&run_refs, false);
-        drop(run_refs);
-        drop((batch, sources));
+        let merged = if sources.is_empty() {
+            // Into a vacant level 0: the batch is the segment, no copy.
+            batch
+        } else {
+            let mut run_refs: Vec<&[Item]> = vec![&batch];
+            for (items, ranges) in &sources {
+                run_refs.extend(ranges.iter().map(|r| &items[r.clone()]));
+            }
+            merge_runs(&run_refs, false)
+        };
+        drop(sources);
         let mut segments = Vec::new();
         for part in cut::cut_leaves(merged, &self.tree.config) {
             if part.is_empty() {

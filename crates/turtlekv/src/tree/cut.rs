@@ -26,16 +26,22 @@ pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<I
     let target = total / parts;
     let mut starts = Vec::with_capacity(parts);
     let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
+    // `page_bytes` is not free (it sizes the filter): carry the current
+    // part's figure over instead of computing it twice per item.
+    let mut sizer_bytes = sizer.page_bytes();
     for (i, item) in items.iter().enumerate() {
         let mut next = sizer;
         next.add(item);
-        let full = sizer.page_bytes() >= target || next.page_bytes() > config.leaf_max_bytes;
+        let next_bytes = next.page_bytes();
+        let full = sizer_bytes >= target || next_bytes > config.leaf_max_bytes;
         if full && sizer.items() > 0 {
             starts.push(i);
             sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
             sizer.add(item);
+            sizer_bytes = sizer.page_bytes();
         } else {
             sizer = next;
+            sizer_bytes = next_bytes;
         }
     }
     // Split from the back so each split moves only its own part.
