@@ -18,6 +18,9 @@ fn segment(id: u64) -> String {
     format!("/db/wal/{id:020}.wal")
 }
 
+/// Frame (12) + payload header (20), no entries: what a clean close appends.
+const SEAL_BYTES: u64 = 32;
+
 /// Writes `n` equal-sized synced records into segment 1 and closes.
 fn synced_log(n: u32) -> FaultFs {
     let fs = FaultFs::new();
@@ -29,6 +32,19 @@ fn synced_log(n: u32) -> FaultFs {
     fs
 }
 
+/// The same records, but the power is cut instead of a clean close: the
+/// log ends with its last record, with no seal after it.
+fn synced_log_then_crash(n: u32) -> FaultFs {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    for i in 0..n {
+        db.put_opt(i.to_be_bytes(), [7u8; 10], &SYNC).unwrap();
+    }
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    crashed
+}
+
 fn record_offset(index: u64) -> u64 {
     SEGMENT_HEADER_BYTES + index * RECORD_BYTES
 }
@@ -36,6 +52,9 @@ fn record_offset(index: u64) -> u64 {
 #[test]
 fn record_size_matches_the_documented_layout() {
     let fs = synced_log(3);
+    let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
+    assert_eq!(f.len().unwrap(), record_offset(3) + SEAL_BYTES);
+    let fs = synced_log_then_crash(3);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
     assert_eq!(f.len().unwrap(), record_offset(3));
 }
@@ -60,8 +79,8 @@ fn damage_before_synced_records_is_corruption() {
 }
 
 #[test]
-fn damaged_last_record_is_a_torn_tail() {
-    let fs = synced_log(20);
+fn damaged_last_record_after_a_crash_is_a_torn_tail() {
+    let fs = synced_log_then_crash(20);
     let bit = (record_offset(19) + 30) * 8;
     fs.flip_bit(Path::new(&segment(1)), bit).unwrap();
     let db = open_fault(&fs, small_options()).unwrap();
@@ -72,6 +91,53 @@ fn damaged_last_record_is_a_torn_tail() {
     // The tail was cut, so the old segment is clean for the next open.
     let db = open_fault(&fs, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 20);
+}
+
+#[test]
+fn damaged_last_record_after_a_clean_close_is_corruption() {
+    // The seal a clean close appends proves the last records were synced,
+    // so rot in them is not mistaken for a torn write.
+    for byte in [0, 5, 13, 30, 52] {
+        let fs = synced_log(20);
+        let bit = (record_offset(19) + byte) * 8 + 1;
+        fs.flip_bit(Path::new(&segment(1)), bit).unwrap();
+        match open_fault(&fs, small_options()) {
+            Err(Error::Corruption { file, offset, .. }) => {
+                assert_eq!(file, Path::new(&segment(1)));
+                assert_eq!(offset, record_offset(19));
+            }
+            Err(other) => panic!("byte {byte}: expected corruption, got {other}"),
+            Ok(_) => panic!("byte {byte}: the damaged record was dropped silently"),
+        }
+    }
+}
+
+#[test]
+fn damaged_seal_is_a_torn_tail_and_loses_nothing() {
+    let fs = synced_log(20);
+    fs.flip_bit(Path::new(&segment(1)), (record_offset(20) + 20) * 8)
+        .unwrap();
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(contents(&db).len(), 20);
+    assert_eq!(db.stats().wal_tail_bytes_dropped, SEAL_BYTES);
+}
+
+#[test]
+fn reopening_without_writes_adds_no_seal() {
+    let fs = synced_log(3);
+    for _ in 0..3 {
+        drop(open_fault(&fs, small_options()).unwrap());
+    }
+    // Segment 1 with its records and one seal, and the last open's empty
+    // segment (removed by the next open).
+    let segments = fs.list_dir(Path::new("/db/wal")).unwrap();
+    assert_eq!(segments.len(), 2, "{segments:?}");
+    let len = |id| {
+        let f = fs.open(Path::new(&segment(id)), Default::default());
+        f.unwrap().len().unwrap()
+    };
+    assert_eq!(len(1), record_offset(3) + SEAL_BYTES);
+    assert_eq!(len(4), SEGMENT_HEADER_BYTES);
 }
 
 #[test]

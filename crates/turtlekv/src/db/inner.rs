@@ -175,12 +175,14 @@ impl DbInner {
 }
 
 impl Drop for DbInner {
-    /// A clean close makes every acknowledged write durable.
+    /// A clean close makes every acknowledged write durable, and seals the
+    /// WAL so that later damage to it is reported, not taken for a torn
+    /// tail.
     fn drop(&mut self) {
         if self.poison.get().is_none() {
             // Nothing to report to at drop; an error here poisons nothing
             // that outlives the handle, and reopening replays what is durable.
-            let _ = self.wal.get_mut().sync();
+            let _ = self.wal.get_mut().seal();
         }
     }
 }

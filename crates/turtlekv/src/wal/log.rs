@@ -40,6 +40,9 @@ pub(crate) struct Wal {
     segments: VecDeque<(u64, u64)>,
     next_seq: u64,
     encode_buf: Vec<u8>,
+    /// No record of the current segment lacks a later proof that it was
+    /// synced (see `seal`).
+    sealed: bool,
 }
 
 impl Wal {
@@ -74,6 +77,7 @@ impl Wal {
             segments,
             next_seq,
             encode_buf: Vec::new(),
+            sealed: true,
         };
         Ok((wal, replayed))
     }
@@ -112,6 +116,7 @@ impl Wal {
             seq += batch.len() as u64;
         }
         if !self.encode_buf.is_empty() {
+            self.sealed = false;
             self.writer.append(&self.encode_buf)?;
         }
         if sync {
@@ -126,6 +131,27 @@ impl Wal {
         self.writer.sync()
     }
 
+    /// Makes every record durable and proves it on disk, for a clean close:
+    /// after the sync, appends a record with no updates whose
+    /// `synced_through` covers everything before it, and syncs that too.
+    /// Recovery then reports later damage to the records before it as
+    /// corruption instead of dropping them as a torn tail. Costs a second
+    /// sync, so only the close pays it, and only when the segment holds
+    /// records written since the last seal.
+    pub fn seal(&mut self) -> io::Result<()> {
+        self.writer.sync()?;
+        if self.sealed {
+            return Ok(());
+        }
+        self.encode_buf.clear();
+        let synced_through = self.writer.synced_len_bytes();
+        record::encode(&mut self.encode_buf, self.next_seq, synced_through, &[]);
+        self.writer.append(&self.encode_buf)?;
+        self.writer.sync()?;
+        self.sealed = true;
+        Ok(())
+    }
+
     /// Closes the current segment (synced) and starts the next, so that
     /// segment boundaries can follow MemTable boundaries.
     pub fn rotate(&mut self) -> io::Result<()> {
@@ -136,6 +162,9 @@ impl Wal {
         next.add_unreported(self.writer.take_io());
         self.writer = next;
         self.segments.push_back((id, self.next_seq));
+        // The synced older segment is proof enough: damage there is never
+        // taken for a torn tail.
+        self.sealed = true;
         Ok(())
     }
 

@@ -157,6 +157,10 @@ fn apply_record(
         ));
     }
     progress.expected_next_seq = Some(next);
+    if rec.ops.is_empty() {
+        // A seal (`Wal::seal`): proof of what was synced, no updates.
+        return Ok(());
+    }
     // A record straddling the checkpoint cannot occur (a MemTable holds
     // whole batches), so a record is either covered or replayed whole.
     apply(first, &rec.ops);
