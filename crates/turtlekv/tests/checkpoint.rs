@@ -240,9 +240,12 @@ fn memtables_record_cache_and_page_cache_share_one_budget() {
     // The distance in force is capped at a quarter of the budget.
     assert_eq!(before.checkpoint_distance_bytes, 1 << 20);
     assert_budget_shared(&before);
-    // About 0.8 MiB: less than one MemTable, so nothing is checkpointed.
-    for i in 0..3_000 {
+    // About 0.8 MiB as the MemTable charges it: less than one MemTable, so
+    // nothing is checkpointed.
+    let mut i = 0;
+    while db.stats().memtable_bytes < 800 << 10 {
         db.put(key(i), [7u8; 200]).unwrap();
+        i += 1;
     }
     let full = db.stats();
     assert_eq!(full.checkpoints, 0);
@@ -266,9 +269,11 @@ fn memtables_record_cache_and_page_cache_share_one_budget() {
         shrunk.cache_used_bytes <= shrunk.cache_capacity_bytes,
         "{shrunk:?}"
     );
-    // Just under the new distance: still one MemTable, no checkpoint.
-    for i in 0..900 {
+    // Just under the new distance (256 KiB): still one MemTable, no checkpoint.
+    let mut i = 0;
+    while db.stats().memtable_bytes < 200 << 10 {
         db.put(key(i), [7u8; 200]).unwrap();
+        i += 1;
     }
     let refilled = db.stats();
     assert_eq!(refilled.checkpoints, after.checkpoints);
@@ -311,8 +316,10 @@ fn read_pressure_checkpoints_a_big_memtable_early() {
     for i in 0..20_000 {
         db.put(key(i), [1u8; 40]).unwrap();
     }
-    // Less than one MemTable of new writes stays in memory...
-    for i in 0..300 {
+    db.checkpoint_now().unwrap();
+    // Less than one MemTable of new writes (each is charged about 210
+    // bytes) stays in memory...
+    for i in 0..130 {
         db.put(key(i), [2u8; 40]).unwrap();
     }
     let checkpoints = db.stats().checkpoints;
@@ -323,13 +330,13 @@ fn read_pressure_checkpoints_a_big_memtable_early() {
     while db.stats().read_pressure_checkpoints == 0 {
         assert!(started.elapsed().as_secs() < 20, "{:?}", db.stats());
         let n = rng.below(20_000);
-        let want: &[u8] = if n < 300 { &[2u8; 40] } else { &[1u8; 40] };
+        let want: &[u8] = if n < 130 { &[2u8; 40] } else { &[1u8; 40] };
         assert_eq!(db.get(key(n)).unwrap().as_deref(), Some(want));
     }
     while db.stats().checkpoints == checkpoints {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     let stats = db.stats();
-    assert!(stats.memtable_entries < 300, "{stats:?}");
+    assert!(stats.memtable_entries < 130, "{stats:?}");
     assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&[2u8; 40][..]));
 }
