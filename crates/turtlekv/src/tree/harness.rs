@@ -42,7 +42,12 @@ pub(super) fn small_config(node_size_bytes: u64) -> TreeConfig {
         ..Options::default()
     };
     options.validate().unwrap();
-    TreeConfig::from_options(&options)
+    TreeConfig {
+        // Spill often, so that the tests cover updates that write some
+        // leaves before their end and rewrite them later.
+        spill_after_new_leaves: 2,
+        ..TreeConfig::from_options(&options)
+    }
 }
 
 pub(super) fn key(i: u64) -> Bytes {

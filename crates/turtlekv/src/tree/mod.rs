@@ -81,7 +81,14 @@ pub(crate) struct TreeConfig {
     /// Block size inside leaves: the unit a point lookup reads.
     pub block_size_bytes: usize,
     pub filter_bits_per_key: u32,
+    /// New leaves and high-level segments a batch update holds in memory
+    /// before it writes them out, so that its memory does not grow with
+    /// its output.
+    pub spill_after_new_leaves: usize,
 }
+
+/// Default of `TreeConfig::spill_after_new_leaves`: 32 MiB of 2 MiB leaves.
+const SPILL_AFTER_NEW_LEAVES: usize = 16;
 
 impl TreeConfig {
     pub(crate) fn from_options(options: &Options) -> Self {
@@ -103,6 +110,7 @@ impl TreeConfig {
             node_max_bytes,
             block_size_bytes,
             filter_bits_per_key: options.filter_bits_per_key,
+            spill_after_new_leaves: SPILL_AFTER_NEW_LEAVES,
         }
     }
 

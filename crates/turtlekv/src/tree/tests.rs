@@ -75,6 +75,8 @@ fn model_small_nodes_grow_and_shrink() {
     // Root shrinking is exercised by `deleting_everything_empties_the_tree`.
     assert!(events.root_grows >= 6, "{events:?}");
     assert!(events.shared_segments_dropped >= 10, "{events:?}");
+    // Large batches wrote their new leaves out before their end.
+    assert!(events.spills >= 10, "{events:?}");
 }
 
 #[test]

@@ -43,6 +43,10 @@ pub(crate) struct UpdateEvents {
     pub node_joins: u64,
     pub root_grows: u64,
     pub root_shrinks: u64,
+    /// Times an update wrote out its new leaves and high-level segments
+    /// before its end to bound its memory
+    /// (`TreeConfig::spill_after_new_leaves`).
+    pub spills: u64,
     /// Segments shared by two nodes (after a split) that one of them dropped;
     /// the other reference was looked for before reporting the page dead.
     pub shared_segments_dropped: u64,
@@ -70,6 +74,7 @@ impl UpdateEvents {
         self.node_joins += other.node_joins;
         self.root_grows += other.root_grows;
         self.root_shrinks += other.root_shrinks;
+        self.spills += other.spills;
         self.shared_segments_dropped += other.shared_segments_dropped;
         self.leaf_pages_written += other.leaf_pages_written;
         self.leaf_bytes_written += other.leaf_bytes_written;
@@ -88,8 +93,13 @@ pub(super) struct Update<'a> {
     /// (page, height of the node that dropped it, first key, last key).
     pub shared_dropped: Vec<(PageId, u8, Bytes, Bytes)>,
     pub events: UpdateEvents,
-    /// Decoded segments and leaves, so one update reads each page once.
-    items_cache: HashMap<PageId, Arc<Vec<Item>>>,
+    /// Decoded segments and leaves, so one update reads each page once
+    /// (between spills).
+    items_cache: HashMap<PageId, (Arc<Vec<Item>>, usize)>,
+    /// Item bytes in `items_cache`, kept under `decoded_cap_bytes`.
+    items_cache_bytes: usize,
+    /// Pages written before the end of the update (see `write.rs`).
+    pub spilled: Vec<PageId>,
 }
 
 impl<'a> Update<'a> {
@@ -100,7 +110,22 @@ impl<'a> Update<'a> {
             shared_dropped: Vec::new(),
             events: UpdateEvents::default(),
             items_cache: HashMap::new(),
+            items_cache_bytes: 0,
+            spilled: Vec::new(),
         }
+    }
+
+    /// Drops the decoded pages kept so far; later reads decode again.
+    pub(super) fn forget_decoded(&mut self) {
+        self.items_cache.clear();
+        self.items_cache_bytes = 0;
+    }
+
+    /// Most item bytes of decoded pages an update keeps for reuse: twice
+    /// what it may hold in new leaves. Flushes reread segments beyond it.
+    fn decoded_cap_bytes(&self) -> usize {
+        let config = &self.tree.config;
+        2 * config.spill_after_new_leaves * config.leaf_max_bytes
     }
 
     /// The items of a leaf or segment.
@@ -108,11 +133,18 @@ impl<'a> Update<'a> {
         match data {
             LeafData::New(items) => Ok(items.clone()),
             LeafData::Stored(r) => {
-                if let Some(items) = self.items_cache.get(&r.id) {
+                if let Some((items, _)) = self.items_cache.get(&r.id) {
                     return Ok(items.clone());
                 }
                 let items = Arc::new(self.tree.read_leaf_items(r)?);
-                self.items_cache.insert(r.id, items.clone());
+                let item_bytes = super::item::total_size_bytes(&items);
+                if self.items_cache_bytes + item_bytes > self.decoded_cap_bytes() {
+                    // Wholesale: the pages of the node being flushed come
+                    // back at once, older ones are rarely needed again.
+                    self.forget_decoded();
+                }
+                self.items_cache_bytes += item_bytes;
+                self.items_cache.insert(r.id, (items.clone(), item_bytes));
                 Ok(items)
             }
         }
@@ -152,6 +184,10 @@ impl<'a> Update<'a> {
                 let items = self.items(data)?;
                 if let LeafData::Stored(r) = data {
                     self.dead.push(r.id);
+                    // Taken leaves are not read again: keep no decoded copy.
+                    if let Some((_, item_bytes)) = self.items_cache.remove(&r.id) {
+                        self.items_cache_bytes -= item_bytes;
+                    }
                 }
                 Ok(items)
             }
@@ -241,6 +277,7 @@ impl Tree {
         };
         for piece in cut::cut_batch(items, self.config.leaf_max_bytes) {
             up.insert_and_flush(&mut node, piece)?;
+            up.spill_if_large(&mut node)?;
         }
         // Grow: split the root until it fits, adding a level each time.
         loop {
@@ -294,19 +331,22 @@ impl Tree {
             }
         }
         let dead_shared = up.resolve_shared_dropped(&node)?;
-        let (root, new_pages) = if empty {
+        let (root, mut new_pages) = if empty {
             (None, Vec::new())
         } else {
             let (id, pages) = up.write_tree(node)?;
             (Some(id), pages)
         };
         let mut seen = HashSet::new();
-        let dead_pages = up
+        let dead_pages: Vec<PageId> = up
             .dead
             .into_iter()
             .chain(dead_shared)
             .filter(|id| seen.insert(*id))
             .collect();
+        // Spilled leaves that a later flush replaced are dead already;
+        // the others are part of the new version.
+        new_pages.extend(up.spilled.into_iter().filter(|id| !seen.contains(id)));
         Ok(BatchOutcome {
             root,
             new_pages,

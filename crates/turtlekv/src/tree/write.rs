@@ -2,24 +2,63 @@
 //! in parallel (a pure function of its items), then nodes bottom-up, since a
 //! node page names its children's ids.
 
-use std::sync::Arc;
-
 use rayon::prelude::*;
 
-use super::item::Item;
 use super::leaf;
 use super::node::{Child, LeafData, LeafRef, Node};
 use super::update::Update;
 use crate::page::{PageId, PageKind};
 use crate::{Error, Result};
 
+/// Which new pages a pass writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// A spill in the middle of an update: leaves, and segments of levels
+    /// from `SPILL_MIN_LEVEL` up. Lower levels stay in memory, since the
+    /// binary counter merges them again soon; a higher level is merged
+    /// again only after `2^level` more batches reach its node.
+    Spill,
+    /// Every new leaf and segment: the end of an update.
+    All,
+}
+
 impl Update<'_> {
     /// Writes the in-memory tree under `root`; returns the root's page id and
     /// every page written.
     pub(super) fn write_tree(&mut self, mut root: Node) -> Result<(PageId, Vec<PageId>)> {
+        let mut new_pages = self.write_new_pages(&mut root, Pass::All)?;
+        let id = self.write_nodes(&mut root, &mut new_pages)?;
+        Ok((id, new_pages))
+    }
+
+    /// Writes out the new leaves and high-level segments under `root` once
+    /// there are `TreeConfig::spill_after_new_leaves` of them, and forgets
+    /// the decoded pages read so far. A page written here that the same
+    /// update replaces later is dead at the commit like any other replaced
+    /// page.
+    pub(super) fn spill_if_large(&mut self, root: &mut Node) -> Result<()> {
+        let mut count = 0;
+        for_each_new(root, Pass::Spill, &mut |_| count += 1);
+        if count < self.tree.config.spill_after_new_leaves {
+            return Ok(());
+        }
+        let pages = self.write_new_pages(root, Pass::Spill)?;
+        self.spilled.extend(pages);
+        self.events.spills += 1;
+        self.forget_decoded();
+        Ok(())
+    }
+
+    /// Serialises and writes the new pages of `pass` in parallel (a pure
+    /// function of their items) and replaces each by its stored reference.
+    fn write_new_pages(&mut self, root: &mut Node, pass: Pass) -> Result<Vec<PageId>> {
         let config = self.tree.config;
         let mut jobs = Vec::new();
-        collect_new_leaves(&root, &mut jobs);
+        for_each_new(root, pass, &mut |data| {
+            if let LeafData::New(items) = data {
+                jobs.push(items.clone());
+            }
+        });
         // Each worker serialises a leaf and writes it, so only the pages in
         // flight are held as bytes; ids come back in job order.
         let io = &self.tree.io;
@@ -44,6 +83,7 @@ impl Update<'_> {
                 Ok((LeafRef { id, head_len, filter_len }, bytes.len()))
             })
             .collect();
+        drop(jobs);
         let mut new_pages = Vec::with_capacity(written.len());
         let mut refs = Vec::with_capacity(written.len());
         for r in written {
@@ -57,35 +97,25 @@ impl Update<'_> {
             refs.push(r);
         }
         let mut refs = refs.into_iter();
-        let id = self.write_nodes(&mut root, &mut refs, &mut new_pages)?;
-        Ok((id, new_pages))
+        for_each_new(root, pass, &mut |data| {
+            *data = LeafData::Stored(refs.next().expect("one page per new leaf"));
+        });
+        Ok(new_pages)
     }
 
-    fn write_nodes(
-        &mut self,
-        node: &mut Node,
-        refs: &mut impl Iterator<Item = LeafRef>,
-        new_pages: &mut Vec<PageId>,
-    ) -> Result<PageId> {
+    fn write_nodes(&mut self, node: &mut Node, new_pages: &mut Vec<PageId>) -> Result<PageId> {
         for pivot in &mut node.pivots {
-            match &mut pivot.child {
-                Child::Leaf(LeafData::New(_)) => {
-                    pivot.child = Child::Leaf(LeafData::Stored(
-                        refs.next().expect("one page per new leaf"),
-                    ))
-                }
-                Child::Node(child) => {
-                    let id = self.write_nodes(child, refs, new_pages)?;
-                    pivot.child = Child::StoredNode(id);
-                }
-                Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => {}
+            if let Child::Node(child) = &mut pivot.child {
+                let id = self.write_nodes(child, new_pages)?;
+                pivot.child = Child::StoredNode(id);
             }
         }
-        for seg in &mut node.segments {
-            if let LeafData::New(_) = seg.data {
-                seg.data = LeafData::Stored(refs.next().expect("one page per new segment"));
-            }
-        }
+        debug_assert!(
+            node.segments
+                .iter()
+                .all(|s| matches!(s.data, LeafData::Stored(_))),
+            "new segments are written before their node"
+        );
         let bytes = node.encode();
         if bytes.len() > self.tree.config.node_max_bytes {
             return Err(Error::InvalidOptions(format!(
@@ -102,18 +132,23 @@ impl Update<'_> {
     }
 }
 
-/// New leaves and segments, in the order `write_nodes` assigns their ids.
-fn collect_new_leaves(node: &Node, out: &mut Vec<Arc<Vec<Item>>>) {
-    for pivot in &node.pivots {
-        match &pivot.child {
-            Child::Leaf(LeafData::New(items)) => out.push(items.clone()),
-            Child::Node(child) => collect_new_leaves(child, out),
+/// Lowest buffer level whose new segments a spill writes out.
+const SPILL_MIN_LEVEL: u8 = 3;
+
+/// Calls `f` on every new leaf and segment that `pass` writes in the
+/// in-memory tree under `node`, always in the same order.
+fn for_each_new(node: &mut Node, pass: Pass, f: &mut impl FnMut(&mut LeafData)) {
+    for pivot in &mut node.pivots {
+        match &mut pivot.child {
+            Child::Leaf(data @ LeafData::New(_)) => f(data),
+            Child::Node(child) => for_each_new(child, pass, f),
             Child::Leaf(LeafData::Stored(_)) | Child::StoredNode(_) => {}
         }
     }
-    for seg in &node.segments {
-        if let LeafData::New(items) = &seg.data {
-            out.push(items.clone());
+    for seg in &mut node.segments {
+        let written = pass == Pass::All || seg.level >= SPILL_MIN_LEVEL;
+        if written && matches!(seg.data, LeafData::New(_)) {
+            f(&mut seg.data);
         }
     }
 }
