@@ -10,12 +10,26 @@ use bytes::Bytes;
 use super::cut;
 use super::item::{Item, lower_bound, merge_prefix, shortest_separator, total_size_bytes};
 use super::merge::merge_runs;
-use super::node::{Child, Flushed, LeafData, Node, Pivot};
+use super::node::{Child, Flushed, LeafData, Node, Pivot, Segment};
 use super::update::Update;
 use crate::Result;
 
 /// A replacement for one child: its lower key (empty = keep the pivot's) and subtree.
 pub(super) type Piece = (Bytes, Child);
+
+/// A segment's items not yet flushed to one pivot.
+pub(super) struct Unflushed {
+    items: Arc<Vec<Item>>,
+    range: std::ops::Range<usize>,
+    /// Index in the segment of `items[range.start]`.
+    first_index: usize,
+}
+
+impl Unflushed {
+    fn slice(&self) -> &[Item] {
+        &self.items[self.range.clone()]
+    }
+}
 
 impl Update<'_> {
     pub(super) fn flush(&mut self, node: &mut Node, p: usize) -> Result<()> {
@@ -23,34 +37,30 @@ impl Update<'_> {
         let mut sources = Vec::new();
         for (s, seg) in node.segments.iter().enumerate() {
             if seg.bounds[p].is_some() {
-                let items = self.items(&seg.data)?;
-                let r = node.unflushed_range(seg, p, &items);
-                sources.push((s, items, r));
+                sources.push((s, self.unflushed_items(node, seg, p)?));
             }
         }
-        let runs: Vec<&[Item]> = sources
-            .iter()
-            .map(|(_, items, r)| &items[r.clone()])
-            .collect();
+        let runs: Vec<&[Item]> = sources.iter().map(|(_, u)| u.slice()).collect();
         let (prefix, cut_key) = merge_prefix(&runs, leaf_bytes);
         let mut removed = 0u64;
-        for (s, items, r) in &sources {
-            let end = match &cut_key {
-                Some(k) => r.start + lower_bound(&items[r.clone()], k),
-                None => r.end,
+        for (s, unflushed) in &sources {
+            let items = unflushed.slice();
+            let taken = match &cut_key {
+                Some(k) => lower_bound(items, k),
+                None => items.len(),
             };
-            removed += total_size_bytes(&items[r.start..end]) as u64;
-            node.segments[*s].bounds[p] = if end >= r.end {
-                None
-            } else if end == 0 {
-                Some(Flushed::default())
-            } else {
-                let key = shortest_separator(&items[end - 1].key, &items[end].key);
-                Some(Flushed {
-                    index: end as u32,
+            removed += total_size_bytes(&items[..taken]) as u64;
+            let bound = &mut node.segments[*s].bounds[p];
+            if taken >= items.len() {
+                *bound = None;
+            } else if taken > 0 {
+                let key = shortest_separator(&items[taken - 1].key, &items[taken].key);
+                *bound = Some(Flushed {
+                    index: (unflushed.first_index + taken) as u32,
                     key,
-                })
-            };
+                });
+            }
+            // Nothing taken: the bound stays where it was.
         }
         debug_assert!(
             node.pivots[p].pending_bytes >= removed,
@@ -64,6 +74,45 @@ impl Update<'_> {
         // The neighbours too: a changed child may now fit with one of them.
         self.fix_underfull(node, p.saturating_sub(1), count + 2)?;
         self.drop_inactive_segments(node)
+    }
+
+    /// The items of `seg` not yet flushed to pivot `p`: from the decoded
+    /// segment when this update has it, else only the chunks that hold
+    /// them (a pivot's part of a stored segment, not all of it).
+    fn unflushed_items(&mut self, node: &Node, seg: &Segment, p: usize) -> Result<Unflushed> {
+        let bound = seg.bounds[p].as_ref().expect("an active pivot");
+        if let Some(items) = self.decoded(&seg.data) {
+            let range = node.unflushed_range(seg, p, &items);
+            return Ok(Unflushed {
+                first_index: range.start,
+                items,
+                range,
+            });
+        }
+        let LeafData::Stored(r) = &seg.data else {
+            unreachable!("new segments are always decoded")
+        };
+        let (lo, hi) = node.pivot_range(p);
+        // Keys from the flushed bound on (its key lies between the last
+        // flushed item and the first unflushed one), within the pivot.
+        let lo = if bound.index > 0 && bound.key > *lo {
+            &bound.key
+        } else {
+            lo
+        };
+        let (first_index, items) = self.tree.read_leaf_span(r, lo, hi.map(|h| h.as_ref()))?;
+        // The bound's index must agree with where its key falls.
+        let range = 0..items.len();
+        let index = (bound.index as usize).max(first_index);
+        let skip = index - first_index;
+        if skip > items.len() {
+            return Err(super::corrupt(r.id, "flushed bound beyond the segment"));
+        }
+        Ok(Unflushed {
+            items: Arc::new(items),
+            range: skip..range.end,
+            first_index: index,
+        })
     }
 
     /// Applies a sorted batch to child `p` and returns what replaces it.
@@ -117,6 +166,15 @@ impl Update<'_> {
         pieces: Vec<Piece>,
     ) -> Result<()> {
         let count = pieces.len();
+        // Each active segment's unflushed items of the old pivot, read
+        // before the pivot is split (its range is the union of the new ones).
+        let mut spans = Vec::with_capacity(node.segments.len());
+        for seg in &node.segments {
+            spans.push(match (count > 1, &seg.bounds[p]) {
+                (true, Some(_)) => Some(self.unflushed_items(node, seg, p)?),
+                _ => None,
+            });
+        }
         let old_lower = node.pivots[p].lower.clone();
         let new_pivots: Vec<Pivot> = pieces
             .into_iter()
@@ -133,21 +191,18 @@ impl Update<'_> {
             node.pivots[p].pending_bytes = old_pending;
             return Ok(());
         }
-        for s in 0..node.segments.len() {
+        for (s, span) in spans.iter().enumerate() {
             let old = node.segments[s].bounds[p].clone();
             node.segments[s]
                 .bounds
-                .splice(p..=p, std::iter::repeat_n(old.clone(), count));
-            if old.is_none() {
-                continue;
-            }
-            let items = self.items(&node.segments[s].data)?;
+                .splice(p..=p, std::iter::repeat_n(old, count));
+            let Some(span) = span else { continue };
             for j in p..p + count {
-                let r = node.unflushed_range(&node.segments[s], j, &items);
+                let r = node.pivot_index_range(j, span.slice());
                 if r.is_empty() {
                     node.segments[s].bounds[j] = None;
                 } else {
-                    node.pivots[j].pending_bytes += total_size_bytes(&items[r]) as u64;
+                    node.pivots[j].pending_bytes += total_size_bytes(&span.slice()[r]) as u64;
                 }
             }
         }

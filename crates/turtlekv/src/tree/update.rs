@@ -115,6 +115,14 @@ impl<'a> Update<'a> {
         }
     }
 
+    /// The items of a leaf or segment if this update has them decoded.
+    pub(super) fn decoded(&self, data: &LeafData) -> Option<Arc<Vec<Item>>> {
+        match data {
+            LeafData::New(items) => Some(items.clone()),
+            LeafData::Stored(r) => self.items_cache.get(&r.id).map(|(items, _)| items.clone()),
+        }
+    }
+
     /// Drops the decoded pages kept so far; later reads decode again.
     pub(super) fn forget_decoded(&mut self) {
         self.items_cache.clear();
