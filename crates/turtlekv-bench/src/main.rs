@@ -5,6 +5,10 @@ use clap::Parser as _;
 use turtlekv_bench::cli::{Cli, Command};
 use turtlekv_bench::{plot, report, ycsb};
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {

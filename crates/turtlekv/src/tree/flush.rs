@@ -101,17 +101,16 @@ impl Update<'_> {
             lo
         };
         let (first_index, items) = self.tree.read_leaf_span(r, lo, hi.map(|h| h.as_ref()))?;
-        // The bound's index must agree with where its key falls.
-        let range = 0..items.len();
-        let index = (bound.index as usize).max(first_index);
-        let skip = index - first_index;
+        // The span starts at the first unflushed item, unless the bound's
+        // index and key disagree (then the index rules, as for decoded ones).
+        let skip = (bound.index as usize).saturating_sub(first_index);
         if skip > items.len() {
             return Err(super::corrupt(r.id, "flushed bound beyond the segment"));
         }
         Ok(Unflushed {
+            range: skip..items.len(),
+            first_index: first_index + skip,
             items: Arc::new(items),
-            range: skip..range.end,
-            first_index: index,
         })
     }
 
@@ -131,6 +130,9 @@ impl Update<'_> {
         let child = self.child_node(node, p)?;
         for piece in cut::cut_batch(batch, leaf_bytes) {
             self.insert_and_flush(child, piece)?;
+            // One flush from above can cascade through deep merges below:
+            // bound what this subtree holds in memory as it goes.
+            self.spill_if_large(child)?;
         }
         let child = take_child_node(&mut node.pivots[p]);
         Ok(self

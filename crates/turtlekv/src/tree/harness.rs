@@ -45,7 +45,7 @@ pub(super) fn small_config(node_size_bytes: u64) -> TreeConfig {
     TreeConfig {
         // Spill often, so that the tests cover updates that write some
         // leaves before their end and rewrite them later.
-        spill_after_new_leaves: 2,
+        spill_after_new_pages: 2,
         ..TreeConfig::from_options(&options)
     }
 }

@@ -84,11 +84,11 @@ pub(crate) struct TreeConfig {
     /// New leaves and high-level segments a batch update holds in memory
     /// before it writes them out, so that its memory does not grow with
     /// its output.
-    pub spill_after_new_leaves: usize,
+    pub spill_after_new_pages: usize,
 }
 
-/// Default of `TreeConfig::spill_after_new_leaves`: 32 MiB of 2 MiB leaves.
-const SPILL_AFTER_NEW_LEAVES: usize = 16;
+/// Default of `TreeConfig::spill_after_new_pages`: 32 MiB of 2 MiB pages.
+const SPILL_AFTER_NEW_PAGES: usize = 16;
 
 impl TreeConfig {
     pub(crate) fn from_options(options: &Options) -> Self {
@@ -110,7 +110,7 @@ impl TreeConfig {
             node_max_bytes,
             block_size_bytes,
             filter_bits_per_key: options.filter_bits_per_key,
-            spill_after_new_leaves: SPILL_AFTER_NEW_LEAVES,
+            spill_after_new_pages: SPILL_AFTER_NEW_PAGES,
         }
     }
 

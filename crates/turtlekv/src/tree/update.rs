@@ -45,7 +45,7 @@ pub(crate) struct UpdateEvents {
     pub root_shrinks: u64,
     /// Times an update wrote out its new leaves and high-level segments
     /// before its end to bound its memory
-    /// (`TreeConfig::spill_after_new_leaves`).
+    /// (`TreeConfig::spill_after_new_pages`).
     pub spills: u64,
     /// Segments shared by two nodes (after a split) that one of them dropped;
     /// the other reference was looked for before reporting the page dead.
@@ -93,8 +93,8 @@ pub(super) struct Update<'a> {
     /// (page, height of the node that dropped it, first key, last key).
     pub shared_dropped: Vec<(PageId, u8, Bytes, Bytes)>,
     pub events: UpdateEvents,
-    /// Decoded segments and leaves, so one update reads each page once
-    /// (between spills).
+    /// Decoded segments and leaves, so that an update rarely reads a page
+    /// twice; bounded by `decoded_cap_bytes` and emptied at each spill.
     items_cache: HashMap<PageId, (Arc<Vec<Item>>, usize)>,
     /// Item bytes in `items_cache`, kept under `decoded_cap_bytes`.
     items_cache_bytes: usize,
@@ -130,10 +130,10 @@ impl<'a> Update<'a> {
     }
 
     /// Most item bytes of decoded pages an update keeps for reuse: twice
-    /// what it may hold in new leaves. Flushes reread segments beyond it.
+    /// what it may hold in new pages. Beyond it, pages are read again.
     fn decoded_cap_bytes(&self) -> usize {
         let config = &self.tree.config;
-        2 * config.spill_after_new_leaves * config.leaf_max_bytes
+        2 * config.spill_after_new_pages * config.leaf_max_bytes
     }
 
     /// The items of a leaf or segment.
@@ -352,7 +352,7 @@ impl Tree {
             .chain(dead_shared)
             .filter(|id| seen.insert(*id))
             .collect();
-        // Spilled leaves that a later flush replaced are dead already;
+        // Spilled pages that the update replaced later are dead already;
         // the others are part of the new version.
         new_pages.extend(up.spilled.into_iter().filter(|id| !seen.contains(id)));
         Ok(BatchOutcome {

@@ -1,6 +1,8 @@
 //! Writing a batch update's result: every new leaf and segment is serialised
 //! in parallel (a pure function of its items), then nodes bottom-up, since a
-//! node page names its children's ids.
+//! node page names its children's ids. A large update also writes its new
+//! leaves and high-level segments along the way ("spills"), so that its
+//! memory stays bounded however much it rewrites.
 
 use rayon::prelude::*;
 
@@ -32,14 +34,14 @@ impl Update<'_> {
     }
 
     /// Writes out the new leaves and high-level segments under `root` once
-    /// there are `TreeConfig::spill_after_new_leaves` of them, and forgets
+    /// there are `TreeConfig::spill_after_new_pages` of them, and forgets
     /// the decoded pages read so far. A page written here that the same
     /// update replaces later is dead at the commit like any other replaced
     /// page.
     pub(super) fn spill_if_large(&mut self, root: &mut Node) -> Result<()> {
         let mut count = 0;
         for_each_new(root, Pass::Spill, &mut |_| count += 1);
-        if count < self.tree.config.spill_after_new_leaves {
+        if count < self.tree.config.spill_after_new_pages {
             return Ok(());
         }
         let pages = self.write_new_pages(root, Pass::Spill)?;
