@@ -81,6 +81,9 @@ pub struct Stats {
     pub leaf_bytes_written: u64,
     /// Of `leaf_bytes_written`, bytes of filters.
     pub filter_bytes_written: u64,
+    /// Times a checkpoint wrote new pages before its end to bound its
+    /// memory (a batch update's "spills").
+    pub checkpoint_spills: u64,
     /// Node pages written by checkpoints.
     pub node_pages_written: u64,
     /// Content bytes of those pages.

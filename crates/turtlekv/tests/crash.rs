@@ -178,12 +178,12 @@ fn crash_at_every_write_and_sync_across_checkpoints() {
     let fs = FaultFs::new();
     let db = open_fault(&fs, options.clone()).unwrap();
     run_until_failure(&db, &work);
-    let checkpoints = db.stats().checkpoints;
+    let (checkpoints, spills) = (db.stats().checkpoints, db.stats().checkpoint_spills);
     drop(db);
     assert!(checkpoints >= 8, "only {checkpoints} checkpoints");
     let (total, crash_points) = crash_everywhere(&work, &options);
     eprintln!(
-        "tried {crash_points} crash points ({total} ops x 3 modes) over {checkpoints} checkpoints"
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {checkpoints} checkpoints ({spills} spills)"
     );
 }
 
@@ -227,12 +227,12 @@ fn crash_at_every_write_and_sync_across_checkpoints_long() {
     let fs = FaultFs::new();
     let db = open_fault(&fs, options.clone()).unwrap();
     run_until_failure(&db, &work);
-    let checkpoints = db.stats().checkpoints;
+    let (checkpoints, spills) = (db.stats().checkpoints, db.stats().checkpoint_spills);
     drop(db);
     let started = std::time::Instant::now();
     let (total, crash_points) = crash_everywhere_with_seeds(&work, &options, seeds);
     eprintln!(
-        "tried {crash_points} crash points ({total} ops x {} modes) over {checkpoints} checkpoints in {:?}",
+        "tried {crash_points} crash points ({total} ops x {} modes) over {checkpoints} checkpoints ({spills} spills) in {:?}",
         1 + 2 * seeds,
         started.elapsed()
     );

@@ -287,6 +287,7 @@ fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
     stats.leaf_pages_written = written.leaf_pages_written;
     stats.leaf_bytes_written = written.leaf_bytes_written;
     stats.filter_bytes_written = written.filter_bytes_written;
+    stats.checkpoint_spills = written.spills;
     stats.node_pages_written = written.node_pages_written;
     stats.node_bytes_written = written.node_bytes_written;
     stats.tree_height = u64::from(shape.height);

@@ -87,8 +87,18 @@ pub(crate) struct TreeConfig {
     pub spill_after_new_pages: usize,
 }
 
-/// Default of `TreeConfig::spill_after_new_pages`: 32 MiB of 2 MiB pages.
-const SPILL_AFTER_NEW_PAGES: usize = 16;
+/// A batch update's new pages in memory before it spills them: a
+/// sixteenth of the memory budget, at most this many bytes...
+const SPILL_MAX_BYTES: u64 = 32 << 20;
+/// ...and at least this many pages.
+const SPILL_MIN_PAGES: u64 = 2;
+
+/// `TreeConfig::spill_after_new_pages` for a database's options, fixed at
+/// open: 8 pages of 2 MiB for the default 256 MiB budget.
+fn spill_after_new_pages(options: &Options) -> usize {
+    let bytes = (options.cache_capacity_bytes / 16).min(SPILL_MAX_BYTES);
+    (bytes / options.leaf_size_bytes).max(SPILL_MIN_PAGES) as usize
+}
 
 impl TreeConfig {
     pub(crate) fn from_options(options: &Options) -> Self {
@@ -110,7 +120,7 @@ impl TreeConfig {
             node_max_bytes,
             block_size_bytes,
             filter_bits_per_key: options.filter_bits_per_key,
-            spill_after_new_pages: SPILL_AFTER_NEW_PAGES,
+            spill_after_new_pages: spill_after_new_pages(options),
         }
     }
 
