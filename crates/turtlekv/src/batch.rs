@@ -24,6 +24,11 @@ pub struct WriteBatch {
     /// entries instead of one (plus a reference-count block) per key and
     /// per value. Entries keep their part alive in the MemTable.
     arena: BytesMut,
+    /// Size of the newest arena chunk.
+    chunk_bytes: usize,
+    /// Bytes of all chunks so far.
+    #[cfg(test)]
+    reserved_bytes: usize,
 }
 
 impl PartialEq for WriteBatch {
@@ -34,7 +39,7 @@ impl PartialEq for WriteBatch {
 
 impl Eq for WriteBatch {}
 
-/// Arena space reserved at a time once a batch holds more than one entry.
+/// Largest arena chunk (an entry larger than this gets a chunk of its own).
 const ARENA_CHUNK_BYTES: usize = 16 * 1024;
 
 impl WriteBatch {
@@ -67,18 +72,22 @@ impl WriteBatch {
         self
     }
 
-    /// Makes room for `len` bytes: exactly that for a first entry (a single
-    /// put), a chunk at a time for larger batches.
+    /// Makes room for `len` bytes. The first chunk is exactly the first
+    /// entry (a single put wastes nothing); later ones double up to
+    /// `ARENA_CHUNK_BYTES`, so a batch of any size leaves at most about
+    /// half of its chunks unused (the MemTable keeps them as long as any
+    /// entry in them).
     fn reserve(&mut self, len: usize) {
-        if self.arena.capacity() - self.arena.len() < len {
-            let chunk = if self.ops.is_empty() {
-                len
-            } else {
-                len.max(ARENA_CHUNK_BYTES)
-            };
-            // The old chunk stays alive through the entries that use it.
-            self.arena = BytesMut::with_capacity(chunk);
+        if self.arena.capacity() - self.arena.len() >= len {
+            return;
         }
+        self.chunk_bytes = (self.chunk_bytes * 2).clamp(len, ARENA_CHUNK_BYTES.max(len));
+        #[cfg(test)]
+        {
+            self.reserved_bytes += self.chunk_bytes;
+        }
+        // The old chunk stays alive through the entries that use it.
+        self.arena = BytesMut::with_capacity(self.chunk_bytes);
     }
 
     fn copy(&mut self, bytes: &[u8]) -> Bytes {
@@ -101,6 +110,7 @@ impl WriteBatch {
         self.ops.clear();
         self.user_bytes = 0;
         self.arena = BytesMut::new();
+        self.chunk_bytes = 0;
     }
 
     /// Key plus value bytes of all entries.
@@ -118,5 +128,35 @@ impl WriteBatch {
     pub(crate) fn puts_and_deletes(&self) -> (u64, u64) {
         let puts = self.ops.iter().filter(|op| op.value.is_some()).count() as u64;
         (puts, self.ops.len() as u64 - puts)
+    }
+}
+
+#[cfg(test)]
+mod arena_tests {
+    use super::*;
+
+    #[test]
+    fn arena_chunks_waste_at_most_about_half() {
+        for entries in [1usize, 2, 3, 10, 100, 1000, 10_000] {
+            let mut batch = WriteBatch::new();
+            for i in 0..entries {
+                batch.put((i as u64).to_be_bytes(), [7u8; 120]);
+            }
+            let used = batch.user_bytes() as usize;
+            let reserved = batch.reserved_bytes;
+            if entries == 1 {
+                assert_eq!(reserved, used, "a single put is exact");
+            }
+            // Doubling chunks: the unused tail of each is less than the
+            // chunk before it, capped at one full chunk.
+            assert!(
+                reserved <= 2 * used + ARENA_CHUNK_BYTES.min(2 * used),
+                "{entries} entries: {reserved} bytes reserved for {used}"
+            );
+            let keys: Vec<_> = batch.ops.iter().map(|op| op.key.clone()).collect();
+            for (i, key) in keys.iter().enumerate() {
+                assert_eq!(key.as_ref(), (i as u64).to_be_bytes());
+            }
+        }
     }
 }

@@ -242,9 +242,9 @@ impl Tree {
 
     /// Reads the items of a stored leaf or segment with keys in `[lo, hi)`
     /// (`hi: None` = to the end): only the chunks that can hold them, with
-    /// one uncached read, each verified against the head's block checksums.
-    /// Returns the leaf index of the first item returned and the items. A
-    /// flush needs one pivot's part of a segment, a small share of it.
+    /// one uncached read (the page store verifies its blocks, as for
+    /// scans). Returns the leaf index of the first item returned and the
+    /// items. A flush needs one pivot's part of a segment, a small share.
     fn read_leaf_span(
         &self,
         r: &node::LeafRef,
@@ -268,7 +268,7 @@ impl Tree {
             let at = (chunk_offset - offset) as usize;
             let blocks = bytes.slice(at..at + len as usize);
             let chunk = head
-                .decode_chunk(c, &blocks)
+                .decode_chunk_trusted(c, &blocks)
                 .map_err(|reason| corrupt(r.id, reason))?;
             items.extend(chunk);
         }
