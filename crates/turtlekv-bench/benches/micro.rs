@@ -17,8 +17,7 @@ fn config() -> EngineConfig {
         direct_io: false,
         sync: false,
         threads: 1,
-        turtlekv_checkpoint_distance_bytes: None,
-        turtlekv_record_cache_bytes: None,
+        turtlekv: turtlekv_bench::engines::TurtlekvKnobs::default(),
     }
 }
 

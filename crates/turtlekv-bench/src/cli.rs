@@ -59,6 +59,14 @@ pub struct YcsbArgs {
     /// cache (0 turns it off); default: the engine's own default.
     #[arg(long)]
     pub turtlekv_record_cache_bytes: Option<u64>,
+    /// TurtleKV only: leaf and buffer-segment page size in bytes; default:
+    /// the engine's own default.
+    #[arg(long)]
+    pub turtlekv_leaf_size_bytes: Option<u64>,
+    /// TurtleKV only: filter bits per key (0 turns filters off); default:
+    /// the engine's own default.
+    #[arg(long)]
+    pub turtlekv_filter_bits_per_key: Option<u32>,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -141,6 +149,12 @@ impl YcsbArgs {
         }
         if let Some(bytes) = self.turtlekv_record_cache_bytes {
             args.push(format!("--turtlekv-record-cache-bytes={bytes}").into());
+        }
+        if let Some(bytes) = self.turtlekv_leaf_size_bytes {
+            args.push(format!("--turtlekv-leaf-size-bytes={bytes}").into());
+        }
+        if let Some(bits) = self.turtlekv_filter_bits_per_key {
+            args.push(format!("--turtlekv-filter-bits-per-key={bits}").into());
         }
         if self.sync {
             args.push("--sync".into());

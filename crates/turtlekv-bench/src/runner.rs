@@ -125,8 +125,7 @@ mod tests {
             direct_io: false,
             sync: false,
             threads: 2,
-            turtlekv_checkpoint_distance_bytes: None,
-            turtlekv_record_cache_bytes: None,
+            turtlekv: crate::engines::TurtlekvKnobs::default(),
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }

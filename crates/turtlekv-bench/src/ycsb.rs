@@ -33,8 +33,12 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
         direct_io: args.direct_io,
         sync: args.sync,
         threads: usize::from(args.threads),
-        turtlekv_checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
-        turtlekv_record_cache_bytes: args.turtlekv_record_cache_bytes,
+        turtlekv: crate::engines::TurtlekvKnobs {
+            checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
+            record_cache_bytes: args.turtlekv_record_cache_bytes,
+            leaf_size_bytes: args.turtlekv_leaf_size_bytes,
+            filter_bits_per_key: args.turtlekv_filter_bits_per_key,
+        },
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {

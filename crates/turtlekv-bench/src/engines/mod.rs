@@ -31,10 +31,21 @@ pub struct EngineConfig {
     pub sync: bool,
     /// Threads the run will use, for engines that size pools by it.
     pub threads: usize,
-    /// TurtleKV's MemTable capacity; `None` keeps its default.
-    pub turtlekv_checkpoint_distance_bytes: Option<u64>,
-    /// TurtleKV's record-cache share of the budget; `None` keeps its default.
-    pub turtlekv_record_cache_bytes: Option<u64>,
+    /// TurtleKV's own knobs.
+    pub turtlekv: TurtlekvKnobs,
+}
+
+/// TurtleKV's own knobs for a run; `None` keeps the engine's default.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurtlekvKnobs {
+    /// MemTable capacity (checkpoint distance).
+    pub checkpoint_distance_bytes: Option<u64>,
+    /// Record-cache share of the budget (0 turns it off).
+    pub record_cache_bytes: Option<u64>,
+    /// Leaf and segment page size.
+    pub leaf_size_bytes: Option<u64>,
+    /// Filter bits per key (0 turns filters off).
+    pub filter_bits_per_key: Option<u32>,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from
@@ -161,8 +172,7 @@ mod tests {
             direct_io: false,
             sync: false,
             threads: 2,
-            turtlekv_checkpoint_distance_bytes: None,
-            turtlekv_record_cache_bytes: None,
+            turtlekv: TurtlekvKnobs::default(),
         };
         for kind in [
             EngineKind::Turtlekv,

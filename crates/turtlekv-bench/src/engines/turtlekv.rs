@@ -17,11 +17,18 @@ impl TurtleKv {
         let mut options = Options::default();
         options.cache_capacity_bytes = config.cache_bytes;
         options.direct_io = config.direct_io;
-        if let Some(bytes) = config.turtlekv_checkpoint_distance_bytes {
+        let knobs = &config.turtlekv;
+        if let Some(bytes) = knobs.checkpoint_distance_bytes {
             options.checkpoint_distance_bytes = bytes;
         }
-        if let Some(bytes) = config.turtlekv_record_cache_bytes {
+        if let Some(bytes) = knobs.record_cache_bytes {
             options.record_cache_capacity_bytes = bytes;
+        }
+        if let Some(bytes) = knobs.leaf_size_bytes {
+            options.leaf_size_bytes = bytes;
+        }
+        if let Some(bits) = knobs.filter_bits_per_key {
+            options.filter_bits_per_key = bits;
         }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
