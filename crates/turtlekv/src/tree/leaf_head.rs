@@ -104,11 +104,18 @@ impl LeafHead {
         })
     }
 
-    /// Memory the decoded head takes, for the page cache's accounting.
+    /// Memory the decoded head takes, for the page cache's accounting: the
+    /// separators are slices of the raw head bytes, which stay allocated
+    /// with it.
     pub(crate) fn memory_bytes(&self) -> u64 {
         let chunks = self.chunks.len() * std::mem::size_of::<ChunkEntry>();
         let crcs = self.block_crcs.len() * 4;
-        (std::mem::size_of::<Self>() + chunks + crcs) as u64
+        let raw = if self.chunks.iter().any(|c| !c.separator.is_empty()) {
+            self.head_len as usize
+        } else {
+            0
+        };
+        (std::mem::size_of::<Self>() + chunks + crcs + raw) as u64
     }
 
     /// Finds `key` in chunk `c` given its blocks' bytes, without decoding the
