@@ -59,13 +59,20 @@ pub enum Command {
     turtlekv put ./my-db apple red\n  \
     turtlekv put ./my-db --hex 00ff 0102")]
 pub struct PutArgs {
+    #[command(flatten)]
+    pub target: KeyArgs,
+    /// The value, in the same encoding as the key.
+    pub value: String,
+}
+
+/// The database and key that `put`, `get` and `delete` work on.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
     /// The key: text, or hex/base64 with --hex/--base64.
     pub key: String,
-    /// The value, in the same encoding as the key.
-    pub value: String,
     #[command(flatten)]
     pub encoding: EncodingArgs,
 }
@@ -79,13 +86,8 @@ pub struct PutArgs {
     turtlekv get ./my-db apple\n  \
     turtlekv get ./my-db --base64 AP8=")]
 pub struct GetArgs {
-    /// Database directory.
-    #[arg(value_name = "DB")]
-    pub db: PathBuf,
-    /// The key: text, or hex/base64 with --hex/--base64.
-    pub key: String,
     #[command(flatten)]
-    pub encoding: EncodingArgs,
+    pub target: KeyArgs,
 }
 
 /// Remove KEY.
@@ -97,13 +99,8 @@ pub struct GetArgs {
     turtlekv delete ./my-db apple\n  \
     turtlekv delete ./my-db --hex 00ff")]
 pub struct DeleteArgs {
-    /// Database directory.
-    #[arg(value_name = "DB")]
-    pub db: PathBuf,
-    /// The key: text, or hex/base64 with --hex/--base64.
-    pub key: String,
     #[command(flatten)]
-    pub encoding: EncodingArgs,
+    pub target: KeyArgs,
 }
 
 /// Print records in key order.
