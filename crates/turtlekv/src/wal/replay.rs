@@ -77,7 +77,12 @@ fn replay_segment(
         if !is_newest {
             return Err(Error::corruption(&path, 0, reason));
         }
-        // A crash while the segment was being created: it holds no record.
+        // A crash while the segment was being created leaves no record
+        // behind it, since the header is synced before any record is
+        // written: a valid record after a damaged header proves rot.
+        if find_valid_frame(&buf, 0, |_| true) {
+            return Err(Error::corruption(&path, 0, reason));
+        }
         fs.remove_file(&path)?;
         fs.sync_dir(dir)?;
         progress.outcome.tail_bytes_dropped += buf.len() as u64;
@@ -172,15 +177,18 @@ fn apply_record(
 /// A valid frame after `damaged_at` that was written once `damaged_at` had
 /// been synced proves the damage hit durable data, not a torn write.
 fn damage_before_synced_data(buf: &[u8], damaged_at: usize) -> Option<&'static str> {
+    find_valid_frame(buf, damaged_at + 1, |rec| {
+        rec.synced_through > damaged_at as u64
+    })
+    .then_some("damaged record before data that was already synced")
+}
+
+/// Whether a valid frame that `wanted` accepts starts at or after `from`.
+fn find_valid_frame(buf: &[u8], from: usize, wanted: impl Fn(&record::Record) -> bool) -> bool {
     let magic = FRAME_MAGIC.to_le_bytes();
-    (damaged_at + 1..buf.len().saturating_sub(3))
+    (from..buf.len().saturating_sub(3))
         .filter(|&at| buf[at..at + 4] == magic)
-        .find_map(|at| match record::decode(&buf[at..]) {
-            Frame::Valid(rec, _) if rec.synced_through > damaged_at as u64 => {
-                Some("damaged record before data that was already synced")
-            }
-            _ => None,
-        })
+        .any(|at| matches!(record::decode(&buf[at..]), Frame::Valid(rec, _) if wanted(&rec)))
 }
 
 fn cut_torn_tail(fs: &dyn FileSystem, path: &Path, valid_len: u64) -> Result<()> {
