@@ -43,17 +43,24 @@ impl Update<'_> {
         let runs: Vec<&[Item]> = sources.iter().map(|(_, u)| u.slice()).collect();
         let (prefix, cut_key) = merge_prefix(&runs, leaf_bytes);
         let mut removed = 0u64;
-        for (s, unflushed) in &sources {
+        // What stays unflushed, per segment: a split of the child below
+        // spreads it over the new pivots without reading it again.
+        let mut remaining: Vec<Option<Unflushed>> = std::iter::repeat_with(|| None)
+            .take(node.segments.len())
+            .collect();
+        for (s, unflushed) in sources {
             let items = unflushed.slice();
             let taken = match &cut_key {
                 Some(k) => lower_bound(items, k),
                 None => items.len(),
             };
             removed += total_size_bytes(&items[..taken]) as u64;
-            let bound = &mut node.segments[*s].bounds[p];
+            let bound = &mut node.segments[s].bounds[p];
             if taken >= items.len() {
                 *bound = None;
-            } else if taken > 0 {
+                continue;
+            }
+            if taken > 0 {
                 let key = shortest_separator(&items[taken - 1].key, &items[taken].key);
                 *bound = Some(Flushed {
                     index: (unflushed.first_index + taken) as u32,
@@ -61,6 +68,11 @@ impl Update<'_> {
                 });
             }
             // Nothing taken: the bound stays where it was.
+            remaining[s] = Some(Unflushed {
+                range: unflushed.range.start + taken..unflushed.range.end,
+                first_index: unflushed.first_index + taken,
+                items: unflushed.items,
+            });
         }
         debug_assert!(
             node.pivots[p].pending_bytes >= removed,
@@ -70,7 +82,7 @@ impl Update<'_> {
         self.events.flushes_by_height[usize::from(node.height).min(7)] += 1;
         let pieces = self.apply_to_child(node, p, prefix)?;
         let count = pieces.len();
-        self.replace_pivot(node, p, pieces)?;
+        self.replace_pivot_with(node, p, pieces, remaining);
         // The neighbours too: a changed child may now fit with one of them.
         self.fix_underfull(node, p.saturating_sub(1), count + 2)?;
         self.drop_inactive_segments(node)
@@ -167,16 +179,29 @@ impl Update<'_> {
         p: usize,
         pieces: Vec<Piece>,
     ) -> Result<()> {
-        let count = pieces.len();
         // Each active segment's unflushed items of the old pivot, read
         // before the pivot is split (its range is the union of the new ones).
         let mut spans = Vec::with_capacity(node.segments.len());
         for seg in &node.segments {
-            spans.push(match (count > 1, &seg.bounds[p]) {
+            spans.push(match (pieces.len() > 1, &seg.bounds[p]) {
                 (true, Some(_)) => Some(self.unflushed_items(node, seg, p)?),
                 _ => None,
             });
         }
+        self.replace_pivot_with(node, p, pieces, spans);
+        Ok(())
+    }
+
+    /// `replace_pivot` given, per segment, its items not yet flushed to
+    /// pivot `p` (`None` where it is inactive; unused for a single piece).
+    fn replace_pivot_with(
+        &mut self,
+        node: &mut Node,
+        p: usize,
+        pieces: Vec<Piece>,
+        spans: Vec<Option<Unflushed>>,
+    ) {
+        let count = pieces.len();
         let old_lower = node.pivots[p].lower.clone();
         let new_pivots: Vec<Pivot> = pieces
             .into_iter()
@@ -191,8 +216,9 @@ impl Update<'_> {
         node.pivots.splice(p..=p, new_pivots);
         if count == 1 {
             node.pivots[p].pending_bytes = old_pending;
-            return Ok(());
+            return;
         }
+        debug_assert_eq!(spans.len(), node.segments.len());
         for (s, span) in spans.iter().enumerate() {
             let old = node.segments[s].bounds[p].clone();
             node.segments[s]
@@ -215,7 +241,6 @@ impl Update<'_> {
                 .sum::<u64>(),
             old_pending
         );
-        Ok(())
     }
 }
 
