@@ -113,6 +113,12 @@ pub enum Distribution {
     Zipfian,
     /// Every record equally likely.
     Uniform,
+    /// Plain zipfian, theta 0.99, over the records themselves: record `n`
+    /// has rank `n` (keys are hashes of record numbers, so the hot records
+    /// are still spread over the key space). Unlike the scrambled default,
+    /// whose 10^10-item domain leaves ~40% of requests on a near-uniform
+    /// tail, nearly all requests fall on a small hot set.
+    ZipfianUnscrambled,
 }
 
 /// Picks the record an operation touches.
@@ -122,6 +128,9 @@ pub enum KeyChooser {
     /// domain, hashed onto a record. Draws past the records inserted so far
     /// are redrawn.
     Scrambled { zipfian: Zipfian, items: u64 },
+    /// Plain zipfian: the rank is the record number. Draws past the records
+    /// inserted so far are redrawn.
+    Unscrambled { zipfian: Zipfian },
     /// Uniform over the records inserted so far.
     Uniform,
     /// Recently inserted records most popular (workload D): the newest
@@ -146,6 +155,9 @@ impl KeyChooser {
                 items: items.max(1),
             },
             Distribution::Uniform => KeyChooser::Uniform,
+            Distribution::ZipfianUnscrambled => KeyChooser::Unscrambled {
+                zipfian: Zipfian::new(items.max(1), ZIPFIAN_THETA),
+            },
         }
     }
 
@@ -156,6 +168,12 @@ impl KeyChooser {
         match self {
             KeyChooser::Scrambled { zipfian, items } => loop {
                 let record = fnv_hash64(zipfian.next(rng)) % *items;
+                if record < limit {
+                    return record;
+                }
+            },
+            KeyChooser::Unscrambled { zipfian } => loop {
+                let record = zipfian.next(rng);
                 if record < limit {
                     return record;
                 }
@@ -292,6 +310,38 @@ mod tests {
             .map(|(i, _)| i);
         assert_ne!(hottest, Some(0));
         // Draws respect the limit of records inserted so far.
+        for _ in 0..10_000 {
+            assert!(chooser.next(&mut rng, 500) < 500);
+        }
+    }
+
+    /// Share of `draws` requests that fall on the hottest 1% of `records`.
+    fn top_percent_share(distribution: Distribution, records: u64, draws: u64) -> f64 {
+        let mut chooser = KeyChooser::new(distribution, false, records);
+        let mut rng = Rng::new(17);
+        let mut counts = vec![0u64; records as usize];
+        for _ in 0..draws {
+            counts[chooser.next(&mut rng, records) as usize] += 1;
+        }
+        counts.sort_unstable_by(|a, b| b.cmp(a));
+        let top: u64 = counts[..(records / 100) as usize].iter().sum();
+        top as f64 / draws as f64
+    }
+
+    #[test]
+    fn unscrambled_zipfian_concentrates_on_fewer_records_than_scrambled() {
+        let records = 100_000;
+        let unscrambled = top_percent_share(Distribution::ZipfianUnscrambled, records, 400_000);
+        let scrambled = top_percent_share(Distribution::Zipfian, records, 400_000);
+        // Plain zipfian over 1e5 items: the top 1e3 take H(1e3)/H(1e5),
+        // about 0.62; the scrambled one spreads its 1e10-item domain.
+        assert!((0.55..0.70).contains(&unscrambled), "{unscrambled}");
+        assert!(
+            scrambled < unscrambled - 0.15,
+            "{scrambled} vs {unscrambled}"
+        );
+        let mut chooser = KeyChooser::new(Distribution::ZipfianUnscrambled, false, records);
+        let mut rng = Rng::new(4);
         for _ in 0..10_000 {
             assert!(chooser.next(&mut rng, 500) < 500);
         }
