@@ -59,6 +59,10 @@ pub struct YcsbArgs {
     /// cache (0 turns it off); default: the engine's own default.
     #[arg(long)]
     pub turtlekv_record_cache_bytes: Option<u64>,
+    /// TurtleKV only: keep the record cache's share fixed (by default the
+    /// engine moves memory between record and page cache as reads show).
+    #[arg(long)]
+    pub turtlekv_record_cache_fixed: bool,
     /// TurtleKV only: leaf and buffer-segment page size in bytes; default:
     /// the engine's own default.
     #[arg(long)]
@@ -150,6 +154,9 @@ impl YcsbArgs {
         if let Some(bytes) = self.turtlekv_record_cache_bytes {
             args.push(format!("--turtlekv-record-cache-bytes={bytes}").into());
         }
+        if self.turtlekv_record_cache_fixed {
+            args.push("--turtlekv-record-cache-fixed".into());
+        }
         if let Some(bytes) = self.turtlekv_leaf_size_bytes {
             args.push(format!("--turtlekv-leaf-size-bytes={bytes}").into());
         }
@@ -212,7 +219,7 @@ mod tests {
             "turtlekv-bench ycsb --engines turtlekv,fjall --workloads load,d \
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
-             --plot p.png --memory-limit-bytes 1000000"
+             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-fixed"
                 .split_whitespace(),
         )
         .unwrap();
@@ -238,7 +245,7 @@ mod tests {
             ),
             (77, 5, 3, 64, 99999, 4)
         );
-        assert!(child.sync && !child.direct_io);
+        assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_fixed);
         assert_eq!(child.distribution, Distribution::Uniform);
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);

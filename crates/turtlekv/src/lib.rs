@@ -31,6 +31,7 @@ mod error;
 mod filter;
 #[doc(hidden)]
 pub mod fuzz;
+mod ghost;
 pub mod io;
 mod iter;
 mod memtable;

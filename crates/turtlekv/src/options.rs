@@ -44,7 +44,14 @@ pub struct Options {
     /// hot keys read from the tree, a better use of memory than blocks
     /// under skewed point reads. Capped at half the budget; 0 disables it.
     /// Changeable at runtime with [`crate::Db::set_record_cache_capacity`].
+    /// With `record_cache_auto_split` this is only the starting share.
     pub record_cache_capacity_bytes: u64,
+    /// Move memory between the record cache and the page cache while the
+    /// database runs, a step (1/32 of the budget) each second, towards the
+    /// one whose recently evicted entries the reads ask for more often:
+    /// point reads of hot keys grow the record cache, scans and reads
+    /// spread over many keys grow the page cache (`docs/tuning.md`).
+    pub record_cache_auto_split: bool,
     /// Checkpoint early, before the MemTable is full, when reads dominate
     /// and miss the page cache: the MemTable's memory goes back to the
     /// cache (the TurtleKV paper's future work; see `docs/tuning.md`).
@@ -73,6 +80,7 @@ impl Default for Options {
             checkpoint_threads: 0,
             checkpoint_on_read_pressure: true,
             record_cache_capacity_bytes: 32 * MIB,
+            record_cache_auto_split: true,
             leaf_size_bytes: 2 * MIB,
             node_size_bytes: 4 * KIB,
             filter_bits_per_key: 10,

@@ -76,9 +76,10 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
 
 fn format(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,
         o.record_cache_capacity_bytes,
+        o.record_cache_auto_split,
         o.checkpoint_distance_bytes,
         o.checkpoint_on_read_pressure,
         o.checkpoint_threads,
@@ -103,6 +104,9 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
         match name.trim() {
             "cache_capacity_bytes" => o.cache_capacity_bytes = number()?,
             "record_cache_capacity_bytes" => o.record_cache_capacity_bytes = number()?,
+            "record_cache_auto_split" => {
+                o.record_cache_auto_split = value.parse().map_err(|_| bad("not true/false"))?
+            }
             "checkpoint_distance_bytes" => o.checkpoint_distance_bytes = number()?,
             "checkpoint_on_read_pressure" => {
                 o.checkpoint_on_read_pressure = value.parse().map_err(|_| bad("not true/false"))?

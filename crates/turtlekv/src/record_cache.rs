@@ -23,6 +23,8 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
+use crate::ghost::Ghost;
+
 const SHARDS: usize = 64;
 /// Watermark slots per shard: writes to keys of other slots do not block
 /// admissions to this one.
@@ -151,6 +153,9 @@ pub(crate) struct RecordCacheCounts {
     pub used_bytes: u64,
     pub capacity_bytes: u64,
     pub entries: u64,
+    /// Gets that went to disk for a record evicted (or refused for lack of
+    /// room) within the ghost window.
+    pub ghost_recalls: u64,
 }
 
 /// The cache; bounded in bytes, evenly over its shards.
@@ -161,6 +166,8 @@ pub(crate) struct RecordCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    /// Records evicted or refused most recently, for the cache split.
+    ghost: Ghost,
 }
 
 /// Shard, watermark slot and in-shard hash of a key.
@@ -193,7 +200,20 @@ impl RecordCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            ghost: Ghost::new(0),
         }
+    }
+
+    /// Bytes of evicted or refused records the ghost list covers.
+    pub fn set_ghost_window_bytes(&self, bytes: u64) {
+        self.ghost.set_window_bytes(bytes);
+    }
+
+    /// Notes that a get of `key` missed this cache and then read from
+    /// disk; it counts as a ghost recall if the record was evicted or
+    /// refused recently (a larger record cache would have served it).
+    pub fn recall_after_disk_read(&self, key: &[u8]) {
+        self.ghost.recall(place(key).2);
     }
 
     pub fn capacity_bytes(&self) -> u64 {
@@ -259,10 +279,12 @@ impl RecordCache {
     /// write to the key's slot came after `read_seq`.
     pub fn admit(&self, key: &[u8], value: Option<&Bytes>, read_seq: u64) {
         let charge_bytes = charge(key, value);
+        let (s, slot, hash) = place(key);
         if charge_bytes > self.shard_capacity() {
+            // What a larger cache would hold: the ghost measures its worth.
+            self.ghost.remember(hash, charge_bytes);
             return;
         }
-        let (s, slot, hash) = place(key);
         let mut shard = self.shards[s].write();
         if shard.watermarks[slot] > read_seq || shard.find(hash, key).is_some() {
             return;
@@ -285,7 +307,10 @@ impl RecordCache {
             if entry.referenced.swap(false, Relaxed) {
                 continue;
             }
-            shard.remove_at(u32::try_from(i).expect("a shard holds under 4G entries"));
+            let evicted =
+                shard.remove_at(u32::try_from(i).expect("a shard holds under 4G entries"));
+            self.ghost
+                .remember(table_hash(evicted.key()), evicted.charge_bytes());
             self.evictions.fetch_add(1, Relaxed);
         }
     }
@@ -312,6 +337,7 @@ impl RecordCache {
             used_bytes,
             capacity_bytes: self.capacity_bytes.load(Relaxed),
             entries,
+            ghost_recalls: self.ghost.recalls(),
         }
     }
 }

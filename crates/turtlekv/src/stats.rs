@@ -70,6 +70,10 @@ pub struct Stats {
     pub cache_misses: u64,
     /// Cache entries evicted to make room.
     pub cache_evictions: u64,
+    /// Blocks read from disk that the page cache had evicted within its
+    /// ghost window (1/32 of the budget): reads that much more page cache
+    /// would have saved.
+    pub cache_ghost_recalls: u64,
     /// Bytes read from page files.
     pub page_bytes_read: u64,
     /// Read calls on page files.
@@ -116,6 +120,13 @@ pub struct Stats {
     pub record_cache_used_bytes: u64,
     /// The record cache's share of the memory budget.
     pub record_cache_capacity_bytes: u64,
+    /// Gets that read from disk a record the record cache had evicted (or
+    /// turned away for lack of room) within its ghost window: reads that
+    /// much more record cache would have saved.
+    pub record_cache_ghost_recalls: u64,
+    /// Times the automatic split moved memory between the record cache and
+    /// the page cache.
+    pub record_cache_resizes: u64,
     /// Page reads from disk (cache misses) made by gets.
     pub get_disk_reads: u64,
 }
@@ -162,6 +173,7 @@ pub(crate) struct Counters {
     pub max_checkpoint_nanos: AtomicU64,
     pub get_disk_reads: AtomicU64,
     pub read_pressure_checkpoints: AtomicU64,
+    pub record_cache_resizes: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -197,6 +209,7 @@ impl Counters {
             max_checkpoint_nanos: read(&self.max_checkpoint_nanos),
             get_disk_reads: read(&self.get_disk_reads),
             read_pressure_checkpoints: read(&self.read_pressure_checkpoints),
+            record_cache_resizes: read(&self.record_cache_resizes),
             ..Stats::default()
         }
     }

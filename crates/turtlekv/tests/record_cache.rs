@@ -7,6 +7,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use common::{Model, Rng, checkpointing_options, open_fault};
 use turtlekv::io::FaultFs;
@@ -29,6 +30,7 @@ fn interleaved_writes_snapshots_checkpoints_and_gets_match_the_model() {
     options.cache_capacity_bytes = 64 * 1024;
     // About 60 records: constant eviction.
     options.record_cache_capacity_bytes = 8 * 1024;
+    options.record_cache_auto_split = false;
     let db = open_fault(&fs, options).unwrap();
     let mut model = Model::new();
     let mut snapshots: Vec<(Snapshot, Model)> = Vec::new();
@@ -148,4 +150,122 @@ fn concurrent_readers_never_see_a_value_go_back() {
         let got = db.get(key(n)).unwrap().unwrap();
         assert_eq!(&got[..], &last_round.to_be_bytes());
     }
+}
+
+const SPLIT_BUDGET_BYTES: u64 = 512 * 1024;
+const SPLIT_RECORDS: u64 = 20_000;
+/// One step of the automatic split: 1/32 of the budget.
+const SPLIT_STEP_BYTES: u64 = SPLIT_BUDGET_BYTES / 32;
+
+fn split_value(n: u64) -> Vec<u8> {
+    format!("{n:0>100}").into_bytes()
+}
+
+/// A database of 2.2 MB of records, four times its memory budget, all in
+/// the tree, with the record cache starting at `record_cache_bytes`.
+fn split_db(fs: &FaultFs, record_cache_bytes: u64) -> turtlekv::Db {
+    let mut options = checkpointing_options();
+    options.cache_capacity_bytes = SPLIT_BUDGET_BYTES;
+    options.checkpoint_distance_bytes = 64 * 1024;
+    options.record_cache_capacity_bytes = record_cache_bytes;
+    assert!(options.record_cache_auto_split, "on by default");
+    let db = open_fault(fs, options).unwrap();
+    for chunk in (0..SPLIT_RECORDS).collect::<Vec<_>>().chunks(500) {
+        let mut batch = WriteBatch::new();
+        for &n in chunk {
+            batch.put(key(n), split_value(n));
+        }
+        db.write(batch, &WriteOptions::default()).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    db
+}
+
+/// Runs `work` in rounds until `done` holds, for at most a minute (the
+/// split decides once a second).
+fn until(db: &turtlekv::Db, done: impl Fn(&turtlekv::Stats) -> bool, mut work: impl FnMut()) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done(&db.stats()) && Instant::now() < deadline {
+        for _ in 0..200 {
+            work();
+        }
+    }
+}
+
+#[test]
+fn the_split_grows_the_record_cache_under_hot_point_reads() {
+    let fs = FaultFs::new();
+    let db = split_db(&fs, 0);
+    let mut rng = Rng(0x5EED);
+    // Half the gets go to 300 hot records spread over the key space (one
+    // block each, more blocks than the page cache holds); the other half,
+    // spread over all records, keep the page cache churning.
+    until(
+        &db,
+        |s| s.record_cache_capacity_bytes >= 2 * SPLIT_STEP_BYTES,
+        || {
+            let n = if rng.below(2) == 0 {
+                rng.below(300) * 67 % SPLIT_RECORDS
+            } else {
+                rng.below(SPLIT_RECORDS)
+            };
+            assert_eq!(
+                db.get(key(n)).unwrap().as_deref(),
+                Some(&split_value(n)[..])
+            );
+        },
+    );
+    let stats = db.stats();
+    assert!(
+        stats.record_cache_capacity_bytes >= 2 * SPLIT_STEP_BYTES,
+        "{stats:?}"
+    );
+    assert!(stats.record_cache_resizes >= 2, "{stats:?}");
+    assert!(
+        stats.record_cache_ghost_recalls > stats.cache_ghost_recalls,
+        "{stats:?}"
+    );
+    // The page cache gave what the record cache took.
+    assert!(
+        stats.cache_capacity_bytes + stats.record_cache_capacity_bytes <= SPLIT_BUDGET_BYTES,
+        "{stats:?}"
+    );
+    db.check().unwrap();
+}
+
+#[test]
+fn the_split_shrinks_the_record_cache_under_scans() {
+    let fs = FaultFs::new();
+    let start_bytes = 4 * SPLIT_STEP_BYTES;
+    let db = split_db(&fs, start_bytes);
+    let mut rng = Rng(0xCAFE);
+    until(
+        &db,
+        |s| s.record_cache_capacity_bytes <= start_bytes - 2 * SPLIT_STEP_BYTES,
+        || {
+            let first = rng.below(SPLIT_RECORDS - 50);
+            let got = db.range(key(first)..).take(50).map(Result::unwrap).count();
+            assert_eq!(got, 50);
+        },
+    );
+    let stats = db.stats();
+    assert!(
+        stats.record_cache_capacity_bytes <= start_bytes - 2 * SPLIT_STEP_BYTES,
+        "{stats:?}"
+    );
+    assert!(stats.cache_ghost_recalls > 0, "{stats:?}");
+    // Turned off, the split leaves the share where it is.
+    db.set_record_cache_auto_split(false);
+    let resizes = stats.record_cache_resizes;
+    let share = stats.record_cache_capacity_bytes;
+    std::thread::sleep(Duration::from_millis(2_500));
+    for _ in 0..2_000 {
+        let first = rng.below(SPLIT_RECORDS - 50);
+        let got = db.range(key(first)..).take(50).map(Result::unwrap).count();
+        assert_eq!(got, 50);
+    }
+    std::thread::sleep(Duration::from_millis(1_200));
+    let stats = db.stats();
+    assert_eq!(stats.record_cache_resizes, resizes, "{stats:?}");
+    assert_eq!(stats.record_cache_capacity_bytes, share, "{stats:?}");
 }

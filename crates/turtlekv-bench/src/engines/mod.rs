@@ -46,6 +46,9 @@ pub struct TurtlekvKnobs {
     pub leaf_size_bytes: Option<u64>,
     /// Filter bits per key (0 turns filters off).
     pub filter_bits_per_key: Option<u32>,
+    /// Keep the record cache's share fixed instead of letting the engine
+    /// move memory between it and the page cache.
+    pub record_cache_fixed: bool,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from

@@ -95,6 +95,10 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// Changes the page cache's byte budget.
     fn set_cache_capacity(&self, _capacity_bytes: u64) {}
 
+    /// Changes how many bytes of recently evicted blocks the page cache
+    /// remembers, to measure what more memory would save it.
+    fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}
+
     /// Largest item (`7 + key + value` bytes) the target can store; writes
     /// of larger ones are refused up front.
     fn max_item_bytes(&self) -> usize {

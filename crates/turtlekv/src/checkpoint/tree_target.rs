@@ -135,6 +135,10 @@ impl CheckpointTarget for TreeTarget {
         self.store.set_cache_capacity(capacity_bytes);
     }
 
+    fn set_cache_ghost_window_bytes(&self, bytes: u64) {
+        self.store.set_cache_ghost_window_bytes(bytes);
+    }
+
     fn max_item_bytes(&self) -> usize {
         self.tree.config().max_item_bytes()
     }

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use crate::WriteBatch;
 use crate::checkpoint::{CheckpointTarget, Coverage};
+use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
 use crate::db::read_pressure::{Monitor, Pressure, Sample};
 use crate::memtable::MemTable;
@@ -34,6 +35,10 @@ impl DbInner {
             release_unused(&mut retired);
             if let Some(delta) = monitor.window(self.activity(target)) {
                 self.checkpoint_on_read_pressure(delta);
+                self.split_caches(Recalls {
+                    record: delta.record_ghost_recalls,
+                    block: delta.block_ghost_recalls,
+                });
             }
             if self.state.load().frozen.is_empty() {
                 continue;
@@ -101,13 +106,16 @@ impl DbInner {
         Ok(())
     }
 
-    /// Counters the read-pressure rule looks at.
+    /// Counters the read-pressure rule and the cache split look at.
     fn activity(&self, target: &dyn CheckpointTarget) -> Sample {
         let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
+        let store = target.stats().store;
         Sample {
             gets: load(&self.stats.gets),
             writes: load(&self.stats.puts) + load(&self.stats.deletes),
-            cache_misses: target.stats().store.cache_misses,
+            cache_misses: store.cache_misses,
+            record_ghost_recalls: self.record_cache.counts().ghost_recalls,
+            block_ghost_recalls: store.cache_ghost_recalls,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -44,6 +44,8 @@ pub(crate) struct DbInner {
     pub record_cache: RecordCache,
     /// The record cache size asked for; it gets at most half the budget.
     pub record_cache_asked_bytes: AtomicU64,
+    /// `Options::record_cache_auto_split`, changeable at runtime.
+    pub record_cache_auto_split: AtomicBool,
     pub control: Arc<Control>,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: OnceLock<String>,
@@ -100,6 +102,9 @@ impl DbInner {
         let (value, from_tree) = state.get(key, seq)?;
         let reads = crate::page::thread_read_ios() - reads_before;
         bump(&self.stats.get_disk_reads, reads);
+        if reads > 0 {
+            self.record_cache.recall_after_disk_read(key);
+        }
         if from_tree {
             self.record_cache.admit(key, value.as_ref(), seq);
         }

@@ -1,6 +1,7 @@
 //! The database handle: opening and recovery, the write path, reads.
 
 mod budget;
+mod cache_split;
 mod checkpoint;
 mod inner;
 mod open;
@@ -199,6 +200,7 @@ impl Db {
         stats.record_cache_evictions = records.evictions;
         stats.record_cache_used_bytes = records.used_bytes;
         stats.record_cache_capacity_bytes = records.capacity_bytes;
+        stats.record_cache_ghost_recalls = records.ghost_recalls;
         if let Some(target) = &inner.target {
             add_target_stats(&mut stats, &target.stats());
         }
@@ -233,26 +235,31 @@ impl Db {
             )));
         }
         self.inner.budget.set_total_bytes(bytes);
-        self.resize_record_cache();
+        self.inner.set_ghost_windows();
+        self.inner.apply_record_cache_share();
         Ok(())
     }
 
     /// Changes the record cache's share of the memory budget while the
     /// database runs (capped at half of it; 0 turns the record cache off).
-    /// The page cache gets what is freed, or gives what is taken.
+    /// The page cache gets what is freed, or gives what is taken. With the
+    /// automatic split on, the share then moves from there as reads show
+    /// (see [`Db::set_record_cache_auto_split`]).
     pub fn set_record_cache_capacity(&self, bytes: u64) {
         self.inner
             .record_cache_asked_bytes
             .store(bytes, Ordering::Relaxed);
-        self.resize_record_cache();
+        self.inner.apply_record_cache_share();
     }
 
-    fn resize_record_cache(&self) {
-        let inner = &self.inner;
-        let asked = inner.record_cache_asked_bytes.load(Ordering::Relaxed);
-        let share = crate::options::record_cache_share(asked, inner.budget.total_bytes());
-        inner.record_cache.set_capacity(share);
-        inner.rebalance_memory(true);
+    /// Turns the automatic split between record cache and page cache on
+    /// or off while the database runs (see
+    /// [`Options::record_cache_auto_split`](crate::Options::record_cache_auto_split)).
+    /// Turning it off keeps the record cache's current share.
+    pub fn set_record_cache_auto_split(&self, on: bool) {
+        self.inner
+            .record_cache_auto_split
+            .store(on, Ordering::Relaxed);
     }
 
     /// Freezes the active MemTable and returns once it, and every MemTable
@@ -279,6 +286,7 @@ fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
     stats.cache_hits = store.cache_hits;
     stats.cache_misses = store.cache_misses;
     stats.cache_evictions = store.cache_evictions;
+    stats.cache_ghost_recalls = store.cache_ghost_recalls;
     stats.page_bytes_read = store.bytes_read;
     stats.page_read_ios = store.read_ios;
     stats.page_bytes_written = store.bytes_written;

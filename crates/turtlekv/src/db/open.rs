@@ -2,7 +2,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -95,11 +95,13 @@ pub(crate) fn open(
             options.cache_capacity_bytes,
         )),
         record_cache_asked_bytes: AtomicU64::new(options.record_cache_capacity_bytes),
+        record_cache_auto_split: AtomicBool::new(options.record_cache_auto_split),
         control: control.clone(),
         poison: OnceLock::new(),
         stats,
         _lock: lock,
     });
+    inner.set_ghost_windows();
     inner.rebalance_memory(true);
     let thread = match target {
         Some(target) => {

@@ -15,6 +15,10 @@ pub(crate) struct Sample {
     pub gets: u64,
     pub writes: u64,
     pub cache_misses: u64,
+    /// Ghost recalls of the record cache and of the page cache
+    /// (`cache_split`).
+    pub record_ghost_recalls: u64,
+    pub block_ghost_recalls: u64,
 }
 
 /// What decides an early checkpoint.
@@ -64,6 +68,8 @@ impl Monitor {
             gets: now.gets - self.at_start.gets,
             writes: now.writes - self.at_start.writes,
             cache_misses: now.cache_misses - self.at_start.cache_misses,
+            record_ghost_recalls: now.record_ghost_recalls - self.at_start.record_ghost_recalls,
+            block_ghost_recalls: now.block_ghost_recalls - self.at_start.block_ghost_recalls,
         };
         *self = Monitor::new(now);
         Some(delta)
@@ -80,6 +86,7 @@ mod tests {
                 gets,
                 writes,
                 cache_misses,
+                ..Sample::default()
             },
             active_memtable_bytes: memtable,
             budget_bytes: 1600,

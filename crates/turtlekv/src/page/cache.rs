@@ -21,6 +21,7 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use super::CachePriority;
+use crate::ghost::Ghost;
 
 const SHARDS: usize = 16;
 /// Charged per entry on top of its bytes: key, map slot, `Bytes` header.
@@ -111,6 +112,9 @@ pub(crate) struct CacheCounts {
     pub capacity_bytes: u64,
     pub entries: u64,
     pub evictions: u64,
+    /// Disk reads of blocks the cache had evicted shortly before (see
+    /// [`PageCache::recall_evicted`]).
+    pub ghost_recalls: u64,
 }
 
 /// The cache.
@@ -120,6 +124,15 @@ pub(crate) struct PageCache {
     capacity_bytes: AtomicU64,
     used_bytes: AtomicU64,
     evictions: AtomicU64,
+    /// Blocks evicted most recently, for the record/page cache split.
+    ghost: Ghost,
+}
+
+fn ghost_hash(key: CacheKey) -> u64 {
+    use std::hash::Hash;
+    let mut hasher = KeyHasher::default();
+    key.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn level(priority: CachePriority) -> u8 {
@@ -139,7 +152,21 @@ impl PageCache {
             capacity_bytes: AtomicU64::new(capacity_bytes),
             used_bytes: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            ghost: Ghost::new(0),
         }
+    }
+
+    /// How many bytes of recently evicted blocks the ghost list covers
+    /// (0: none).
+    pub fn set_ghost_window_bytes(&self, bytes: u64) {
+        self.ghost.set_window_bytes(bytes);
+    }
+
+    /// Whether a block about to be read from disk was evicted recently,
+    /// within the ghost window: a cache larger by that window would have
+    /// served it.
+    pub fn recall_evicted(&self, key: CacheKey) -> bool {
+        self.ghost.recall(ghost_hash(key))
     }
 
     fn shard_of(key: CacheKey) -> usize {
@@ -285,6 +312,12 @@ impl PageCache {
                 entry.weight.store(weight - 1, Relaxed);
                 continue;
             }
+            // Only raw bytes are read back from disk under the same key;
+            // decoded objects are rebuilt from blocks.
+            if matches!(entry.value, Value::Bytes(_)) {
+                self.ghost
+                    .remember(ghost_hash(entry.key), entry.charge_bytes);
+            }
             self.remove_at(shard, i);
             self.evictions.fetch_add(1, Relaxed);
             return true;
@@ -327,6 +360,7 @@ impl PageCache {
             capacity_bytes: self.capacity_bytes.load(Relaxed),
             entries: self.shards.iter().map(|s| s.read().map.len() as u64).sum(),
             evictions: self.evictions.load(Relaxed),
+            ghost_recalls: self.ghost.recalls(),
         }
     }
 

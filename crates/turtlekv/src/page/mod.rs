@@ -61,6 +61,9 @@ pub(crate) struct PageStoreStats {
     pub cache_misses: u64,
     /// Entries evicted to make room.
     pub cache_evictions: u64,
+    /// Blocks read from disk that the cache had evicted within its ghost
+    /// window: reads a cache larger by that window would have saved.
+    pub cache_ghost_recalls: u64,
     /// Bytes the cache holds, entry overhead included.
     pub cache_used_bytes: u64,
     /// The cache's budget.

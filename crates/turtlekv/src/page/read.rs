@@ -27,6 +27,7 @@ impl PageStore {
                 return Ok(bytes);
             }
             bump(&self.counters.cache_misses, 1);
+            self.cache.recall_evicted(key);
         }
         let pf = self.checked_file(id)?;
         let image = self.read_image(pf, id, 0, id.blocks())?;
@@ -136,6 +137,9 @@ impl PageStore {
                 .find(|&j| blocks[j].is_some())
                 .unwrap_or(blocks.len());
             let run_first = first + i as u32;
+            if priority.is_some() {
+                self.recall_evicted_run(id, run_first, (run_end - i) as u32);
+            }
             let image = self.read_image(pf, id, run_first, (run_end - i) as u32)?;
             let block_bytes = pf.geometry.block_bytes;
             for (k, block) in image.chunks_exact(block_bytes).enumerate() {
@@ -157,6 +161,17 @@ impl PageStore {
             i = run_end;
         }
         Ok(())
+    }
+
+    /// Tells the cache's ghost list that these blocks are being read again
+    /// (each is forgotten; the ghost counts one recall per block it held).
+    fn recall_evicted_run(&self, id: PageId, first: u32, count: u32) {
+        for part in first..first + count {
+            self.cache.recall_evicted(CacheKey {
+                page: id.to_raw(),
+                part,
+            });
+        }
     }
 
     /// The page's file, after checking the id could name a page in it.

@@ -269,6 +269,11 @@ impl PageStore {
         self.cache.set_capacity(capacity_bytes);
     }
 
+    /// Bytes of recently evicted blocks the cache's ghost list covers.
+    pub fn set_cache_ghost_window_bytes(&self, bytes: u64) {
+        self.cache.set_ghost_window_bytes(bytes);
+    }
+
     /// Counters and gauges.
     pub fn stats(&self) -> PageStoreStats {
         let c = &self.counters;
@@ -280,6 +285,7 @@ impl PageStore {
             cache_hits: load(&c.cache_hits),
             cache_misses: load(&c.cache_misses),
             cache_evictions: cache.evictions,
+            cache_ghost_recalls: cache.ghost_recalls,
             cache_used_bytes: cache.used_bytes,
             cache_capacity_bytes: cache.capacity_bytes,
             cache_entries: cache.entries,
