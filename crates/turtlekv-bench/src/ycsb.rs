@@ -102,6 +102,9 @@ fn run_engine(
             .persist()
             .with_context(|| format!("{kind}: persisting after {workload}"))?;
         progress.finish_and_clear();
+        if let Some(report) = engine.phase_report() {
+            eprintln!("{kind} after {workload}: {report}");
+        }
         if !args.workloads.contains(&workload) {
             continue;
         }

@@ -72,6 +72,12 @@ pub trait Engine: Send + Sync {
     /// Makes every acknowledged write durable, at the end of a phase, so
     /// that the next phase starts from the same state for every engine.
     fn persist(&self) -> Result<()>;
+
+    /// Engine counters worth printing after each phase, if the engine
+    /// offers any (TurtleKV with `TURTLEKV_BENCH_STATS` set).
+    fn phase_report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The engines this benchmark knows.

@@ -85,4 +85,23 @@ impl Engine for TurtleKv {
     fn persist(&self) -> Result<()> {
         Ok(self.db.flush_wal()?)
     }
+
+    /// Cumulative read-path counters, so that phases can be told apart.
+    fn phase_report(&self) -> Option<String> {
+        std::env::var_os("TURTLEKV_BENCH_STATS")?;
+        let s = self.db.stats();
+        Some(format!(
+            "gets {} get_disk_reads {} record_cache_hits {} record_cache_capacity_bytes {} \
+             cache_capacity_bytes {} record_cache_ghost_recalls {} cache_ghost_recalls {} \
+             record_cache_resizes {}",
+            s.gets,
+            s.get_disk_reads,
+            s.record_cache_hits,
+            s.record_cache_capacity_bytes,
+            s.cache_capacity_bytes,
+            s.record_cache_ghost_recalls,
+            s.cache_ghost_recalls,
+            s.record_cache_resizes
+        ))
+    }
 }
