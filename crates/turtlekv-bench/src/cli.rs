@@ -59,10 +59,10 @@ pub struct YcsbArgs {
     /// cache (0 turns it off); default: the engine's own default.
     #[arg(long)]
     pub turtlekv_record_cache_bytes: Option<u64>,
-    /// TurtleKV only: keep the record cache's share fixed (by default the
-    /// engine moves memory between record and page cache as reads show).
+    /// TurtleKV only: let the engine move memory between its record cache
+    /// and page cache as reads show (`Options::record_cache_auto_split`).
     #[arg(long)]
-    pub turtlekv_record_cache_fixed: bool,
+    pub turtlekv_record_cache_auto_split: bool,
     /// TurtleKV only: leaf and buffer-segment page size in bytes; default:
     /// the engine's own default.
     #[arg(long)]
@@ -154,8 +154,8 @@ impl YcsbArgs {
         if let Some(bytes) = self.turtlekv_record_cache_bytes {
             args.push(format!("--turtlekv-record-cache-bytes={bytes}").into());
         }
-        if self.turtlekv_record_cache_fixed {
-            args.push("--turtlekv-record-cache-fixed".into());
+        if self.turtlekv_record_cache_auto_split {
+            args.push("--turtlekv-record-cache-auto-split".into());
         }
         if let Some(bytes) = self.turtlekv_leaf_size_bytes {
             args.push(format!("--turtlekv-leaf-size-bytes={bytes}").into());
@@ -219,7 +219,7 @@ mod tests {
             "turtlekv-bench ycsb --engines turtlekv,fjall --workloads load,d \
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
-             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-fixed"
+             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split"
                 .split_whitespace(),
         )
         .unwrap();
@@ -245,7 +245,7 @@ mod tests {
             ),
             (77, 5, 3, 64, 99999, 4)
         );
-        assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_fixed);
+        assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
         assert_eq!(child.distribution, Distribution::Uniform);
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);

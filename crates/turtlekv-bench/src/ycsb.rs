@@ -38,7 +38,7 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
             record_cache_bytes: args.turtlekv_record_cache_bytes,
             leaf_size_bytes: args.turtlekv_leaf_size_bytes,
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,
-            record_cache_fixed: args.turtlekv_record_cache_fixed,
+            record_cache_auto_split: args.turtlekv_record_cache_auto_split,
         },
     };
     // Fail before any work if an engine was left out of the build.

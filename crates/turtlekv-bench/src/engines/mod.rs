@@ -46,9 +46,8 @@ pub struct TurtlekvKnobs {
     pub leaf_size_bytes: Option<u64>,
     /// Filter bits per key (0 turns filters off).
     pub filter_bits_per_key: Option<u32>,
-    /// Keep the record cache's share fixed instead of letting the engine
-    /// move memory between it and the page cache.
-    pub record_cache_fixed: bool,
+    /// Let the engine move memory between its record cache and page cache.
+    pub record_cache_auto_split: bool,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from

@@ -24,9 +24,7 @@ impl TurtleKv {
         if let Some(bytes) = knobs.record_cache_bytes {
             options.record_cache_capacity_bytes = bytes;
         }
-        if knobs.record_cache_fixed {
-            options.record_cache_auto_split = false;
-        }
+        options.record_cache_auto_split = knobs.record_cache_auto_split;
         if let Some(bytes) = knobs.leaf_size_bytes {
             options.leaf_size_bytes = bytes;
         }

@@ -17,8 +17,12 @@ use crate::stats::bump;
 /// One step of the split, and the window of each ghost list: this fraction
 /// of the memory budget.
 pub(crate) const STEP_DIVISOR: u64 = 32;
-/// Ghost recalls a window needs before it moves anything: fewer are noise.
+/// Ghost recalls a window needs before it votes: fewer are noise.
 const MIN_RECALLS: u64 = 32;
+/// Windows in a row that must vote the same way before memory moves: each
+/// move evicts from one cache, so flapping between near-equal signals costs
+/// more than it can gain.
+const VOTES_TO_MOVE: u32 = 3;
 
 /// Ghost recalls of the two caches during one window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,22 +31,58 @@ pub(crate) struct Recalls {
     pub block: u64,
 }
 
-/// The record cache's next share, or `None` to keep `current`: a step
-/// towards the cache whose ghost saw at least a quarter more recalls, within
-/// `0..=max`.
-pub(crate) fn next_share(current: u64, recalls: Recalls, step: u64, max: u64) -> Option<u64> {
+/// Which way one window says memory should go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Vote {
+    Records,
+    Blocks,
+}
+
+/// A window votes for the cache whose ghost saw at least half again as
+/// many recalls as the other's; a near tie or too few recalls abstain.
+pub(crate) fn vote(recalls: Recalls) -> Option<Vote> {
     let Recalls { record, block } = recalls;
     if record + block < MIN_RECALLS {
-        return None;
-    }
-    let next = if record > block + block / 4 {
-        current.saturating_add(step).min(max)
-    } else if block > record + record / 4 {
-        current.saturating_sub(step)
+        None
+    } else if record > block + block / 2 {
+        Some(Vote::Records)
+    } else if block > record + record / 2 {
+        Some(Vote::Blocks)
     } else {
-        current
-    };
-    (next != current).then_some(next)
+        None
+    }
+}
+
+/// Consecutive votes the same way.
+#[derive(Debug, Default)]
+pub(crate) struct Streak {
+    last: Option<Vote>,
+    count: u32,
+}
+
+impl Streak {
+    /// Adds a window's vote; returns the direction once `VOTES_TO_MOVE`
+    /// windows in a row agree (and starts counting again).
+    pub fn add(&mut self, vote: Option<Vote>) -> Option<Vote> {
+        if vote.is_none() || vote != self.last {
+            self.count = 0;
+        }
+        self.last = vote;
+        self.count += u32::from(vote.is_some());
+        if self.count < VOTES_TO_MOVE {
+            return None;
+        }
+        self.count = 0;
+        vote
+    }
+}
+
+/// The record cache's share after one step towards `vote`, within `0..=max`.
+pub(crate) fn step_share(current: u64, vote: Vote, step: u64, max: u64) -> u64 {
+    match vote {
+        Vote::Records => current.saturating_add(step).min(max),
+        Vote::Blocks => current.saturating_sub(step),
+    }
 }
 
 impl DbInner {
@@ -69,10 +109,14 @@ impl DbInner {
         if !self.record_cache_auto_split.load(Ordering::Relaxed) {
             return;
         }
+        let Some(direction) = self.split_streak.lock().add(vote(recalls)) else {
+            return;
+        };
         let budget = self.budget.total_bytes();
         let current = self.record_cache.capacity_bytes();
         let max = crate::options::record_cache_share(u64::MAX, budget);
-        if let Some(share) = next_share(current, recalls, budget / STEP_DIVISOR, max) {
+        let share = step_share(current, direction, budget / STEP_DIVISOR, max);
+        if share != current {
             self.record_cache_asked_bytes
                 .store(share, Ordering::Relaxed);
             self.apply_record_cache_share();
@@ -90,23 +134,35 @@ mod tests {
     }
 
     #[test]
-    fn moves_one_step_towards_the_cache_that_would_have_saved_more() {
-        assert_eq!(next_share(100, recalls(200, 100), 10, 500), Some(110));
-        assert_eq!(next_share(100, recalls(100, 200), 10, 500), Some(90));
+    fn votes_for_the_cache_that_would_have_saved_clearly_more() {
+        assert_eq!(vote(recalls(200, 100)), Some(Vote::Records));
+        assert_eq!(vote(recalls(100, 200)), Some(Vote::Blocks));
+        assert_eq!(vote(recalls(140, 100)), None, "near tie");
+        assert_eq!(vote(recalls(100, 140)), None, "near tie");
+        assert_eq!(vote(recalls(20, 0)), None, "too few recalls");
     }
 
     #[test]
-    fn holds_on_a_near_tie_or_too_few_recalls() {
-        assert_eq!(next_share(100, recalls(110, 100), 10, 500), None);
-        assert_eq!(next_share(100, recalls(100, 110), 10, 500), None);
-        assert_eq!(next_share(100, recalls(20, 0), 10, 500), None);
+    fn moves_only_after_agreeing_votes_in_a_row() {
+        let mut streak = Streak::default();
+        let r = Some(Vote::Records);
+        let b = Some(Vote::Blocks);
+        assert_eq!(streak.add(r), None);
+        assert_eq!(streak.add(r), None);
+        assert_eq!(streak.add(b), None, "a change of mind restarts the count");
+        assert_eq!(streak.add(b), None);
+        assert_eq!(streak.add(None), None, "an abstention restarts it too");
+        assert_eq!(streak.add(b), None);
+        assert_eq!(streak.add(b), None);
+        assert_eq!(streak.add(b), b);
+        assert_eq!(streak.add(b), None, "and counting starts again");
     }
 
     #[test]
-    fn stays_within_zero_and_the_cap() {
-        assert_eq!(next_share(495, recalls(1000, 0), 10, 500), Some(500));
-        assert_eq!(next_share(500, recalls(1000, 0), 10, 500), None);
-        assert_eq!(next_share(5, recalls(0, 1000), 10, 500), Some(0));
-        assert_eq!(next_share(0, recalls(0, 1000), 10, 500), None);
+    fn steps_stay_within_zero_and_the_cap() {
+        assert_eq!(step_share(100, Vote::Records, 10, 500), 110);
+        assert_eq!(step_share(495, Vote::Records, 10, 500), 500);
+        assert_eq!(step_share(100, Vote::Blocks, 10, 500), 90);
+        assert_eq!(step_share(5, Vote::Blocks, 10, 500), 0);
     }
 }

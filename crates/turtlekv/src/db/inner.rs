@@ -46,6 +46,8 @@ pub(crate) struct DbInner {
     pub record_cache_asked_bytes: AtomicU64,
     /// `Options::record_cache_auto_split`, changeable at runtime.
     pub record_cache_auto_split: AtomicBool,
+    /// The automatic split's votes so far (checkpoint thread only).
+    pub split_streak: Mutex<crate::db::cache_split::Streak>,
     pub control: Arc<Control>,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: OnceLock<String>,

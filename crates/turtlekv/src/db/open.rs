@@ -96,6 +96,7 @@ pub(crate) fn open(
         )),
         record_cache_asked_bytes: AtomicU64::new(options.record_cache_capacity_bytes),
         record_cache_auto_split: AtomicBool::new(options.record_cache_auto_split),
+        split_streak: Mutex::default(),
         control: control.clone(),
         poison: OnceLock::new(),
         stats,
