@@ -68,6 +68,11 @@ impl Ghost {
         found
     }
 
+    /// Forgets `hash` without counting a recall (what it named is gone).
+    pub fn forget(&self, hash: u64) {
+        self.inner.lock().members.remove(&hash);
+    }
+
     /// Successful recalls so far.
     pub fn recalls(&self) -> u64 {
         self.recalls.load(Relaxed)
@@ -103,6 +108,9 @@ mod tests {
         assert!(ghost.recall(7));
         assert!(ghost.recall(9));
         assert!(!ghost.recall(9), "a recall forgets");
+        assert_eq!(ghost.recalls(), 2);
+        ghost.forget(8);
+        assert!(!ghost.recall(8), "forgotten");
         assert_eq!(ghost.recalls(), 2);
     }
 

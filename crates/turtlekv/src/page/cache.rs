@@ -333,8 +333,10 @@ impl PageCache {
         self.used_bytes.fetch_sub(entry.charge_bytes, Relaxed);
     }
 
-    /// Drops `key` if cached (its page was freed).
+    /// Drops `key` if cached (its page was freed), and from the ghost list:
+    /// a new page may reuse the id, and reading it is no recall.
     pub fn remove(&self, key: CacheKey) {
+        self.ghost.forget(ghost_hash(key));
         let mut shard = self.shards[Self::shard_of(key)].write();
         if let Some(&index) = shard.map.get(&key) {
             self.remove_at(&mut shard, index);

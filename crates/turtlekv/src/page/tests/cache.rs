@@ -148,3 +148,40 @@ fn budget_holds_under_concurrent_readers_and_resizing() {
     );
     store.check(&store.pin(), &list_children).unwrap();
 }
+
+#[test]
+fn the_ghost_list_recalls_recent_evictions_but_not_freed_pages() {
+    let charge = 1000 + ENTRY_OVERHEAD_BYTES;
+    let cache = PageCache::new(10 * charge);
+    cache.set_ghost_window_bytes(5 * charge);
+    let insert = |page: u64| {
+        cache.insert(
+            key(page),
+            Bytes::from(vec![1u8; 1000]),
+            CachePriority::LeafBlock,
+        )
+    };
+    for page in 0..20 {
+        insert(page);
+    }
+    let evicted: Vec<u64> = (0..20).filter(|&p| cache.get(key(p)).is_none()).collect();
+    assert_eq!(evicted.len(), 10);
+    // The ghost covers the last five evictions (five entries' charge).
+    let recalled: Vec<u64> = evicted
+        .iter()
+        .copied()
+        .filter(|&p| cache.recall_evicted(key(p)))
+        .collect();
+    assert_eq!(recalled.len(), 5, "{recalled:?} of {evicted:?}");
+    assert_eq!(cache.counts().ghost_recalls, 5);
+    // A freed page leaves the ghost: a new page under its id is no recall.
+    insert(100);
+    insert(101);
+    let gone = (0..20)
+        .chain([100, 101])
+        .find(|&p| cache.get(key(p)).is_none() && !recalled.contains(&p) && !evicted.contains(&p))
+        .expect("inserting two pages evicted two more");
+    cache.remove(key(gone));
+    assert!(!cache.recall_evicted(key(gone)));
+    assert_eq!(cache.counts().ghost_recalls, 5);
+}
