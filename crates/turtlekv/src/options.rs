@@ -46,13 +46,13 @@ pub struct Options {
     /// Changeable at runtime with [`crate::Db::set_record_cache_capacity`].
     /// With `record_cache_auto_split` this is only the starting share.
     pub record_cache_capacity_bytes: u64,
-    /// Move memory between the record cache and the page cache while the
-    /// database runs, a step (1/32 of the budget) each second, towards the
-    /// one whose recently evicted entries the reads ask for more often:
-    /// point reads of hot keys grow the record cache, scans and reads
-    /// spread over many keys grow the page cache. Off by default: on YCSB's
-    /// zipfian it found no better split than a fixed quarter of the budget
-    /// (`docs/tuning.md`).
+    /// Grow the record cache at the page cache's expense while the
+    /// database runs, a step (1/32 of the budget) at a time, up to half the
+    /// budget, when recently evicted records are asked for clearly more
+    /// often than recently evicted blocks (ghost lists; `docs/tuning.md`).
+    /// It never shrinks the record cache. Off by default: it helps hot
+    /// point reads and does nothing for scans, but its benefit depends on
+    /// the distribution (`docs/benchmarks.md`).
     pub record_cache_auto_split: bool,
     /// Checkpoint early, before the MemTable is full, when reads dominate
     /// and miss the page cache: the MemTable's memory goes back to the

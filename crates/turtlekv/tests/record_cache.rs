@@ -233,14 +233,18 @@ fn the_split_grows_the_record_cache_under_hot_point_reads() {
 }
 
 #[test]
-fn the_split_shrinks_the_record_cache_under_scans() {
+fn the_split_never_takes_from_the_record_cache_under_scans() {
     let fs = FaultFs::new();
     let start_bytes = 4 * SPLIT_STEP_BYTES;
     let db = split_db(&fs, start_bytes);
     let mut rng = Rng(0xCAFE);
+    // Scans vote for blocks every second; over five seconds that is more
+    // than one decided vote, which must not shrink the record cache (see
+    // `cache_split::step_share`).
+    let started = Instant::now();
     until(
         &db,
-        |s| s.record_cache_capacity_bytes <= start_bytes - 2 * SPLIT_STEP_BYTES,
+        |_| started.elapsed() >= Duration::from_secs(5),
         || {
             let first = rng.below(SPLIT_RECORDS - 50);
             let got = db.range(key(first)..).take(50).map(Result::unwrap).count();
@@ -248,23 +252,8 @@ fn the_split_shrinks_the_record_cache_under_scans() {
         },
     );
     let stats = db.stats();
-    assert!(
-        stats.record_cache_capacity_bytes <= start_bytes - 2 * SPLIT_STEP_BYTES,
-        "{stats:?}"
-    );
-    assert!(stats.cache_ghost_recalls > 0, "{stats:?}");
-    // Turned off, the split leaves the share where it is.
-    db.set_record_cache_auto_split(false);
-    let resizes = stats.record_cache_resizes;
-    let share = stats.record_cache_capacity_bytes;
-    std::thread::sleep(Duration::from_millis(2_500));
-    for _ in 0..2_000 {
-        let first = rng.below(SPLIT_RECORDS - 50);
-        let got = db.range(key(first)..).take(50).map(Result::unwrap).count();
-        assert_eq!(got, 50);
-    }
-    std::thread::sleep(Duration::from_millis(1_200));
-    let stats = db.stats();
-    assert_eq!(stats.record_cache_resizes, resizes, "{stats:?}");
-    assert_eq!(stats.record_cache_capacity_bytes, share, "{stats:?}");
+    assert!(stats.cache_ghost_recalls >= 5 * 32, "{stats:?}");
+    assert_eq!(stats.record_cache_ghost_recalls, 0, "{stats:?}");
+    assert_eq!(stats.record_cache_resizes, 0, "{stats:?}");
+    assert_eq!(stats.record_cache_capacity_bytes, start_bytes, "{stats:?}");
 }
