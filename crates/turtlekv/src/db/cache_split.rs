@@ -172,6 +172,10 @@ mod tests {
         assert_eq!(step_share(100, Vote::Records, 10, 500), 110);
         assert_eq!(step_share(495, Vote::Records, 10, 500), 500);
         assert_eq!(step_share(100, Vote::Blocks, 10, 500), 100, "never shrinks");
-        assert_eq!(step_share(600, Vote::Records, 10, 500), 600, "nor by the cap");
+        assert_eq!(
+            step_share(600, Vote::Records, 10, 500),
+            600,
+            "nor by the cap"
+        );
     }
 }
