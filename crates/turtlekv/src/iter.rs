@@ -11,6 +11,7 @@ use crate::Result;
 use crate::checkpoint::{TreeCursor, TreeVersion};
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::state::ReadView;
+use crate::tree::item::compare_keys;
 
 /// Keys fetched from one source per refill: amortises the descent.
 const CHUNK_KEYS: usize = 64;
@@ -124,6 +125,11 @@ impl Cursor {
     }
 }
 
+/// The next key a cursor holds, if any.
+fn front(cursor: &Cursor) -> Option<&Bytes> {
+    cursor.buf.front().map(|(k, _)| k)
+}
+
 fn as_ref(bound: &Bound<Bytes>) -> Bound<&[u8]> {
     match bound {
         Bound::Included(k) => Bound::Included(k),
@@ -174,16 +180,16 @@ fn is_empty_range(lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
 
 fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
     match upper {
-        Bound::Included(u) => key <= &u[..],
-        Bound::Excluded(u) => key < &u[..],
+        Bound::Included(u) => compare_keys(key, u).is_le(),
+        Bound::Excluded(u) => compare_keys(key, u).is_lt(),
         Bound::Unbounded => true,
     }
 }
 
 fn above_lower(key: &[u8], lower: &Bound<Bytes>) -> bool {
     match lower {
-        Bound::Included(l) => key >= &l[..],
-        Bound::Excluded(l) => key > &l[..],
+        Bound::Included(l) => compare_keys(key, l).is_ge(),
+        Bound::Excluded(l) => compare_keys(key, l).is_gt(),
         Bound::Unbounded => true,
     }
 }
@@ -212,28 +218,30 @@ impl Iter {
             Direction::Forward => (&mut self.front, &self.upper),
             Direction::Reverse => (&mut self.back, &self.lower),
         };
-        let mut best: Option<(usize, Bytes)> = None;
-        for (i, (cursor, source)) in cursors.iter_mut().zip(sources(view)).enumerate() {
-            let Some(key) = cursor.peek(source, end, view.seq, dir)? else {
-                continue;
-            };
-            let better = match &best {
-                None => true,
-                Some((_, b)) => match dir {
-                    Direction::Forward => key < b,
-                    Direction::Reverse => key > b,
-                },
-            };
+        for (cursor, source) in cursors.iter_mut().zip(sources(view)) {
+            cursor.peek(source, end, view.seq, dir)?;
+        }
+        // Compared in place: no key is cloned while the winner is sought.
+        let mut best: Option<(usize, &Bytes)> = None;
+        for (i, key) in cursors
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((i, front(c)?)))
+        {
+            let better = best.is_none_or(|(_, b)| match dir {
+                Direction::Forward => compare_keys(key, b).is_lt(),
+                Direction::Reverse => compare_keys(key, b).is_gt(),
+            });
             if better {
-                best = Some((i, key.clone()));
+                best = Some((i, key));
             }
         }
-        let Some((winner, key)) = best else {
+        let Some((winner, key)) = best.map(|(i, k)| (i, k.clone())) else {
             return Ok(None);
         };
         let mut item = None;
         for (i, cursor) in cursors.iter_mut().enumerate() {
-            if cursor.buf.front().is_some_and(|(k, _)| *k == key) {
+            if front(cursor).is_some_and(|k| compare_keys(k, &key).is_eq()) {
                 let popped = cursor.buf.pop_front();
                 if i == winner {
                     item = popped;

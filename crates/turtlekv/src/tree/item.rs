@@ -96,6 +96,9 @@ pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
         if order != Ordering::Equal {
             return order;
         }
+        // Equal 8-byte prefixes: only the tails can differ (for 8-byte
+        // keys both are empty, and no memcmp call is made).
+        return a[8..].cmp(&b[8..]);
     }
     a.cmp(b)
 }

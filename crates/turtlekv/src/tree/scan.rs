@@ -10,6 +10,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use super::Tree;
+use super::item::compare_keys;
 use super::node::{Child, LeafData};
 use super::scan_source::{HeapEntry, Source};
 use crate::Result;
@@ -124,7 +125,11 @@ impl ScanCursor {
             let item = s.items[s.pos].clone();
             self.advance(top.rank)?;
             // Older versions of the same key in other sources are skipped.
-            while self.heap.peek().is_some_and(|e| e.key == top.key) {
+            while self
+                .heap
+                .peek()
+                .is_some_and(|e| compare_keys(&e.key, &top.key).is_eq())
+            {
                 let older = self.heap.pop().expect("peeked");
                 self.advance(older.rank)?;
             }
@@ -155,16 +160,16 @@ impl ScanCursor {
 
 fn above_lower(key: &Bytes, lower: &Bound<Bytes>) -> bool {
     match lower {
-        Bound::Included(l) => key >= l,
-        Bound::Excluded(l) => key > l,
+        Bound::Included(l) => compare_keys(key, l).is_ge(),
+        Bound::Excluded(l) => compare_keys(key, l).is_gt(),
         Bound::Unbounded => true,
     }
 }
 
 fn below_upper(key: &Bytes, upper: &Bound<Bytes>) -> bool {
     match upper {
-        Bound::Included(u) => key <= u,
-        Bound::Excluded(u) => key < u,
+        Bound::Included(u) => compare_keys(key, u).is_le(),
+        Bound::Excluded(u) => compare_keys(key, u).is_lt(),
         Bound::Unbounded => true,
     }
 }

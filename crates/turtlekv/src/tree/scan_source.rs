@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use bytes::Bytes;
 
-use super::item::{Item, lower_bound};
+use super::item::{Item, compare_keys, lower_bound};
 use super::leaf::LeafHead;
 use super::node::LeafRef;
 use super::scan::ScanCursor;
@@ -34,9 +34,9 @@ impl Ord for HeapEntry {
     // Max-heap: the next key in scan order, then the newest source (lowest rank).
     fn cmp(&self, other: &Self) -> Ordering {
         let by_key = if self.reverse {
-            self.key.cmp(&other.key)
+            compare_keys(&self.key, &other.key)
         } else {
-            other.key.cmp(&self.key)
+            compare_keys(&other.key, &self.key)
         };
         by_key.then(other.rank.cmp(&self.rank))
     }
@@ -146,9 +146,9 @@ impl ScanCursor {
             let index = s.head.chunk_items(s.chunk).0 + s.pos as u32;
             let key = s.items[s.pos].key.clone();
             let outside = if reverse {
-                key < s.lo || index < s.min_index
+                compare_keys(&key, &s.lo).is_lt() || index < s.min_index
             } else {
-                s.hi.as_ref().is_some_and(|h| key >= *h)
+                s.hi.as_ref().is_some_and(|h| compare_keys(&key, h).is_ge())
             };
             if outside {
                 return Ok(());
@@ -167,7 +167,10 @@ impl ScanCursor {
                 s.pos = (s.min_index - s.head.chunks[target].first_item) as usize;
                 continue;
             }
-            if (reverse && s.hi.as_ref().is_some_and(|h| key >= *h)) || (!reverse && key < s.lo) {
+            let before_lo = || compare_keys(&key, &s.lo).is_lt();
+            if (reverse && s.hi.as_ref().is_some_and(|h| compare_keys(&key, h).is_ge()))
+                || (!reverse && before_lo())
+            {
                 s.pos = if reverse {
                     s.pos.wrapping_sub(1)
                 } else {
