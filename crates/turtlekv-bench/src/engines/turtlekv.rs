@@ -91,7 +91,7 @@ impl Engine for TurtleKv {
         Some(format!(
             "gets {} get_disk_reads {} record_cache_hits {} record_cache_capacity_bytes {} \
              cache_capacity_bytes {} record_cache_ghost_recalls {} cache_ghost_recalls {} \
-             record_cache_resizes {}",
+             record_cache_resizes {} page_read_ios {} page_bytes_read {} cache_used_bytes {}",
             s.gets,
             s.get_disk_reads,
             s.record_cache_hits,
@@ -99,7 +99,10 @@ impl Engine for TurtleKv {
             s.cache_capacity_bytes,
             s.record_cache_ghost_recalls,
             s.cache_ghost_recalls,
-            s.record_cache_resizes
+            s.record_cache_resizes,
+            s.page_read_ios,
+            s.page_bytes_read,
+            s.cache_used_bytes
         ))
     }
 }
