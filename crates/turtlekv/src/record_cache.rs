@@ -216,6 +216,11 @@ impl RecordCache {
         self.ghost.recall(place(key).2);
     }
 
+    /// Ghost recalls so far (cheap: no shard is locked).
+    pub fn ghost_recalls(&self) -> u64 {
+        self.ghost.recalls()
+    }
+
     pub fn capacity_bytes(&self) -> u64 {
         self.capacity_bytes.load(Relaxed)
     }
@@ -337,7 +342,7 @@ impl RecordCache {
             used_bytes,
             capacity_bytes: self.capacity_bytes.load(Relaxed),
             entries,
-            ghost_recalls: self.ghost.recalls(),
+            ghost_recalls: self.ghost_recalls(),
         }
     }
 }

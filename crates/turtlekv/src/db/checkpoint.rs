@@ -114,7 +114,7 @@ impl DbInner {
             gets: load(&self.stats.gets),
             writes: load(&self.stats.puts) + load(&self.stats.deletes),
             cache_misses: store.cache_misses,
-            record_ghost_recalls: self.record_cache.counts().ghost_recalls,
+            record_ghost_recalls: self.record_cache.ghost_recalls(),
             block_ghost_recalls: store.cache_ghost_recalls,
         }
     }
