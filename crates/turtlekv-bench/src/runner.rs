@@ -25,6 +25,20 @@ pub struct PhaseSettings {
     pub codec: ValueCodec,
 }
 
+impl PhaseSettings {
+    /// Settings for the `repeat`-th run of a workload within one benchmark
+    /// (0 for its first): a repeated phase draws new requests, not the
+    /// same ones again, which a cache would serve from what the first run
+    /// admitted. The first run keeps the run's seed, so single phases stay
+    /// reproducible from `--seed` as before.
+    pub fn for_repeat(&self, repeat: u64) -> PhaseSettings {
+        PhaseSettings {
+            seed: self.seed ^ repeat.wrapping_mul(0xD1B5_4A32_D192_ED03),
+            ..*self
+        }
+    }
+}
+
 /// Latencies of one phase, per operation kind, in nanoseconds.
 #[derive(Debug)]
 pub struct PhaseOutcome {
@@ -277,6 +291,34 @@ mod tests {
                 assert_eq!(pair[0], ("get", pair[1].1.clone()));
             }
         }
+    }
+
+    #[test]
+    fn a_repeated_phase_draws_new_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = Recording {
+            inner: open_turtlekv(dir.path()),
+            log: Default::default(),
+        };
+        let settings = PhaseSettings {
+            threads: 1,
+            ..settings(1_000, 500)
+        };
+        let counter = InsertCounter::new(0);
+        let hidden = ProgressBar::hidden();
+        run_phase(&engine, Workload::Load, &settings, &counter, &hidden).unwrap();
+        let gets_of = |settings: &PhaseSettings| {
+            engine.log.lock().unwrap().clear();
+            run_phase(&engine, Workload::C, settings, &counter, &hidden).unwrap();
+            std::mem::take(&mut *engine.log.lock().unwrap())
+        };
+        let first = gets_of(&settings.for_repeat(0));
+        let again = gets_of(&settings.for_repeat(0));
+        let second = gets_of(&settings.for_repeat(1));
+        assert_eq!(first.len(), 500);
+        assert_eq!(first, again, "the same seed gives the same requests");
+        let same = first.iter().zip(&second).filter(|(a, b)| a == b).count();
+        assert!(same < 100, "{same} of 500 requests repeated in order");
     }
 
     #[test]

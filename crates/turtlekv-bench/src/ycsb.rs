@@ -86,7 +86,9 @@ fn run_engine(
     let mut phases = vec![Workload::Load];
     phases.extend(args.workloads.iter().filter(|w| **w != Workload::Load));
     let mut results = Vec::new();
-    for workload in phases {
+    for (index, &workload) in phases.iter().enumerate() {
+        let repeat = phases[..index].iter().filter(|&&w| w == workload).count();
+        let settings = &settings.for_repeat(repeat as u64);
         let total = if workload == Workload::Load {
             args.records
         } else {
