@@ -68,6 +68,13 @@ pub struct Stats {
     pub cache_hits: u64,
     /// Page reads that went to the page files.
     pub cache_misses: u64,
+    /// Leaf and segment heads that were not in the page cache and had to be
+    /// read again. Heads and filters are small and every point read of
+    /// their page needs them; many misses mean the page cache is too small.
+    pub cache_leaf_head_misses: u64,
+    /// Leaf and segment filters that were not in the page cache and had to
+    /// be read again.
+    pub cache_filter_misses: u64,
     /// Cache entries evicted to make room.
     pub cache_evictions: u64,
     /// Blocks read from disk that the page cache had evicted within its
@@ -116,7 +123,11 @@ pub struct Stats {
     pub record_cache_misses: u64,
     /// Records evicted from the record cache.
     pub record_cache_evictions: u64,
-    /// Bytes the record cache holds.
+    /// Records read from disk that the full record cache did not admit,
+    /// because they were asked for less often lately than the entry they
+    /// would have replaced.
+    pub record_cache_refusals: u64,
+    /// Bytes the record cache holds (entries and its frequency sketch).
     pub record_cache_used_bytes: u64,
     /// The record cache's share of the memory budget.
     pub record_cache_capacity_bytes: u64,

@@ -1,6 +1,10 @@
 //! TurtleKV through its public API only.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use turtlekv::{Db, Options, WriteOptions};
@@ -10,6 +14,79 @@ use super::{Engine, EngineConfig};
 pub struct TurtleKv {
     db: Db,
     write_options: WriteOptions,
+    monitor: Option<Monitor>,
+}
+
+/// With `TURTLEKV_BENCH_STATS_EVERY_SECS=N`, a thread prints the read path's
+/// counters every N seconds: how the caches and the split move within a
+/// phase, which the per-phase report cannot show.
+struct Monitor {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Monitor {
+    fn start(db: &Db) -> Option<Monitor> {
+        let secs: u64 = std::env::var("TURTLEKV_BENCH_STATS_EVERY_SECS")
+            .ok()?
+            .parse()
+            .ok()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let (db, stopped) = (db.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let started = Instant::now();
+            let mut last = db.stats();
+            let mut next = Duration::from_secs(secs.max(1));
+            while !stopped.load(Ordering::Relaxed) {
+                if started.elapsed() < next {
+                    std::thread::sleep(Duration::from_millis(100));
+                    continue;
+                }
+                next += Duration::from_secs(secs.max(1));
+                let now = db.stats();
+                eprintln!("{}", monitor_line(started.elapsed(), &last, &now));
+                last = now;
+            }
+        });
+        Some(Monitor {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// One line of counters over an interval (deltas) and gauges (now).
+fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> String {
+    let gets = now.gets - last.gets;
+    let disk_reads = now.get_disk_reads - last.get_disk_reads;
+    let read_ios = (now.page_read_ios - last.page_read_ios).max(1);
+    format!(
+        "t {:.0}s gets {gets} disk_reads_per_get {:.3} read_ios {} kib_per_read {:.1} \
+         head_misses {} filter_misses {} record_hits {} record_cap_mib {} cache_cap_mib {} \
+         cache_used_mib {} memtable_mib {} checkpoints {} resizes {}",
+        at.as_secs_f64(),
+        disk_reads as f64 / gets.max(1) as f64,
+        now.page_read_ios - last.page_read_ios,
+        (now.page_bytes_read - last.page_bytes_read) as f64 / read_ios as f64 / 1024.0,
+        now.cache_leaf_head_misses - last.cache_leaf_head_misses,
+        now.cache_filter_misses - last.cache_filter_misses,
+        now.record_cache_hits - last.record_cache_hits,
+        now.record_cache_capacity_bytes >> 20,
+        now.cache_capacity_bytes >> 20,
+        now.cache_used_bytes >> 20,
+        now.memtable_bytes >> 20,
+        now.checkpoints - last.checkpoints,
+        now.record_cache_resizes - last.record_cache_resizes,
+    )
 }
 
 impl TurtleKv {
@@ -33,6 +110,7 @@ impl TurtleKv {
         }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
+            monitor: Monitor::start(&db),
             db,
             write_options: WriteOptions { sync: config.sync },
         })
@@ -43,6 +121,8 @@ impl Drop for TurtleKv {
     /// With `TURTLEKV_BENCH_STATS` set, prints the engine's counters when the
     /// phase's engine closes: where time and bytes went, for tuning.
     fn drop(&mut self) {
+        // The monitor holds a handle; the database closes only once it goes.
+        self.monitor.take();
         if std::env::var_os("TURTLEKV_BENCH_STATS").is_some() {
             eprintln!("{:#?}", self.db.stats());
         }
@@ -91,7 +171,8 @@ impl Engine for TurtleKv {
         Some(format!(
             "gets {} get_disk_reads {} record_cache_hits {} record_cache_capacity_bytes {} \
              cache_capacity_bytes {} record_cache_ghost_recalls {} cache_ghost_recalls {} \
-             record_cache_resizes {} page_read_ios {} page_bytes_read {} cache_used_bytes {}",
+             record_cache_resizes {} page_read_ios {} page_bytes_read {} cache_used_bytes {} \
+             cache_leaf_head_misses {} cache_filter_misses {}",
             s.gets,
             s.get_disk_reads,
             s.record_cache_hits,
@@ -102,7 +183,9 @@ impl Engine for TurtleKv {
             s.record_cache_resizes,
             s.page_read_ios,
             s.page_bytes_read,
-            s.cache_used_bytes
+            s.cache_used_bytes,
+            s.cache_leaf_head_misses,
+            s.cache_filter_misses
         ))
     }
 }

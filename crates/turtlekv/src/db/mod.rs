@@ -198,6 +198,7 @@ impl Db {
         stats.record_cache_hits = records.hits;
         stats.record_cache_misses = records.misses;
         stats.record_cache_evictions = records.evictions;
+        stats.record_cache_refusals = records.refusals;
         stats.record_cache_used_bytes = records.used_bytes;
         stats.record_cache_capacity_bytes = records.capacity_bytes;
         stats.record_cache_ghost_recalls = records.ghost_recalls;
@@ -285,6 +286,8 @@ fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
     stats.cache_used_bytes = store.cache_used_bytes;
     stats.cache_hits = store.cache_hits;
     stats.cache_misses = store.cache_misses;
+    stats.cache_leaf_head_misses = store.cache_leaf_head_misses;
+    stats.cache_filter_misses = store.cache_filter_misses;
     stats.cache_evictions = store.cache_evictions;
     stats.cache_ghost_recalls = store.cache_ghost_recalls;
     stats.page_bytes_read = store.bytes_read;

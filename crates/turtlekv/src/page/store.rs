@@ -65,6 +65,8 @@ impl PageFile {
 pub(super) struct IoCounters {
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    pub leaf_head_misses: AtomicU64,
+    pub filter_misses: AtomicU64,
     pub bytes_read: AtomicU64,
     pub read_ios: AtomicU64,
     pub bytes_written: AtomicU64,
@@ -284,6 +286,8 @@ impl PageStore {
         PageStoreStats {
             cache_hits: load(&c.cache_hits),
             cache_misses: load(&c.cache_misses),
+            cache_leaf_head_misses: load(&c.leaf_head_misses),
+            cache_filter_misses: load(&c.filter_misses),
             cache_evictions: cache.evictions,
             cache_ghost_recalls: cache.ghost_recalls,
             cache_used_bytes: cache.used_bytes,
@@ -388,9 +392,12 @@ impl PageIo for PageStore {
             part: kind.part(),
         };
         let found = self.cache.get_object(key);
-        if found.is_some() {
-            bump(&self.counters.cache_hits, 1);
-        }
+        let counter = match (found.is_some(), kind) {
+            (true, _) => &self.counters.cache_hits,
+            (false, ObjectKind::LeafHead) => &self.counters.leaf_head_misses,
+            (false, ObjectKind::Filter) => &self.counters.filter_misses,
+        };
+        bump(counter, 1);
         found
     }
 

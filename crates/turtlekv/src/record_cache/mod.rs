@@ -16,14 +16,24 @@
 //!   shard lock as admissions, so a stale answer can never be admitted;
 //! - a checkpoint moves data between MemTables and tree but changes no
 //!   key's newest value, so it leaves the cache alone.
+//!
+//! Admission is by frequency (TinyLFU): every get counts its key in a
+//! frequency sketch, and when the cache is full a record read from disk
+//! comes in only if it was asked for more often lately than the entry
+//! CLOCK would evict for it. Recency alone (CLOCK, LRU) lets the long tail
+//! of a skewed stream flush hot records out; see `sketch`.
+
+mod sketch;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
+use arc_swap::ArcSwap;
 use bytes::Bytes;
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
 use crate::ghost::Ghost;
+use sketch::FrequencySketch;
 
 const SHARDS: usize = 64;
 /// Watermark slots per shard: writes to keys of other slots do not block
@@ -34,6 +44,9 @@ const SLOTS_PER_SHARD: usize = 64;
 /// table's index and control byte, the allocator's chunk rounding, and the
 /// shared-buffer header the first hit creates.
 pub(crate) const ENTRY_OVERHEAD_BYTES: u64 = 112;
+/// What an entry is assumed to cost when sizing the frequency sketch: a
+/// 128-byte record and its overhead.
+const TYPICAL_ENTRY_BYTES: u64 = 256;
 
 #[derive(Debug)]
 struct Entry {
@@ -140,6 +153,24 @@ impl Shard {
     }
 }
 
+/// The entry CLOCK evicts next: the first unreferenced one from the hand
+/// on, clearing the references it passes; the hand moves past it.
+fn next_victim(shard: &mut Shard) -> Option<u32> {
+    if shard.index.is_empty() {
+        return None;
+    }
+    loop {
+        let i = shard.hand;
+        shard.hand = (shard.hand + 1) % shard.entries.len();
+        let Some(entry) = &shard.entries[i] else {
+            continue;
+        };
+        if !entry.referenced.swap(false, Relaxed) {
+            return Some(u32::try_from(i).expect("a shard holds under 4G entries"));
+        }
+    }
+}
+
 fn entry_at(entries: &[Option<Entry>], i: u32) -> &Entry {
     entries[i as usize].as_ref().expect("indexed entries exist")
 }
@@ -150,6 +181,10 @@ pub(crate) struct RecordCacheCounts {
     pub hits: u64,
     pub misses: u64,
     pub evictions: u64,
+    /// Records read from disk that were not admitted: asked for less often
+    /// than the entry they would have replaced.
+    pub refusals: u64,
+    /// Entries and the frequency sketch.
     pub used_bytes: u64,
     pub capacity_bytes: u64,
     pub entries: u64,
@@ -166,8 +201,16 @@ pub(crate) struct RecordCache {
     hits: AtomicU64,
     misses: AtomicU64,
     evictions: AtomicU64,
+    refusals: AtomicU64,
     /// Records evicted or refused most recently, for the cache split.
     ghost: Ghost,
+    /// Request frequencies, for admission; replaced when the capacity
+    /// changes (it is sized by it).
+    sketch: ArcSwap<FrequencySketch>,
+}
+
+fn sketch_for(capacity_bytes: u64) -> FrequencySketch {
+    FrequencySketch::for_entries(capacity_bytes / TYPICAL_ENTRY_BYTES)
 }
 
 /// Shard, watermark slot and in-shard hash of a key.
@@ -200,7 +243,9 @@ impl RecordCache {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evictions: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
             ghost: Ghost::new(0),
+            sketch: ArcSwap::from_pointee(sketch_for(capacity_bytes)),
         }
     }
 
@@ -225,8 +270,10 @@ impl RecordCache {
         self.capacity_bytes.load(Relaxed)
     }
 
+    /// Each shard's share of what the sketch leaves of the capacity.
     fn shard_capacity(&self) -> u64 {
-        self.capacity_bytes.load(Relaxed) / SHARDS as u64
+        let capacity = self.capacity_bytes.load(Relaxed);
+        capacity.saturating_sub(self.sketch.load().memory_bytes()) / SHARDS as u64
     }
 
     /// The newest value of `key` as seen at sequence number `read_seq`:
@@ -237,6 +284,7 @@ impl RecordCache {
             return None;
         }
         let (s, _, hash) = place(key);
+        self.sketch.load().increment(hash);
         let shard = self.shards[s].read();
         let found = shard
             .find(hash, key)
@@ -294,7 +342,11 @@ impl RecordCache {
         if shard.watermarks[slot] > read_seq || shard.find(hash, key).is_some() {
             return;
         }
-        self.evict_to_fit(&mut shard, charge_bytes);
+        if !self.make_room_for(&mut shard, hash, charge_bytes) {
+            self.refusals.fetch_add(1, Relaxed);
+            self.ghost.remember(hash, charge_bytes);
+            return;
+        }
         // A copy: a value read from the tree is a slice of a whole cached
         // block, which it would otherwise keep alive.
         shard.insert(hash, Entry::new(key, value.map(|v| &v[..]), read_seq));
@@ -303,25 +355,47 @@ impl RecordCache {
     /// Evicts (CLOCK) until `extra` more bytes fit in the shard's share.
     fn evict_to_fit(&self, shard: &mut Shard, extra: u64) {
         let capacity = self.shard_capacity();
-        while shard.used_bytes + extra > capacity && !shard.index.is_empty() {
-            let i = shard.hand;
-            shard.hand = (shard.hand + 1) % shard.entries.len();
-            let Some(entry) = &shard.entries[i] else {
-                continue;
+        while shard.used_bytes + extra > capacity {
+            let Some(victim) = next_victim(shard) else {
+                return;
             };
-            if entry.referenced.swap(false, Relaxed) {
-                continue;
-            }
-            let evicted =
-                shard.remove_at(u32::try_from(i).expect("a shard holds under 4G entries"));
-            self.ghost
-                .remember(table_hash(evicted.key()), evicted.charge_bytes());
-            self.evictions.fetch_add(1, Relaxed);
+            self.evict(shard, victim);
         }
     }
 
-    /// Changes the byte budget; shrinking evicts at once.
+    /// Evicts for a candidate under `hash` only entries it was asked for
+    /// more often than (TinyLFU); `false` if it is not to be admitted.
+    fn make_room_for(&self, shard: &mut Shard, hash: u64, extra: u64) -> bool {
+        let capacity = self.shard_capacity();
+        let sketch = self.sketch.load();
+        let wanted = sketch.estimate(hash);
+        while shard.used_bytes + extra > capacity {
+            let Some(victim) = next_victim(shard) else {
+                return false;
+            };
+            let victim_hash = table_hash(entry_at(&shard.entries, victim).key());
+            if sketch.estimate(victim_hash) >= wanted {
+                return false;
+            }
+            self.evict(shard, victim);
+        }
+        true
+    }
+
+    fn evict(&self, shard: &mut Shard, victim: u32) {
+        let evicted = shard.remove_at(victim);
+        self.ghost
+            .remember(table_hash(evicted.key()), evicted.charge_bytes());
+        self.evictions.fetch_add(1, Relaxed);
+    }
+
+    /// Changes the byte budget; shrinking evicts at once. The sketch is
+    /// resized with it, and starts counting afresh if its size changes.
     pub fn set_capacity(&self, capacity_bytes: u64) {
+        let sketch = sketch_for(capacity_bytes);
+        if sketch.memory_bytes() != self.sketch.load().memory_bytes() {
+            self.sketch.store(std::sync::Arc::new(sketch));
+        }
         self.capacity_bytes.store(capacity_bytes, Relaxed);
         for shard in self.shards.iter() {
             self.evict_to_fit(&mut shard.write(), 0);
@@ -339,7 +413,8 @@ impl RecordCache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             evictions: self.evictions.load(Relaxed),
-            used_bytes,
+            refusals: self.refusals.load(Relaxed),
+            used_bytes: used_bytes + self.sketch.load().memory_bytes(),
             capacity_bytes: self.capacity_bytes.load(Relaxed),
             entries,
             ghost_recalls: self.ghost_recalls(),
@@ -392,7 +467,7 @@ mod tests {
         let huge = Bytes::from(vec![1u8; 4096]);
         cache.record_write(b"k", Some(&huge), 2);
         assert_eq!(cache.get(b"k", 2), None, "neither cached nor stale");
-        assert_eq!(cache.counts().used_bytes, 0);
+        assert_eq!(cache.counts().entries, 0);
         // The old answer, read before the write, cannot come back.
         cache.admit(b"k", Some(&v("small")), 1);
         assert_eq!(cache.get(b"k", 5), None);
@@ -422,14 +497,63 @@ mod tests {
         }
         let counts = cache.counts();
         assert!(counts.used_bytes <= capacity, "{counts:?}");
-        assert!(counts.evictions > 9_000, "{counts:?}");
+        // Cold keys either replaced each other or were refused.
+        assert!(counts.evictions + counts.refusals > 9_000, "{counts:?}");
         assert!(
             cache.get(&0u32.to_be_bytes(), 1).is_some(),
             "hot key evicted"
         );
         cache.set_capacity(0);
-        assert_eq!(cache.counts().used_bytes, 0);
+        assert_eq!(cache.counts().entries, 0);
         assert_eq!(cache.get(&0u32.to_be_bytes(), 1), None);
+    }
+
+    /// A get, and on a miss the admission of what it read, as `Db::get`
+    /// does. Returns whether the cache answered.
+    fn get_or_admit(cache: &RecordCache, key: u32) -> bool {
+        let key = key.to_be_bytes();
+        if cache.get(&key, 1).is_some() {
+            return true;
+        }
+        cache.admit(&key, Some(&Bytes::from(vec![0u8; 100])), 1);
+        false
+    }
+
+    #[test]
+    fn a_flood_of_keys_read_once_does_not_flush_the_hot_ones() {
+        // Room for about 3,000 entries; 2,000 hot keys read once a round,
+        // and between rounds 10,000 keys never read again. CLOCK alone
+        // would sweep past each hot key several times a round and evict it.
+        let cache = RecordCache::new(3_000 * 212 + 16 * 1024);
+        let mut cold = 1_000_000u32;
+        let mut hot_hits = 0;
+        for round in 0..20 {
+            for key in 0..2_000 {
+                hot_hits += usize::from(get_or_admit(&cache, key) && round >= 10);
+            }
+            for _ in 0..10_000 {
+                get_or_admit(&cache, cold);
+                cold += 1;
+            }
+        }
+        assert!(hot_hits >= 10 * 2_000 * 95 / 100, "{hot_hits} of 20000");
+        let counts = cache.counts();
+        assert!(counts.refusals > 150_000, "{counts:?}");
+        assert!(counts.used_bytes <= cache.capacity_bytes(), "{counts:?}");
+    }
+
+    #[test]
+    fn a_key_that_turns_hot_gets_in() {
+        let cache = RecordCache::new(3_000 * 212 + 16 * 1024);
+        // Fill with keys read twice each, so that none is a free victim.
+        for _ in 0..2 {
+            for key in 0..4_000 {
+                get_or_admit(&cache, key);
+            }
+        }
+        let newcomer = 5_000_000;
+        let answered = (0..8).filter(|_| get_or_admit(&cache, newcomer)).count();
+        assert!(answered >= 4, "admitted only after {} gets", 8 - answered);
     }
 }
 
@@ -459,7 +583,7 @@ mod probe {
     #[test]
     #[ignore = "measures process RSS; run alone, in release mode"]
     fn charge_covers_resident_memory() {
-        let cache = RecordCache::new(1 << 40);
+        let cache = RecordCache::new(300 << 20);
         // Values are slices of 4 KiB blocks, as gets that read a leaf pass them.
         let block = Bytes::from(vec![7u8; 4096]);
         let before = resident_bytes();
@@ -472,7 +596,8 @@ mod probe {
             assert!(cache.get(&key, 1).is_some());
         }
         let real_per_entry = (resident_bytes() - before) / records;
-        let charged_per_entry = cache.counts().used_bytes / records;
+        let sketch_bytes = cache.sketch.load().memory_bytes();
+        let charged_per_entry = (cache.counts().used_bytes - sketch_bytes) / records;
         eprintln!("per entry: charged {charged_per_entry} B, resident {real_per_entry} B");
         assert!(
             real_per_entry <= charged_per_entry + charged_per_entry / 20,
