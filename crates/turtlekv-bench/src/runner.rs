@@ -263,21 +263,33 @@ mod tests {
         }
     }
 
-    #[test]
-    fn read_modify_write_writes_back_the_record_it_read() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A recording TurtleKV loaded with `records` by one thread, its log
+    /// cleared; the settings run `ops` operations a phase on one thread.
+    fn loaded_recording(
+        dir: &std::path::Path,
+        records: u64,
+        ops: u64,
+    ) -> (Recording, PhaseSettings, InsertCounter) {
         let engine = Recording {
-            inner: open_turtlekv(dir.path()),
+            inner: open_turtlekv(dir),
             log: Default::default(),
         };
         let settings = PhaseSettings {
             threads: 1,
-            ..settings(1_000, 2_000)
+            ..settings(records, ops)
         };
         let counter = InsertCounter::new(0);
         let hidden = ProgressBar::hidden();
         run_phase(&engine, Workload::Load, &settings, &counter, &hidden).unwrap();
         engine.log.lock().unwrap().clear();
+        (engine, settings, counter)
+    }
+
+    #[test]
+    fn read_modify_write_writes_back_the_record_it_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, settings, counter) = loaded_recording(dir.path(), 1_000, 2_000);
+        let hidden = ProgressBar::hidden();
         let outcome = run_phase(&engine, Workload::F, &settings, &counter, &hidden).unwrap();
         let rmws = outcome.latencies_ns[OpKind::ReadModifyWrite.index()].len();
         assert!(rmws > 800, "{rmws}");
@@ -296,17 +308,8 @@ mod tests {
     #[test]
     fn a_repeated_phase_draws_new_requests() {
         let dir = tempfile::tempdir().unwrap();
-        let engine = Recording {
-            inner: open_turtlekv(dir.path()),
-            log: Default::default(),
-        };
-        let settings = PhaseSettings {
-            threads: 1,
-            ..settings(1_000, 500)
-        };
-        let counter = InsertCounter::new(0);
+        let (engine, settings, counter) = loaded_recording(dir.path(), 1_000, 500);
         let hidden = ProgressBar::hidden();
-        run_phase(&engine, Workload::Load, &settings, &counter, &hidden).unwrap();
         let gets_of = |settings: &PhaseSettings| {
             engine.log.lock().unwrap().clear();
             run_phase(&engine, Workload::C, settings, &counter, &hidden).unwrap();
