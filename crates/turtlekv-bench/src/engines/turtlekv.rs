@@ -31,18 +31,19 @@ impl Monitor {
             .ok()?
             .parse()
             .ok()?;
+        let every = Duration::from_secs(secs.max(1));
         let stop = Arc::new(AtomicBool::new(false));
         let (db, stopped) = (db.clone(), stop.clone());
         let thread = std::thread::spawn(move || {
             let started = Instant::now();
             let mut last = db.stats();
-            let mut next = Duration::from_secs(secs.max(1));
+            let mut next = every;
             while !stopped.load(Ordering::Relaxed) {
                 if started.elapsed() < next {
                     std::thread::sleep(Duration::from_millis(100));
                     continue;
                 }
-                next += Duration::from_secs(secs.max(1));
+                next += every;
                 let now = db.stats();
                 eprintln!("{}", monitor_line(started.elapsed(), &last, &now));
                 last = now;

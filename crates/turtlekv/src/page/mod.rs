@@ -59,10 +59,11 @@ pub(crate) struct PageStoreStats {
     pub cache_hits: u64,
     /// Reads that had to go to the file.
     pub cache_misses: u64,
-    /// Leaf heads and filters not cached decoded, so read again (from disk
-    /// unless their blocks happen to be cached). Both should stay cached:
-    /// they are small and every point read of their leaf needs them.
+    /// Leaf heads not cached decoded, so read again (from disk unless
+    /// their blocks happen to be cached). Heads and filters should stay
+    /// cached: they are small and every point read of their leaf needs them.
     pub cache_leaf_head_misses: u64,
+    /// Leaf filters not cached decoded, so read again.
     pub cache_filter_misses: u64,
     /// Entries evicted to make room.
     pub cache_evictions: u64,
