@@ -64,6 +64,12 @@ pub struct Stats {
     pub cache_capacity_bytes: u64,
     /// Bytes the page cache holds.
     pub cache_used_bytes: u64,
+    /// Of those, decoded leaf and segment heads (charged size).
+    pub cache_leaf_head_bytes: u64,
+    /// Of those, leaf and segment filters.
+    pub cache_filter_bytes: u64,
+    /// Of those, node pages.
+    pub cache_node_bytes: u64,
     /// Page reads served by the cache.
     pub cache_hits: u64,
     /// Page reads that went to the page files.

@@ -73,7 +73,8 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
     format!(
         "t {:.0}s gets {gets} disk_reads_per_get {:.3} read_ios {} kib_per_read {:.1} \
          head_misses {} filter_misses {} record_hits {} record_cap_mib {} cache_cap_mib {} \
-         cache_used_mib {} memtable_mib {} checkpoints {} resizes {}",
+         cache_used_mib {} head_mib {} filter_mib {} node_mib {} memtable_mib {} checkpoints {} \
+         resizes {}",
         at.as_secs_f64(),
         disk_reads as f64 / gets.max(1) as f64,
         now.page_read_ios - last.page_read_ios,
@@ -84,6 +85,9 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
         now.record_cache_capacity_bytes >> 20,
         now.cache_capacity_bytes >> 20,
         now.cache_used_bytes >> 20,
+        now.cache_leaf_head_bytes >> 20,
+        now.cache_filter_bytes >> 20,
+        now.cache_node_bytes >> 20,
         now.memtable_bytes >> 20,
         now.checkpoints - last.checkpoints,
         now.record_cache_resizes - last.record_cache_resizes,

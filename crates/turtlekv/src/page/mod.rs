@@ -72,6 +72,12 @@ pub(crate) struct PageStoreStats {
     pub cache_ghost_recalls: u64,
     /// Bytes the cache holds, entry overhead included.
     pub cache_used_bytes: u64,
+    /// Of those, decoded leaf and segment heads.
+    pub cache_leaf_head_bytes: u64,
+    /// Of those, leaf and segment filters.
+    pub cache_filter_bytes: u64,
+    /// Of those, node pages.
+    pub cache_node_bytes: u64,
     /// The cache's budget.
     pub cache_capacity_bytes: u64,
     /// Entries (whole pages and single blocks) cached.

@@ -62,6 +62,65 @@ fn higher_priorities_outlive_a_flood_of_leaf_blocks() {
 }
 
 #[test]
+fn metadata_within_its_share_outlives_churning_blocks_that_are_read_twice() {
+    let charge = 1000 + ENTRY_OVERHEAD_BYTES;
+    let cache = PageCache::new(100 * charge);
+    let insert =
+        |page: u64, priority| cache.insert(key(page), Bytes::from(vec![1u8; 1000]), priority);
+    for page in 0..20 {
+        insert(page, CachePriority::Filter);
+    }
+    for page in 20..25 {
+        insert(page, CachePriority::LeafHead);
+    }
+    // Blocks that miss and are then hit once more, far more of them than
+    // fit: the CLOCK hand laps the cache many times. Before metadata was
+    // protected, every head and filter went within a few laps.
+    for page in 1000..3000 {
+        insert(page, CachePriority::LeafBlock);
+        assert!(cache.get(key(page)).is_some());
+        assert!(cache.counts().used_bytes <= 100 * charge);
+    }
+    let survivors = (0..25).filter(|&p| cache.get(key(p)).is_some()).count();
+    assert_eq!(survivors, 25, "heads and filters were evicted by blocks");
+    let counts = cache.counts();
+    assert_eq!(counts.bytes_by_level[1..], [5 * charge, 20 * charge, 0]);
+    assert_eq!(counts.bytes_by_level[0], 75 * charge);
+    cache.check().unwrap();
+}
+
+#[test]
+fn metadata_beyond_its_share_or_alone_is_evicted() {
+    let charge = 1000 + ENTRY_OVERHEAD_BYTES;
+    let cache = PageCache::new(100 * charge);
+    // More filters than fit: CLOCK evicts among them, within budget.
+    for page in 0..300 {
+        cache.insert(
+            key(page),
+            Bytes::from(vec![1u8; 1000]),
+            CachePriority::Filter,
+        );
+        assert!(cache.counts().used_bytes <= 100 * charge);
+    }
+    assert_eq!(cache.counts().entries, 100);
+    cache.check().unwrap();
+    // Within its share but with no block to evict instead, metadata makes
+    // room for an entry that needs it.
+    for page in 0..60 {
+        cache.remove(key(page));
+    }
+    let big = 80 * charge - ENTRY_OVERHEAD_BYTES;
+    cache.insert(
+        key(9000),
+        Bytes::from(vec![2u8; big as usize]),
+        CachePriority::LeafBlock,
+    );
+    assert!(cache.get(key(9000)).is_some());
+    assert!(cache.counts().used_bytes <= 100 * charge);
+    cache.check().unwrap();
+}
+
+#[test]
 fn budget_holds_under_concurrent_readers_and_resizing() {
     let fs = FaultFs::new();
     let options = PageStoreOptions {
