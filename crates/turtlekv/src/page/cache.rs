@@ -196,6 +196,14 @@ impl PageCache {
         (h >> 59) as usize % SHARDS
     }
 
+    /// Whether `key` is cached, without marking it used.
+    pub fn contains(&self, key: CacheKey) -> bool {
+        self.shards[Self::shard_of(key)]
+            .read()
+            .map
+            .contains_key(&key)
+    }
+
     /// The cached bytes of `key`, marking them recently used.
     pub fn get(&self, key: CacheKey) -> Option<Bytes> {
         match self.get_value(key)? {

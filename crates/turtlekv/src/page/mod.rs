@@ -10,6 +10,8 @@ pub(crate) mod check;
 mod codec;
 mod id;
 mod open;
+mod prefetch;
+pub(crate) use prefetch::PageRange;
 mod read;
 mod store;
 pub(crate) mod superblock;
@@ -181,6 +183,14 @@ pub(crate) trait PageIo: Send + Sync + Debug {
         len: u64,
         priority: CachePriority,
     ) -> Result<Bytes>;
+
+    /// Reads those of `ranges` (page, offset, length) that are not cached
+    /// into the cache at once, so that their disk reads overlap; the caller
+    /// then reads each as usual. A store whose reads do not wait on a
+    /// device (the tree's in-memory test store) has nothing to overlap.
+    fn prefetch(&self, _ranges: &[PageRange], _priority: CachePriority) -> Result<()> {
+        Ok(())
+    }
 
     /// The whole page, verified, read past the cache (bulk reads that would
     /// only evict what point reads use).

@@ -13,6 +13,7 @@ use parking_lot::Mutex;
 use super::alloc::SlotAllocator;
 use super::cache::PageCache;
 use super::codec::Geometry;
+use super::prefetch::PrefetchPool;
 use super::store::{IoCounters, ListChildren, PageFile, PageStore, PageStoreOptions, kind_index};
 use super::superblock::{self, SUPERBLOCK_FILE_NAME, Slot, SuperblockRecord};
 use super::versions::Versions;
@@ -94,6 +95,7 @@ impl PageStore {
             commit_lock: Mutex::new(()),
             poison: OnceLock::new(),
             counters: IoCounters::default(),
+            prefetch_pool: PrefetchPool::default(),
         };
         let live = store.reachable(slot.record.root, list_children, Some(CachePriority::Node))?;
         // With a damaged slot we cannot tell a torn commit from a decayed

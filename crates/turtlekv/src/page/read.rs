@@ -175,7 +175,7 @@ impl PageStore {
     }
 
     /// The page's file, after checking the id could name a page in it.
-    fn checked_file(&self, id: PageId) -> Result<&PageFile> {
+    pub(super) fn checked_file(&self, id: PageId) -> Result<&PageFile> {
         let pf = self.file_of(id);
         if id.blocks() > pf.geometry.slot_blocks() {
             return Err(Error::corruption(

@@ -12,6 +12,7 @@ use parking_lot::Mutex;
 use super::alloc::SlotAllocator;
 use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
 use super::codec::Geometry;
+use super::prefetch::{PageRange, PrefetchPool};
 use super::superblock::{Slot, SuperblockRecord};
 use super::versions::{RootPin, Versions};
 use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
@@ -102,6 +103,7 @@ pub(crate) struct PageStore {
     pub(super) commit_lock: Mutex<()>,
     pub(super) poison: OnceLock<String>,
     pub(super) counters: IoCounters,
+    pub(super) prefetch_pool: PrefetchPool,
 }
 
 impl std::fmt::Debug for PageStore {
@@ -361,6 +363,10 @@ impl PageIo for PageStore {
 
     fn read_page(&self, id: PageId, priority: CachePriority) -> Result<Bytes> {
         self.read_whole(id, Some(priority))
+    }
+
+    fn prefetch(&self, ranges: &[PageRange], priority: CachePriority) -> Result<()> {
+        self.prefetch_ranges(ranges, priority)
     }
 
     fn read_range(

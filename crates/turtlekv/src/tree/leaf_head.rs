@@ -164,6 +164,15 @@ impl LeafHead {
         (self.data_offset as u64 + first * bs, (end - first) * bs)
     }
 
+    /// The chunk holding item `index` (the last chunk for an index past
+    /// the end). The head must have chunks.
+    pub(crate) fn chunk_of_item(&self, index: u32) -> usize {
+        debug_assert!(!self.chunks.is_empty());
+        self.chunks
+            .partition_point(|c| c.first_item <= index)
+            .saturating_sub(1)
+    }
+
     /// Item index range of chunk `c`.
     pub(crate) fn chunk_items(&self, c: usize) -> (u32, u32) {
         let end = self

@@ -10,6 +10,7 @@ use super::leaf::LeafHead;
 use super::node::LeafRef;
 use super::scan::ScanCursor;
 use crate::Result;
+use crate::page::PageRange;
 use std::ops::Bound;
 
 #[derive(Debug)]
@@ -57,17 +58,47 @@ pub(super) struct Source {
     pub(super) pos: usize,
 }
 
+/// A source whose first chunk is known but not read yet, and the key it
+/// starts from (`None`: the end, in a reverse scan).
+pub(super) type PlannedSource = (Source, Option<Bytes>);
+
+impl Source {
+    /// `(page, offset, len)` of the chunk the source reads next.
+    pub(super) fn chunk_range(&self) -> PageRange {
+        let (offset, len) = self.head.chunk_range(self.chunk);
+        (self.leaf.id, offset, len)
+    }
+
+    /// The next chunk's range extended to at least `bytes` in scan order,
+    /// within the page's data.
+    pub(super) fn readahead_range(&self, reverse: bool, bytes: u64) -> PageRange {
+        let (offset, len) = self.head.chunk_range(self.chunk);
+        let want = bytes.max(len);
+        if reverse {
+            let data_start = self.head.chunk_range(0).0;
+            let start = (offset + len).saturating_sub(want).max(data_start);
+            (self.leaf.id, start, offset + len - start)
+        } else {
+            let (last_offset, last_len) = self.head.chunk_range(self.head.chunks.len() - 1);
+            let end = (offset + want).min(last_offset + last_len);
+            (self.leaf.id, offset, end - offset)
+        }
+    }
+}
+
 impl ScanCursor {
-    pub(super) fn open_source(
-        &mut self,
+    /// Finds where a source over `leaf` starts, from its (cached) head;
+    /// `None` for an empty page.
+    pub(super) fn plan_source(
+        &self,
         leaf: LeafRef,
         min_index: u32,
         lo: &Bytes,
         hi: &Option<Bytes>,
-    ) -> Result<()> {
+    ) -> Result<Option<PlannedSource>> {
         let head = self.tree.read_leaf_head(&leaf)?;
         if head.chunks.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let mut source = Source {
             leaf,
@@ -98,6 +129,18 @@ impl ScanCursor {
             Some(k) => source.head.chunk_for(k),
             None => source.head.chunks.len() - 1,
         };
+        if !self.reverse {
+            // Items below `min_index` were flushed: start no earlier than
+            // the chunk holding the first live one, rather than reading a
+            // flushed chunk and then jumping.
+            source.chunk = source.chunk.max(source.head.chunk_of_item(min_index));
+        }
+        Ok(Some((source, seek)))
+    }
+
+    /// Reads a planned source's first chunk, positions it and puts its
+    /// first item on the heap.
+    pub(super) fn open_source(&mut self, (mut source, seek): PlannedSource) -> Result<()> {
         source.items = self
             .tree
             .read_chunk(&source.leaf, &source.head, source.chunk)?;
@@ -155,11 +198,7 @@ impl ScanCursor {
             }
             if !reverse && index < s.min_index {
                 // Jump over flushed items without reading their chunks.
-                let target = s
-                    .head
-                    .chunks
-                    .partition_point(|c| c.first_item <= s.min_index)
-                    - 1;
+                let target = s.head.chunk_of_item(s.min_index);
                 if target != s.chunk {
                     s.chunk = target;
                     s.items = self.tree.read_chunk(&s.leaf, &s.head, target)?;

@@ -7,4 +7,5 @@ mod corruption;
 mod crash;
 mod gate;
 mod harness;
+mod prefetch;
 mod space;
