@@ -16,15 +16,18 @@
 //! started the reads later and scanned slower (5,500-6,300 against
 //! 7,100-7,200 scans a second, `docs/benchmarks.md`).
 
+use std::io;
 use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
 use super::cache::{CacheKey, WHOLE_PAGE};
 use super::codec::PAGE_HEADER_BYTES;
-use super::store::PageStore;
+use super::read::image_span;
+use super::store::{PageFile, PageStore};
 use super::{CachePriority, PageId};
 use crate::Result;
+use crate::io::{AlignedBuf, read_exact_at};
 
 /// Threads that wait on prefetch reads. They mostly sleep in `pread`, so
 /// more than the cores is right; eight covers a scan's sources on a tree
@@ -55,52 +58,99 @@ impl PrefetchPool {
     }
 }
 
+/// A run of blocks to read: page, first block, count.
+type Run<'a> = (&'a PageFile, PageId, u32, u32);
+
 impl PageStore {
     /// Reads the uncached ones of `ranges` into the cache, concurrently when
     /// there are several (a single one is read on the calling thread).
-    /// Errors are those the same reads would return later.
+    /// Errors are those the same reads would return later (the first).
     pub(super) fn prefetch_ranges(
         &self,
         ranges: &[PageRange],
         priority: CachePriority,
     ) -> Result<()> {
-        let missing: Vec<PageRange> = ranges
-            .iter()
-            .copied()
-            .filter(|&range| !self.range_cached(range))
-            .collect();
-        let read = |&(id, offset, len): &PageRange| {
-            self.read_blocks_range(id, offset, len, Some(priority))
-                .map(drop)
-        };
-        if missing.len() < 2 {
-            return missing.iter().try_for_each(read);
+        let mut runs = Vec::with_capacity(ranges.len());
+        for &range in ranges {
+            runs.extend(self.uncached_run(range)?);
         }
-        let Some(pool) = self.prefetch_pool.get() else {
-            return missing.iter().try_for_each(read);
+        let pool = match self.prefetch_pool.get() {
+            Some(pool) if runs.len() > 1 => pool,
+            _ => {
+                return runs
+                    .into_iter()
+                    .try_for_each(|run| self.read_run(run, priority));
+            }
         };
-        pool.install(|| missing.par_iter().with_max_len(1).try_for_each(read))
+        // The pool threads only fill buffers allocated here, and the blocks
+        // are copied out and cached here too: cached blocks live long and
+        // are freed by whichever thread evicts them, and allocating them on
+        // eight more threads spread them over more malloc arenas.
+        let mut jobs: Vec<(Run<'_>, AlignedBuf, io::Result<()>)> = runs
+            .into_iter()
+            .map(|run| (run, AlignedBuf::zeroed(run_span(run).1), Ok(())))
+            .collect();
+        pool.install(|| {
+            jobs.par_iter_mut()
+                .with_max_len(1)
+                .for_each(|(run, image, outcome)| {
+                    *outcome = read_exact_at(&*run.0.file, image, run_span(*run).0);
+                });
+        });
+        jobs.into_iter().try_for_each(|(run, image, outcome)| {
+            self.accept_run(run, outcome.map(|()| image), priority)
+        })
     }
 
-    /// Whether every block covering `range` is cached (or the whole page).
-    /// Does not mark them used: that is the real read's job.
-    fn range_cached(&self, (id, offset, len): PageRange) -> bool {
+    fn read_run(&self, run: Run<'_>, priority: CachePriority) -> Result<()> {
+        let (offset, len) = run_span(run);
+        let mut image = AlignedBuf::zeroed(len);
+        let read = read_exact_at(&*run.0.file, &mut image, offset).map(|()| image);
+        self.accept_run(run, read, priority)
+    }
+
+    /// Counts, verifies and caches what a read of `run` returned.
+    fn accept_run(
+        &self,
+        run: Run<'_>,
+        read: io::Result<AlignedBuf>,
+        priority: CachePriority,
+    ) -> Result<()> {
+        let (pf, id, first, count) = run;
+        self.recall_evicted_run(id, first, count);
+        let image = self.finish_read(pf, id, run_span(run).0, read)?;
+        self.accept_image(pf, id, first, &image, Some(priority))
+            .map(drop)
+    }
+
+    /// The blocks covering `range` from its first uncached one to its last
+    /// (cached ones between are read again: rare, and one I/O either way);
+    /// `None` when all are cached, or the whole page is. Does not mark
+    /// cached blocks used: that is the real read's job.
+    fn uncached_run(&self, (id, offset, len): PageRange) -> Result<Option<Run<'_>>> {
         let page = id.to_raw();
-        if self.cache.contains(CacheKey {
-            page,
-            part: WHOLE_PAGE,
-        }) {
-            return true;
+        let cached = |part| self.cache.contains(CacheKey { page, part });
+        if cached(WHOLE_PAGE) {
+            return Ok(None);
         }
-        let Ok(pf) = self.checked_file(id) else {
-            return false; // the read reports what is wrong
-        };
+        let pf = self.checked_file(id)?;
         let payload = pf.geometry.payload_bytes() as u64;
         let start = PAGE_HEADER_BYTES as u64 + offset;
         let end = start.saturating_add(len).max(start + 1);
         let (first, last) = (start / payload, (end - 1) / payload);
-        (first..=last).all(|b| {
-            u32::try_from(b).is_ok_and(|part| self.cache.contains(CacheKey { page, part }))
-        })
+        if last >= u64::from(id.blocks()) {
+            // Beyond the page: the caller's own read reports it.
+            return Ok(None);
+        }
+        let (first, last) = (first as u32, last as u32);
+        let Some(first) = (first..=last).find(|&b| !cached(b)) else {
+            return Ok(None);
+        };
+        let last = (first..=last).rev().find(|&b| !cached(b)).unwrap_or(first);
+        Ok(Some((pf, id, first, last - first + 1)))
     }
+}
+
+fn run_span((pf, id, first, count): Run<'_>) -> (u64, usize) {
+    image_span(pf, id, first, count)
 }

@@ -141,21 +141,8 @@ impl PageStore {
                 self.recall_evicted_run(id, run_first, (run_end - i) as u32);
             }
             let image = self.read_image(pf, id, run_first, (run_end - i) as u32)?;
-            let block_bytes = pf.geometry.block_bytes;
-            for (k, block) in image.chunks_exact(block_bytes).enumerate() {
-                let index = run_first + k as u32;
-                let used = pf
-                    .geometry
-                    .verify_block(id, index, block)
-                    .map_err(|bad| corruption(pf, id, bad))?;
-                let bytes = Bytes::copy_from_slice(used);
-                let key = CacheKey {
-                    page: id.to_raw(),
-                    part: index,
-                };
-                if let Some(priority) = priority {
-                    self.cache.insert(key, bytes.clone(), priority);
-                }
+            let verified = self.accept_image(pf, id, run_first, &image, priority)?;
+            for (k, bytes) in verified.into_iter().enumerate() {
                 blocks[i + k] = Some(bytes);
             }
             i = run_end;
@@ -163,9 +150,39 @@ impl PageStore {
         Ok(())
     }
 
+    /// Verifies the blocks of an image read from block `first` on, and
+    /// caches them unless `priority` is `None`.
+    pub(super) fn accept_image(
+        &self,
+        pf: &PageFile,
+        id: PageId,
+        first: u32,
+        image: &AlignedBuf,
+        priority: Option<CachePriority>,
+    ) -> Result<Vec<Bytes>> {
+        let mut verified = Vec::with_capacity(image.len() / pf.geometry.block_bytes);
+        for (k, block) in image.chunks_exact(pf.geometry.block_bytes).enumerate() {
+            let index = first + k as u32;
+            let used = pf
+                .geometry
+                .verify_block(id, index, block)
+                .map_err(|bad| corruption(pf, id, bad))?;
+            let bytes = Bytes::copy_from_slice(used);
+            if let Some(priority) = priority {
+                let key = CacheKey {
+                    page: id.to_raw(),
+                    part: index,
+                };
+                self.cache.insert(key, bytes.clone(), priority);
+            }
+            verified.push(bytes);
+        }
+        Ok(verified)
+    }
+
     /// Tells the cache's ghost list that these blocks are being read again
     /// (each is forgotten; the ghost counts one recall per block it held).
-    fn recall_evicted_run(&self, id: PageId, first: u32, count: u32) {
+    pub(super) fn recall_evicted_run(&self, id: PageId, first: u32, count: u32) {
         for part in first..first + count {
             self.cache.recall_evicted(CacheKey {
                 page: id.to_raw(),
@@ -194,11 +211,24 @@ impl PageStore {
 
     /// Reads `count` blocks of a page starting at block `first`.
     fn read_image(&self, pf: &PageFile, id: PageId, first: u32, count: u32) -> Result<AlignedBuf> {
-        let block_bytes = pf.geometry.block_bytes as u64;
-        let offset = pf.offset_of(id) + u64::from(first) * block_bytes;
-        let mut image = AlignedBuf::zeroed((u64::from(count) * block_bytes) as usize);
-        match read_exact_at(&*pf.file, &mut image, offset) {
-            Ok(()) => {}
+        let (offset, len) = image_span(pf, id, first, count);
+        let mut image = AlignedBuf::zeroed(len);
+        let read = read_exact_at(&*pf.file, &mut image, offset).map(|()| image);
+        self.finish_read(pf, id, offset, read)
+    }
+
+    /// Turns the outcome of an image read at `offset` into the page store's
+    /// result, and counts it (on the calling thread, whichever thread did
+    /// the read: the caller's operation caused it).
+    pub(super) fn finish_read(
+        &self,
+        pf: &PageFile,
+        id: PageId,
+        offset: u64,
+        read: io::Result<AlignedBuf>,
+    ) -> Result<AlignedBuf> {
+        let image = match read {
+            Ok(image) => image,
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Err(Error::corruption(
                     &pf.path,
@@ -207,7 +237,7 @@ impl PageStore {
                 ));
             }
             Err(e) => return Err(Error::Io(e)),
-        }
+        };
         bump(&self.counters.read_ios, 1);
         super::THREAD_READ_IOS.with(|n| n.set(n.get() + 1));
         self.counters
@@ -215,6 +245,13 @@ impl PageStore {
             .fetch_add(image.len() as u64, Ordering::Relaxed);
         Ok(image)
     }
+}
+
+/// `(file offset, length)` of `count` blocks of page `id` from block `first`.
+pub(super) fn image_span(pf: &PageFile, id: PageId, first: u32, count: u32) -> (u64, usize) {
+    let block_bytes = pf.geometry.block_bytes as u64;
+    let offset = pf.offset_of(id) + u64::from(first) * block_bytes;
+    (offset, (u64::from(count) * block_bytes) as usize)
 }
 
 fn corruption(pf: &PageFile, id: PageId, bad: BadBlock) -> Error {

@@ -90,3 +90,70 @@ proptest! {
         }
     }
 }
+
+/// What a scan window on one pivot sees: the pivot's lower and upper keys
+/// (`None`: the node's own bound), its active segments with their flushed
+/// index, and its child (a leaf id or a node id).
+type Window = (Option<Bytes>, Option<Bytes>, Vec<(u64, u32)>, u64);
+
+/// The window on pivot `p`, from a full decode.
+fn window_by_decode(node: &Node, p: usize) -> Window {
+    use super::node::{Child, LeafData};
+    let lo = (p > 0).then(|| node.pivots[p].lower.clone());
+    let hi = node.pivots.get(p + 1).map(|next| next.lower.clone());
+    let segments = node
+        .segments
+        .iter()
+        .filter_map(|seg| match (&seg.bounds[p], &seg.data) {
+            (Some(bound), LeafData::Stored(r)) => Some((r.id.to_raw(), bound.index)),
+            _ => None,
+        })
+        .collect();
+    let child = match &node.pivots[p].child {
+        Child::Leaf(LeafData::Stored(r)) => r.id.to_raw(),
+        Child::StoredNode(id) => id.to_raw(),
+        other => panic!("a decoded page references stored children: {other:?}"),
+    };
+    (lo, hi, segments, child)
+}
+
+#[test]
+fn scan_window_probes_agree_with_full_decodes() {
+    use super::probe::{PivotTarget, probe_node_at};
+    let mut compared = 0;
+    for page in sample_nodes() {
+        let node = Node::decode(&page).unwrap();
+        let mut keys: Vec<Bytes> = node.pivots.iter().map(|p| p.lower.clone()).collect();
+        // Keys between pivots and beyond both ends too.
+        keys.extend(node.pivots.iter().skip(1).map(|p| {
+            let mut k = p.lower.to_vec();
+            k.push(0);
+            Bytes::from(k)
+        }));
+        keys.push(Bytes::from_static(b"\xff\xff\xff\xff"));
+        let mut targets = vec![(PivotTarget::Last, node.pivots.len() - 1)];
+        for k in &keys {
+            targets.push((PivotTarget::Holding(k), node.pivot_for(k)));
+            let before = node.pivots[1..].partition_point(|q| q.lower < *k);
+            targets.push((PivotTarget::Before(k), before));
+        }
+        for (target, p) in targets {
+            let probe = probe_node_at(&page, target).unwrap();
+            let by_probe: Window = (
+                probe.lo.map(Bytes::copy_from_slice),
+                probe.hi.map(Bytes::copy_from_slice),
+                probe
+                    .segments
+                    .iter()
+                    .map(|s| (s.leaf.id.to_raw(), s.flushed_index))
+                    .collect::<Vec<_>>(),
+                probe
+                    .child_leaf
+                    .map_or(probe.child_node.to_raw(), |l| l.id.to_raw()),
+            );
+            assert_eq!(by_probe, window_by_decode(&node, p), "{target:?}");
+            compared += 1;
+        }
+    }
+    assert!(compared > 50, "only {compared} windows compared");
+}

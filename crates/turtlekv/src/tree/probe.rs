@@ -1,6 +1,6 @@
 //! The read path's view of a node page: it parses only what a point lookup
-//! needs (the key's pivot and the segments active for it) without building
-//! the whole in-memory node.
+//! or a scan window needs (one pivot, its key range and the segments active
+//! for it) without building the whole in-memory node.
 
 use super::node::LeafRef;
 use super::node_codec::Header;
@@ -15,10 +15,28 @@ pub(super) struct SegmentProbe<'a> {
     pub flushed_key: &'a [u8],
 }
 
+/// Which pivot a probe follows.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum PivotTarget<'k> {
+    /// The last pivot whose lower key is `<=` the key: the one holding it.
+    Holding(&'k [u8]),
+    /// The last pivot whose lower key is `<` the key (a reverse scan from
+    /// an exclusive bound).
+    Before(&'k [u8]),
+    /// The last pivot (a reverse scan from the end).
+    Last,
+}
+
 /// Where a lookup of one key goes in one node.
 #[derive(Debug)]
 pub(super) struct NodeProbe<'a> {
     pub height: u8,
+    /// The pivot's lower key; `None` for the first pivot, whose range
+    /// starts where the node's does.
+    pub lo: Option<&'a [u8]>,
+    /// The next pivot's lower key; `None` for the last pivot, whose range
+    /// ends where the node's does.
+    pub hi: Option<&'a [u8]>,
     /// The key's pivot: a leaf (height 1) or a node page.
     pub child_leaf: Option<LeafRef>,
     pub child_node: PageId,
@@ -28,10 +46,20 @@ pub(super) struct NodeProbe<'a> {
 
 /// Verifies a node page and finds the key's pivot and its active segments.
 pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a>, String> {
+    probe_node_at(bytes, PivotTarget::Holding(key))
+}
+
+/// Verifies a node page and finds the target pivot, its key range and its
+/// active segments.
+pub(super) fn probe_node_at<'a>(
+    bytes: &'a [u8],
+    target: PivotTarget<'_>,
+) -> Result<NodeProbe<'a>, String> {
     let (header, mut r) = Header::parse(bytes)?;
     let mut child_leaf = None;
     let mut child_node = PageId::from_raw(0);
     let mut pivot = 0;
+    let (mut lo, mut hi) = (None, None);
     for i in 0..header.pivot_count {
         let (leaf, node) = if header.height == 1 {
             (Some(r.leaf_ref()?), None)
@@ -39,17 +67,24 @@ pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a
             (None, Some(PageId::from_raw(r.u64()?)))
         };
         r.u64()?; // pending bytes
-        let take = if i == 0 {
-            true
+        let lower = if i == 0 {
+            None
         } else {
             let len = r.u16()? as usize;
-            r.take(len)? <= key
+            Some(r.take(len)?)
         };
-        // Pivot keys are ascending: the last pivot whose key is <= `key`.
+        // Pivot keys are ascending, so the pivots to take are a prefix.
+        let take = lower.is_none_or(|lower| match target {
+            PivotTarget::Holding(key) => lower <= key,
+            PivotTarget::Before(key) => lower < key,
+            PivotTarget::Last => true,
+        });
         if take {
-            pivot = i;
+            (pivot, lo) = (i, lower);
             child_leaf = leaf;
             child_node = node.unwrap_or(child_node);
+        } else if hi.is_none() {
+            hi = lower;
         }
     }
     let mut segments = Vec::new();
@@ -84,6 +119,8 @@ pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a
     }
     Ok(NodeProbe {
         height: header.height,
+        lo,
+        hi,
         child_leaf,
         child_node,
         segments,

@@ -11,10 +11,10 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::Tree;
 use super::item::compare_keys;
-use super::node::{Child, LeafData};
+use super::probe::{PivotTarget, probe_node_at};
 use super::scan_source::{HeapEntry, Source};
+use super::{Tree, corrupt};
 use crate::Result;
 use crate::page::{CachePriority, PageId};
 
@@ -81,31 +81,33 @@ impl ScanCursor {
         // leaf's range, which bounds all of them, is known.
         let mut path = Vec::new();
         loop {
-            let mut node = self.tree.read_node(id)?;
-            node.range_lo = lo.clone();
-            node.range_hi = hi.clone();
-            let p = match (&at, self.reverse) {
-                (Bound::Unbounded, false) => 0,
-                (Bound::Unbounded, true) => node.pivots.len() - 1,
-                (Bound::Excluded(k), true) => node.pivots[1..].partition_point(|q| q.lower < *k),
-                (Bound::Included(k) | Bound::Excluded(k), _) => node.pivot_for(k),
+            // Only the window's pivot is needed: probe the page rather
+            // than decode the whole node (every pivot key, every segment's
+            // bounds), as gets do.
+            let page = self.tree.io.read_page(id, CachePriority::Node)?;
+            let target = match (&at, self.reverse) {
+                (Bound::Unbounded, false) => PivotTarget::Holding(b""),
+                (Bound::Unbounded, true) => PivotTarget::Last,
+                (Bound::Excluded(k), true) => PivotTarget::Before(k),
+                (Bound::Included(k) | Bound::Excluded(k), _) => PivotTarget::Holding(k),
             };
-            let (plo, phi) = node.pivot_range(p);
-            (lo, hi) = (plo.clone(), phi.cloned());
-            for seg in &node.segments {
-                if let (Some(bound), LeafData::Stored(r)) = (&seg.bounds[p], &seg.data) {
-                    path.push((*r, bound.index));
-                }
+            let node = probe_node_at(&page, target).map_err(|reason| corrupt(id, reason))?;
+            // The first pivot starts, and the last ends, where the node does.
+            if let Some(l) = node.lo {
+                lo = page.slice_ref(l);
             }
-            match &node.pivots[p].child {
-                Child::StoredNode(child) => id = *child,
-                Child::Leaf(LeafData::Stored(r)) => {
-                    path.push((*r, 0));
+            if let Some(h) = node.hi {
+                hi = Some(page.slice_ref(h));
+            }
+            for seg in &node.segments {
+                path.push((seg.leaf, seg.flushed_index));
+            }
+            match node.child_leaf {
+                Some(leaf) => {
+                    path.push((leaf, 0));
                     break;
                 }
-                Child::Leaf(LeafData::New(_)) | Child::Node(_) => {
-                    unreachable!("decoded nodes reference stored pages")
-                }
+                None => id = node.child_node,
             }
         }
         let mut planned = Vec::with_capacity(path.len());
