@@ -80,6 +80,7 @@ impl ScanCursor {
         // Sources newest first (root buffer first, leaf last), opened once the
         // leaf's range, which bounds all of them, is known.
         let mut path = Vec::new();
+        let mut expected_height = None;
         loop {
             // Only the window's pivot is needed: probe the page rather
             // than decode the whole node (every pivot key, every segment's
@@ -92,6 +93,9 @@ impl ScanCursor {
                 (Bound::Included(k) | Bound::Excluded(k), _) => PivotTarget::Holding(k),
             };
             let node = probe_node_at(&page, target).map_err(|reason| corrupt(id, reason))?;
+            if expected_height.is_some_and(|h| h != node.height) {
+                return Err(corrupt(id, "child height does not match its parent"));
+            }
             // The first pivot starts, and the last ends, where the node does.
             if let Some(l) = node.lo {
                 lo = page.slice_ref(l);
@@ -107,7 +111,10 @@ impl ScanCursor {
                     path.push((leaf, 0));
                     break;
                 }
-                None => id = node.child_node,
+                None => {
+                    id = node.child_node;
+                    expected_height = Some(node.height - 1);
+                }
             }
         }
         let mut planned = Vec::with_capacity(path.len());
