@@ -164,6 +164,18 @@ fn level(priority: CachePriority) -> u8 {
     }
 }
 
+/// Index of a level in the per-level byte counters.
+fn slot(level: u8) -> usize {
+    usize::from(level) - 1
+}
+
+impl CacheCounts {
+    /// Bytes charged to entries of `priority`.
+    pub fn bytes_of(&self, priority: CachePriority) -> u64 {
+        self.bytes_by_level[slot(level(priority))]
+    }
+}
+
 impl PageCache {
     /// An empty cache holding at most `capacity_bytes`.
     pub fn new(capacity_bytes: u64) -> PageCache {
@@ -280,7 +292,7 @@ impl PageCache {
             weight: AtomicU8::new(level(priority) - 1),
             level: level(priority),
         };
-        self.level_bytes[usize::from(entry.level) - 1].fetch_add(charge_bytes, Relaxed);
+        self.level_bytes[slot(entry.level)].fetch_add(charge_bytes, Relaxed);
         let index = match shard.vacant.pop() {
             Some(i) => {
                 shard.entries[i] = Some(entry);
@@ -369,7 +381,7 @@ impl PageCache {
             let Some(entry) = &shard.entries[i] else {
                 continue;
             };
-            if sweep == Sweep::LeafBlocksOnly && entry.level > 1 {
+            if sweep == Sweep::LeafBlocksOnly && entry.level > level(CachePriority::LeafBlock) {
                 continue; // neither aged nor evicted
             }
             let weight = entry.weight.load(Relaxed);
@@ -399,7 +411,7 @@ impl PageCache {
         shard.map.remove(&entry.key);
         shard.vacant.push(index);
         self.used_bytes.fetch_sub(entry.charge_bytes, Relaxed);
-        self.level_bytes[usize::from(entry.level) - 1].fetch_sub(entry.charge_bytes, Relaxed);
+        self.level_bytes[slot(entry.level)].fetch_sub(entry.charge_bytes, Relaxed);
     }
 
     /// Drops `key` if cached (its page was freed), and from the ghost list:
@@ -463,7 +475,7 @@ impl PageCache {
                 match &shard.entries[i] {
                     Some(e) if e.key == *key && Self::shard_of(*key) == n => {
                         charged += e.charge_bytes;
-                        charged_by_level[usize::from(e.level) - 1] += e.charge_bytes;
+                        charged_by_level[slot(e.level)] += e.charge_bytes;
                     }
                     _ => return Err(format!("shard {n}: map entry {key:?} is dangling")),
                 }

@@ -23,7 +23,7 @@ use rayon::prelude::*;
 
 use super::cache::{CacheKey, WHOLE_PAGE};
 use super::codec::PAGE_HEADER_BYTES;
-use super::read::image_span;
+use super::read::{image_span, read_raw};
 use super::store::{PageFile, PageStore};
 use super::{CachePriority, PageId};
 use crate::Result;
@@ -103,10 +103,8 @@ impl PageStore {
     }
 
     fn read_run(&self, run: Run<'_>, priority: CachePriority) -> Result<()> {
-        let (offset, len) = run_span(run);
-        let mut image = AlignedBuf::zeroed(len);
-        let read = read_exact_at(&*run.0.file, &mut image, offset).map(|()| image);
-        self.accept_run(run, read, priority)
+        let (pf, id, first, count) = run;
+        self.accept_run(run, read_raw(pf, id, first, count), priority)
     }
 
     /// Counts, verifies and caches what a read of `run` returned.

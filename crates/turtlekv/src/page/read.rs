@@ -211,10 +211,8 @@ impl PageStore {
 
     /// Reads `count` blocks of a page starting at block `first`.
     fn read_image(&self, pf: &PageFile, id: PageId, first: u32, count: u32) -> Result<AlignedBuf> {
-        let (offset, len) = image_span(pf, id, first, count);
-        let mut image = AlignedBuf::zeroed(len);
-        let read = read_exact_at(&*pf.file, &mut image, offset).map(|()| image);
-        self.finish_read(pf, id, offset, read)
+        let read = read_raw(pf, id, first, count);
+        self.finish_read(pf, id, image_span(pf, id, first, count).0, read)
     }
 
     /// Turns the outcome of an image read at `offset` into the page store's
@@ -245,6 +243,19 @@ impl PageStore {
             .fetch_add(image.len() as u64, Ordering::Relaxed);
         Ok(image)
     }
+}
+
+/// Reads `count` blocks of a page from block `first`, uncounted and
+/// unverified (see `finish_read` and `accept_image`).
+pub(super) fn read_raw(
+    pf: &PageFile,
+    id: PageId,
+    first: u32,
+    count: u32,
+) -> io::Result<AlignedBuf> {
+    let (offset, len) = image_span(pf, id, first, count);
+    let mut image = AlignedBuf::zeroed(len);
+    read_exact_at(&*pf.file, &mut image, offset).map(|()| image)
 }
 
 /// `(file offset, length)` of `count` blocks of page `id` from block `first`.
