@@ -19,7 +19,10 @@ pub struct TurtleKv {
 
 /// With `TURTLEKV_BENCH_STATS_EVERY_SECS=N`, a thread prints the read path's
 /// counters every N seconds: how the caches and the split move within a
-/// phase, which the per-phase report cannot show.
+/// phase, which the per-phase report cannot show. It also prints where the
+/// process's memory is: resident (anonymous and file-backed), the C
+/// allocator's bytes in use and free, and the peak of the heap beyond the
+/// memory budget's accounts.
 struct Monitor {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -38,15 +41,19 @@ impl Monitor {
             let started = Instant::now();
             let mut last = db.stats();
             let mut next = every;
+            let mut peak_unbudgeted = 0u64;
             while !stopped.load(Ordering::Relaxed) {
                 if started.elapsed() < next {
-                    std::thread::sleep(Duration::from_millis(100));
+                    std::thread::sleep(Duration::from_millis(250));
+                    peak_unbudgeted = peak_unbudgeted.max(unbudgeted_heap_bytes(&db.stats()));
                     continue;
                 }
                 next += every;
                 let now = db.stats();
-                eprintln!("{}", monitor_line(started.elapsed(), &last, &now));
+                let line = monitor_line(started.elapsed(), &last, &now);
+                eprintln!("{line} peak_unbudgeted_mib {}", peak_unbudgeted >> 20);
                 last = now;
+                peak_unbudgeted = 0;
             }
         });
         Some(Monitor {
@@ -65,16 +72,29 @@ impl Drop for Monitor {
     }
 }
 
+/// Heap in use beyond what the memory budget accounts for (page cache,
+/// record cache, MemTables): mostly a checkpoint's working set. Sampled
+/// four times a second, its peak is printed with each monitor line.
+fn unbudgeted_heap_bytes(stats: &turtlekv::Stats) -> u64 {
+    let Some((in_use, _)) = crate::measure::malloc_bytes() else {
+        return 0;
+    };
+    let budgeted = stats.cache_used_bytes + stats.record_cache_used_bytes + stats.memtable_bytes;
+    in_use.saturating_sub(budgeted)
+}
+
 /// One line of counters over an interval (deltas) and gauges (now).
 fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> String {
     let gets = now.gets - last.gets;
     let disk_reads = now.get_disk_reads - last.get_disk_reads;
     let read_ios = (now.page_read_ios - last.page_read_ios).max(1);
+    let rss = crate::measure::rss_bytes().unwrap_or((0, 0));
+    let heap = crate::measure::malloc_bytes().unwrap_or((0, 0));
     format!(
         "t {:.0}s gets {gets} disk_reads_per_get {:.3} read_ios {} kib_per_read {:.1} \
          head_misses {} filter_misses {} record_hits {} record_cap_mib {} cache_cap_mib {} \
          cache_used_mib {} head_mib {} filter_mib {} node_mib {} memtable_mib {} checkpoints {} \
-         resizes {}",
+         resizes {} rss_anon_mib {} rss_file_mib {} malloc_mib {} malloc_free_mib {}",
         at.as_secs_f64(),
         disk_reads as f64 / gets.max(1) as f64,
         now.page_read_ios - last.page_read_ios,
@@ -91,6 +111,10 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
         now.memtable_bytes >> 20,
         now.checkpoints - last.checkpoints,
         now.record_cache_resizes - last.record_cache_resizes,
+        rss.0 >> 20,
+        rss.1 >> 20,
+        heap.0 >> 20,
+        heap.1 >> 20,
     )
 }
 
