@@ -114,17 +114,15 @@ mod tests {
     fn memory_readings_see_a_live_allocation() {
         let (anon, _file) = rss_bytes().unwrap();
         assert!(anon > 0);
-        let Some((in_use_before, _)) = malloc_bytes() else {
+        if malloc_bytes().is_none() {
             return; // not glibc: nothing to read
-        };
-        // 64 MiB, touched so that it is resident: malloc serves it with
-        // mmap, counted as in use until it is freed.
+        }
+        // 64 MiB, touched so that it is resident, counted as in use until
+        // it is freed. Other tests allocate and free meanwhile, so only the
+        // absolute figure is checked, not the change.
         let block = vec![1u8; 64 << 20];
         let (in_use, _) = malloc_bytes().unwrap();
-        assert!(
-            in_use >= in_use_before + (64 << 20),
-            "{in_use_before} -> {in_use}"
-        );
+        assert!(in_use >= 64 << 20, "{in_use}");
         assert!(rss_bytes().unwrap().0 >= 64 << 20);
         drop(block);
     }
