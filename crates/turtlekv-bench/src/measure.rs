@@ -39,21 +39,24 @@ pub fn reset_peak_rss() -> bool {
 /// Peak resident set size since the last reset, in bytes (`VmHWM`).
 pub fn peak_rss_bytes() -> io::Result<u64> {
     let text = fs::read_to_string("/proc/self/status")?;
-    let kib = field_value(&text, "VmHWM:")
-        .ok_or_else(|| io::Error::other("no VmHWM in /proc/self/status"))?;
-    Ok(kib * 1024)
+    status_bytes(&text, "VmHWM:")
 }
 
 /// Resident set size now, in bytes: `(anonymous, file-backed)` from
 /// `RssAnon` and `RssFile`.
 pub fn rss_bytes() -> io::Result<(u64, u64)> {
     let text = fs::read_to_string("/proc/self/status")?;
-    let field = |label| {
-        field_value(&text, label)
-            .map(|kib| kib * 1024)
-            .ok_or_else(|| io::Error::other(format!("no {label} in /proc/self/status")))
-    };
-    Ok((field("RssAnon:")?, field("RssFile:")?))
+    Ok((
+        status_bytes(&text, "RssAnon:")?,
+        status_bytes(&text, "RssFile:")?,
+    ))
+}
+
+/// A `/proc/self/status` size field (given in kB), in bytes.
+fn status_bytes(text: &str, label: &str) -> io::Result<u64> {
+    field_value(text, label)
+        .map(|kib| kib * 1024)
+        .ok_or_else(|| io::Error::other(format!("no {label} in /proc/self/status")))
 }
 
 /// The C allocator's `(bytes in use, free bytes it keeps)` from `mallinfo2`:
