@@ -1,17 +1,13 @@
 //! The update buffer of a node: level-tiered insertion (binary counter) and
 //! the flush policy that keeps the buffer within its bounds.
 
-use std::sync::Arc;
-
 use super::cut;
-use super::item::{Item, total_size_bytes};
+use super::item::Item;
+use super::level_merge::new_segment;
 use super::merge::merge_runs;
-use super::node::{Flushed, LeafData, MAX_LEVELS, Node, Segment};
+use super::node::{MAX_LEVELS, Node, Segment};
 use super::update::Update;
 use crate::Result;
-
-/// A segment's items and the ranges of them still unflushed.
-type LiveRanges = (Arc<Vec<Item>>, Vec<std::ops::Range<usize>>);
 
 impl Update<'_> {
     /// Inserts a sorted batch into the buffer and restores the buffer bounds
@@ -59,67 +55,16 @@ impl Update<'_> {
         let (merging, keep): (Vec<Segment>, Vec<Segment>) = std::mem::take(&mut node.segments)
             .into_iter()
             .partition(|s| s.level <= k);
-        // Runs newest first: the batch, then the live ranges of level 0, 1,
-        // ... (slices, not copies). Ranges of one level never share a key,
-        // so their order among themselves does not matter to the merge.
-        let mut sources: Vec<LiveRanges> = Vec::new();
-        for level in 0..=k {
-            for seg in merging.iter().filter(|s| s.level == level) {
-                let items = self.items(&seg.data)?;
-                let mut ranges: Vec<std::ops::Range<usize>> = Vec::new();
-                for p in 0..node.pivots.len() {
-                    let r = node.unflushed_range(seg, p, &items);
-                    let bytes = total_size_bytes(&items[r.clone()]) as u64;
-                    debug_assert!(
-                        node.pivots[p].pending_bytes >= bytes,
-                        "pending bytes undercount"
-                    );
-                    node.pivots[p].pending_bytes =
-                        node.pivots[p].pending_bytes.saturating_sub(bytes);
-                    match ranges.last_mut() {
-                        Some(last) if last.end == r.start => last.end = r.end,
-                        _ if r.is_empty() => {}
-                        _ => ranges.push(r),
-                    }
-                }
-                sources.push((items, ranges));
-            }
-        }
-        for seg in &merging {
-            self.drop_segment(seg, node.height)?;
-        }
-        let merged = if sources.is_empty() {
+        let mut segments = if merging.is_empty() {
             // Into a vacant level 0: the batch is the segment, no copy.
-            batch
+            cut::cut_leaves(batch, &self.tree.config)
+                .into_iter()
+                .filter(|part| !part.is_empty())
+                .map(|part| new_segment(node, k, part))
+                .collect()
         } else {
-            let mut run_refs: Vec<&[Item]> = vec![&batch];
-            for (items, ranges) in &sources {
-                run_refs.extend(ranges.iter().map(|r| &items[r.clone()]));
-            }
-            merge_runs(&run_refs, false)
+            self.merge_into_level(node, batch, merging, k)?
         };
-        drop(sources);
-        let mut segments = Vec::new();
-        for part in cut::cut_leaves(merged, &self.tree.config) {
-            if part.is_empty() {
-                continue;
-            }
-            let mut bounds = vec![None; node.pivots.len()];
-            for (p, bound) in bounds.iter_mut().enumerate() {
-                let r = node.pivot_index_range(p, &part);
-                if !r.is_empty() {
-                    *bound = Some(Flushed::default());
-                    node.pivots[p].pending_bytes += total_size_bytes(&part[r]) as u64;
-                }
-            }
-            segments.push(Segment {
-                level: k,
-                shared: false,
-                item_count: part.len() as u32,
-                data: LeafData::New(Arc::new(part)),
-                bounds,
-            });
-        }
         segments.extend(keep);
         node.segments = segments;
         Ok(())

@@ -16,15 +16,37 @@ pub(super) fn leaf_page_bytes(items: &[Item], config: &TreeConfig) -> usize {
 /// Cuts sorted items into leaf pages that each fit the page limit. With more
 /// than one part every part holds at least `leaf_min_bytes` when the items
 /// allow it. Always returns at least one (possibly empty) part.
-pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
+pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
     let total = leaf_page_bytes(&items, config);
     if total <= config.leaf_max_bytes {
         return vec![items];
     }
     // Aim for equal parts of at most ~90% of a page so later merges have room.
     let parts = total.div_ceil(config.leaf_max_bytes * 9 / 10);
-    let target = total / parts;
-    let mut starts = Vec::with_capacity(parts);
+    let starts = part_starts(&items, total / parts, config);
+    let mut out = split_at(items, &starts);
+    rebalance_tail(&mut out, config);
+    out
+}
+
+/// Splits the full leaves (about 90% of a page each) off the front of a
+/// growing sorted run, for a merge that cuts its output as it goes. The
+/// last two parts stay in `items`, so that `cut_leaves` at the end of the
+/// run can balance its tail.
+pub(super) fn take_full_leaves(items: &mut Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
+    let starts = part_starts(items, config.leaf_max_bytes * 9 / 10, config);
+    if starts.len() < 2 {
+        return Vec::new();
+    }
+    let rest = items.split_off(starts[starts.len() - 2]);
+    let full = std::mem::replace(items, rest);
+    split_at(full, &starts[..starts.len() - 2])
+}
+
+/// Indexes where a new part starts when parts hold about `target_bytes`
+/// of page each and never more than the page limit.
+fn part_starts(items: &[Item], target_bytes: usize, config: &TreeConfig) -> Vec<usize> {
+    let mut starts = Vec::new();
     let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
     // `page_bytes` is not free (it sizes the filter): carry the current
     // part's figure over instead of computing it twice per item.
@@ -33,7 +55,7 @@ pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<I
         let mut next = sizer;
         next.add(item);
         let next_bytes = next.page_bytes();
-        let full = sizer_bytes >= target || next_bytes > config.leaf_max_bytes;
+        let full = sizer_bytes >= target_bytes || next_bytes > config.leaf_max_bytes;
         if full && sizer.items() > 0 {
             starts.push(i);
             sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
@@ -44,6 +66,11 @@ pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<I
             sizer_bytes = next_bytes;
         }
     }
+    starts
+}
+
+/// Cuts `items` into parts beginning at `starts` (ascending, all > 0).
+fn split_at(mut items: Vec<Item>, starts: &[usize]) -> Vec<Vec<Item>> {
     // Split from the back so each split moves only its own part.
     let mut out: Vec<Vec<Item>> = Vec::with_capacity(starts.len() + 1);
     for &start in starts.iter().rev() {
@@ -51,7 +78,6 @@ pub(super) fn cut_leaves(mut items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<I
     }
     out.push(items);
     out.reverse();
-    rebalance_tail(&mut out, config);
     out
 }
 
@@ -108,4 +134,64 @@ pub(super) fn cut_batch(items: Vec<Item>, max_bytes: usize) -> Vec<Vec<Item>> {
         out.push(current);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Options;
+
+    fn config() -> TreeConfig {
+        TreeConfig::from_options(&Options {
+            leaf_size_bytes: 4096,
+            node_size_bytes: 512,
+            ..Options::default()
+        })
+    }
+
+    fn items(keys: std::ops::Range<u32>, value_bytes: usize) -> Vec<Item> {
+        keys.map(|k| Item::put(k.to_be_bytes().to_vec(), vec![7u8; value_bytes]))
+            .collect()
+    }
+
+    #[test]
+    fn a_run_cut_as_it_grows_keeps_every_item_in_fitting_leaves() {
+        let config = config();
+        for value_bytes in [10, 100, 900] {
+            let mut tail = Vec::new();
+            let mut parts = Vec::new();
+            for chunk in 0..40u32 {
+                tail.extend(items(chunk * 50..(chunk + 1) * 50, value_bytes));
+                parts.extend(take_full_leaves(&mut tail, &config));
+            }
+            let taken = parts.len();
+            assert!(taken > 2, "value {value_bytes}: only {taken} leaves taken");
+            parts.extend(cut_leaves(tail, &config));
+            let all: Vec<Item> = parts.iter().flatten().cloned().collect();
+            assert_eq!(all, items(0..2000, value_bytes));
+            for (i, part) in parts.iter().enumerate() {
+                let bytes = leaf_page_bytes(part, &config);
+                assert!(bytes <= config.leaf_max_bytes, "part {i}: {bytes} bytes");
+                // Taken leaves are full (a page less about one item); the
+                // end's balanced cut keeps the last ones above the minimum.
+                let least = if i < taken {
+                    config.leaf_max_bytes * 2 / 3
+                } else {
+                    config.leaf_min_bytes
+                };
+                assert!(
+                    bytes >= least,
+                    "value {value_bytes}, part {i}: {bytes} bytes"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_short_run_is_left_whole() {
+        let config = config();
+        let mut tail = items(0..10, 100);
+        assert!(take_full_leaves(&mut tail, &config).is_empty());
+        assert_eq!(tail, items(0..10, 100));
+    }
 }

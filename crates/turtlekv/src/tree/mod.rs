@@ -30,6 +30,7 @@ mod get;
 pub(crate) mod item;
 mod leaf;
 mod leaf_head;
+mod level_merge;
 mod merge;
 pub(crate) mod node;
 pub(crate) mod node_codec;

@@ -157,11 +157,24 @@ impl Node {
         p: usize,
         items: &[Item],
     ) -> std::ops::Range<usize> {
+        self.unflushed_range_in_span(seg, p, items, 0)
+    }
+
+    /// `unflushed_range` on a span of the segment's items that starts at
+    /// its item `first_index` (indexes into the span).
+    pub(crate) fn unflushed_range_in_span(
+        &self,
+        seg: &Segment,
+        p: usize,
+        span: &[Item],
+        first_index: usize,
+    ) -> std::ops::Range<usize> {
         match &seg.bounds[p] {
             None => 0..0,
             Some(bound) => {
-                let r = self.pivot_index_range(p, items);
-                r.start.max(bound.index as usize).min(r.end)..r.end
+                let r = self.pivot_index_range(p, span);
+                let flushed_end = (bound.index as usize).saturating_sub(first_index);
+                r.start.max(flushed_end).min(r.end)..r.end
             }
         }
     }

@@ -47,6 +47,9 @@ pub(crate) struct UpdateEvents {
     /// before its end to bound its memory
     /// (`TreeConfig::spill_after_new_pages`).
     pub spills: u64,
+    /// Times a merge into a high buffer level wrote some of its new
+    /// segments before its end, to bound its memory (`level_merge.rs`).
+    pub level_merge_writes: u64,
     /// Segments shared by two nodes (after a split) that one of them dropped;
     /// the other reference was looked for before reporting the page dead.
     pub shared_segments_dropped: u64,
@@ -75,6 +78,7 @@ impl UpdateEvents {
         self.root_grows += other.root_grows;
         self.root_shrinks += other.root_shrinks;
         self.spills += other.spills;
+        self.level_merge_writes += other.level_merge_writes;
         self.shared_segments_dropped += other.shared_segments_dropped;
         self.leaf_pages_written += other.leaf_pages_written;
         self.leaf_bytes_written += other.leaf_bytes_written;

@@ -6,8 +6,11 @@
 
 use rayon::prelude::*;
 
+use std::sync::Arc;
+
+use super::item::Item;
 use super::leaf;
-use super::node::{Child, LeafData, LeafRef, Node};
+use super::node::{Child, LeafData, LeafRef, Node, Segment};
 use super::update::Update;
 use crate::page::{PageId, PageKind};
 use crate::{Error, Result};
@@ -51,18 +54,52 @@ impl Update<'_> {
         Ok(())
     }
 
-    /// Serialises and writes the new pages of `pass` in parallel (a pure
-    /// function of their items) and replaces each by its stored reference.
+    /// Serialises and writes the new pages of `pass` in parallel and
+    /// replaces each by its stored reference.
     fn write_new_pages(&mut self, root: &mut Node, pass: Pass) -> Result<Vec<PageId>> {
-        let config = self.tree.config;
         let mut jobs = Vec::new();
         for_each_new(root, pass, &mut |data| {
             if let LeafData::New(items) = data {
                 jobs.push(items.clone());
             }
         });
+        let refs = self.write_leaves(jobs)?;
+        let new_pages = refs.iter().map(|r| r.id).collect();
+        let mut refs = refs.into_iter();
+        for_each_new(root, pass, &mut |data| {
+            *data = LeafData::Stored(refs.next().expect("one page per new leaf"));
+        });
+        Ok(new_pages)
+    }
+
+    /// Writes the new ones of `segments` now and replaces each by its stored
+    /// reference: a merge into a high buffer level bounds its memory so.
+    /// They count as spilled pages.
+    pub(super) fn write_segments_now(&mut self, segments: &mut [Segment]) -> Result<()> {
+        let jobs: Vec<Arc<Vec<Item>>> = segments
+            .iter()
+            .filter_map(|s| match &s.data {
+                LeafData::New(items) => Some(items.clone()),
+                LeafData::Stored(_) => None,
+            })
+            .collect();
+        let mut refs = self.write_leaves(jobs)?.into_iter();
+        for seg in segments {
+            if matches!(seg.data, LeafData::New(_)) {
+                let r = refs.next().expect("one page per new segment");
+                self.spilled.push(r.id);
+                seg.data = LeafData::Stored(r);
+            }
+        }
+        Ok(())
+    }
+
+    /// Serialises and writes leaf pages in parallel (a pure function of
+    /// their items); returns their references in job order.
+    fn write_leaves(&mut self, jobs: Vec<Arc<Vec<Item>>>) -> Result<Vec<LeafRef>> {
+        let config = self.tree.config;
         // Each worker serialises a leaf and writes it, so only the pages in
-        // flight are held as bytes; ids come back in job order.
+        // flight are held as bytes.
         let io = &self.tree.io;
         let written: Vec<Result<(LeafRef, usize)>> = jobs
             .par_iter()
@@ -86,7 +123,6 @@ impl Update<'_> {
             })
             .collect();
         drop(jobs);
-        let mut new_pages = Vec::with_capacity(written.len());
         let mut refs = Vec::with_capacity(written.len());
         for r in written {
             // On an error the pages already written are unreachable garbage
@@ -95,14 +131,9 @@ impl Update<'_> {
             self.events.leaf_pages_written += 1;
             self.events.leaf_bytes_written += len_bytes as u64;
             self.events.filter_bytes_written += u64::from(r.filter_len);
-            new_pages.push(r.id);
             refs.push(r);
         }
-        let mut refs = refs.into_iter();
-        for_each_new(root, pass, &mut |data| {
-            *data = LeafData::Stored(refs.next().expect("one page per new leaf"));
-        });
-        Ok(new_pages)
+        Ok(refs)
     }
 
     fn write_nodes(&mut self, node: &mut Node, new_pages: &mut Vec<PageId>) -> Result<PageId> {
@@ -135,7 +166,7 @@ impl Update<'_> {
 }
 
 /// Lowest buffer level whose new segments a spill writes out.
-const SPILL_MIN_LEVEL: u8 = 3;
+pub(super) const SPILL_MIN_LEVEL: u8 = 3;
 
 /// Calls `f` on every new leaf and segment that `pass` writes in the
 /// in-memory tree under `node`, always in the same order.
