@@ -96,6 +96,12 @@ impl PageStore {
             },
             1,
         );
+        let skip = (start - u64::from(first) * payload) as usize;
+        if priority.is_none() && blocks.iter().all(Option::is_none) {
+            let image = self.read_image(pf, id, first, last - first + 1)?;
+            let out = self.verified_range(pf, id, first, &image, skip, len as usize)?;
+            return out.ok_or_else(beyond);
+        }
         self.fill_missing(pf, id, first, &mut blocks, priority)?;
         let blocks: Vec<Bytes> = blocks.into_iter().map(|b| b.expect("filled")).collect();
         // Only the last block may be short; the range must end within it.
@@ -103,7 +109,6 @@ impl PageStore {
         if end - u64::from(last) * payload > last_used {
             return Err(beyond());
         }
-        let skip = (start - u64::from(first) * payload) as usize;
         if blocks.len() == 1 {
             return Ok(blocks[0].slice(skip..skip + len as usize));
         }
@@ -115,6 +120,32 @@ impl PageStore {
         }
         debug_assert_eq!(out.len() as u64, len);
         Ok(out.freeze())
+    }
+
+    /// Verifies the blocks of an image read from block `first` on and
+    /// copies `len` payload bytes from `skip` on out of them: an uncached
+    /// read makes one copy, not a copy per block and another to join them.
+    /// `None` when the range ends beyond the last block's payload.
+    fn verified_range(
+        &self,
+        pf: &PageFile,
+        id: PageId,
+        first: u32,
+        image: &AlignedBuf,
+        skip: usize,
+        len: usize,
+    ) -> Result<Option<Bytes>> {
+        let mut out = BytesMut::with_capacity(len);
+        for (k, block) in image.chunks_exact(pf.geometry.block_bytes).enumerate() {
+            let used = pf
+                .geometry
+                .verify_block(id, first + k as u32, block)
+                .map_err(|bad| corruption(pf, id, bad))?;
+            let from = if k == 0 { skip } else { 0 };
+            let want = (len - out.len()).min(used.len().saturating_sub(from));
+            out.extend_from_slice(&used[from.min(used.len())..][..want]);
+        }
+        Ok((out.len() == len).then(|| out.freeze()))
     }
 
     /// Reads each run of consecutive missing blocks with one I/O, verifies

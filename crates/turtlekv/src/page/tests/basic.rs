@@ -78,6 +78,45 @@ fn oversized_pages_are_refused_and_the_limit_fits() {
 }
 
 #[test]
+fn uncached_range_reads_match_and_cache_nothing() {
+    let fs = FaultFs::new();
+    let (store, _) = open(&fs, &small_options()).unwrap();
+    let data = leaf_bytes(5, 50_000);
+    let id = store.write_page(PageKind::Leaf, &data).unwrap();
+    for (offset, len) in [
+        (0, 16),
+        (4000, 200),
+        (4070, 30),
+        (0, 50_000),
+        (49_999, 1),
+        (12_345, 9000),
+        (7, 0),
+    ] {
+        let before = store.stats();
+        let got = store.read_range_uncached(id, offset, len).unwrap();
+        assert_eq!(&got[..], &data[offset as usize..(offset + len) as usize]);
+        // Read again from the device: nothing was cached.
+        let after = store.stats();
+        assert_eq!(after.read_ios, before.read_ios + 1, "{offset}+{len}");
+    }
+    // With some blocks cached by a point read, the rest come from the device.
+    store
+        .read_range(id, 20_000, 10, CachePriority::LeafBlock)
+        .unwrap();
+    let got = store.read_range_uncached(id, 10_000, 30_000).unwrap();
+    assert_eq!(&got[..], &data[10_000..40_000]);
+    for (offset, len) in [(49_990, 11), (50_000, 1), (0, 50_001)] {
+        assert!(
+            matches!(
+                store.read_range_uncached(id, offset, len),
+                Err(Error::Corruption { .. })
+            ),
+            "{offset}+{len}"
+        );
+    }
+}
+
+#[test]
 fn range_reads_match_and_hit_the_cache_on_repeat() {
     let fs = FaultFs::new();
     let (store, _) = open(&fs, &small_options()).unwrap();

@@ -105,10 +105,14 @@ fn a_range_read_reports_a_bad_block_and_caches_nothing() {
             matches!(err, Error::Corruption { offset, .. } if offset == id.slot() * 65536 + 8192)
         );
     }
+    // An uncached read over the bad block reports it too.
+    let err = store.read_range_uncached(id, 4000, 9000).unwrap_err();
+    assert!(matches!(err, Error::Corruption { offset, .. } if offset == id.slot() * 65536 + 8192));
     // Blocks that verify are still readable.
     store
         .read_range(id, 100, 10, CachePriority::LeafBlock)
         .unwrap();
+    store.read_range_uncached(id, 100, 4000).unwrap();
 }
 
 #[test]
