@@ -77,21 +77,25 @@ fn oversized_pages_are_refused_and_the_limit_fits() {
         .unwrap();
 }
 
+/// Ranges of a 50,000-byte page: within a block, across block boundaries,
+/// the whole page, its last byte and an empty one.
+const RANGES_OF_50_000: [(u64, u64); 7] = [
+    (0, 16),
+    (4000, 200),
+    (4070, 30),
+    (0, 50_000),
+    (49_999, 1),
+    (12_345, 9000),
+    (7, 0),
+];
+
 #[test]
 fn uncached_range_reads_match_and_cache_nothing() {
     let fs = FaultFs::new();
     let (store, _) = open(&fs, &small_options()).unwrap();
     let data = leaf_bytes(5, 50_000);
     let id = store.write_page(PageKind::Leaf, &data).unwrap();
-    for (offset, len) in [
-        (0, 16),
-        (4000, 200),
-        (4070, 30),
-        (0, 50_000),
-        (49_999, 1),
-        (12_345, 9000),
-        (7, 0),
-    ] {
+    for (offset, len) in RANGES_OF_50_000 {
         let before = store.stats();
         let got = store.read_range_uncached(id, offset, len).unwrap();
         assert_eq!(&got[..], &data[offset as usize..(offset + len) as usize]);
@@ -122,15 +126,7 @@ fn range_reads_match_and_hit_the_cache_on_repeat() {
     let (store, _) = open(&fs, &small_options()).unwrap();
     let data = leaf_bytes(9, 50_000);
     let id = store.write_page(PageKind::Leaf, &data).unwrap();
-    for (offset, len) in [
-        (0, 16),
-        (4000, 200),
-        (4070, 30),
-        (0, 50_000),
-        (49_999, 1),
-        (12_345, 9000),
-        (7, 0),
-    ] {
+    for (offset, len) in RANGES_OF_50_000 {
         let got = store
             .read_range(id, offset, len, CachePriority::LeafBlock)
             .unwrap();
