@@ -4,9 +4,9 @@
 //! leaves and high-level segments along the way ("spills"), so that its
 //! memory stays bounded however much it rewrites.
 
-use rayon::prelude::*;
-
 use std::sync::Arc;
+
+use rayon::prelude::*;
 
 use super::item::Item;
 use super::leaf;
