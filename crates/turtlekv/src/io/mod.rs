@@ -3,15 +3,18 @@
 //! faults and simulates crashes ([`FaultFs`]).
 
 mod aligned;
+mod batch;
 mod fault;
 mod real;
 
 use std::fmt::Debug;
 use std::io;
+use std::os::fd::RawFd;
 use std::path::Path;
 use std::sync::Arc;
 
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
+pub use batch::{BatchRead, read_exact_batch};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 pub use real::RealFs;
 
@@ -111,6 +114,14 @@ pub trait File: Send + Sync + Debug {
     /// nothing. Defaults to the length, as for a file without holes.
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.len()
+    }
+
+    /// The descriptor that [`read_exact_batch`] may hand to the kernel
+    /// directly (io_uring), bypassing `read_at`. `None`, the default, keeps
+    /// every read of this file on `read_at`; files that inject faults rely
+    /// on that.
+    fn batch_fd(&self) -> Option<RawFd> {
+        None
     }
 }
 

@@ -130,6 +130,10 @@ impl File for RealFile {
         // `st_blocks` counts 512-byte units whatever the file system's block size.
         Ok(self.0.metadata()?.blocks() * 512)
     }
+
+    fn batch_fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.0.as_raw_fd())
+    }
 }
 
 impl RealFile {

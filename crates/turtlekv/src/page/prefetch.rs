@@ -8,13 +8,17 @@
 //! little more than the time of one. A scan also reads ahead in its leaf
 //! through a single longer range.
 //!
-//! The reads run on a rayon pool whose idle workers spin a little
-//! (`sched_yield`) before they sleep. That costs CPU: YCSB E out of cache
-//! used 1.97 cores with it against 1.2 without prefetch. Pools whose
-//! threads park instead (one shared queue; one queue per thread), and
-//! rayon with the caller reading one range itself, all used less CPU but
-//! started the reads later and scanned slower (5,500-6,300 against
-//! 7,100-7,200 scans a second, `docs/benchmarks.md`).
+//! The calling thread submits all the reads through its io_uring and
+//! sleeps once until they are in (`io::read_exact_batch`). Where io_uring
+//! is not available (or a file has no descriptor, as in tests that inject
+//! faults), the reads run on a rayon pool instead, made on first use.
+//! Its idle workers spin a little (`sched_yield`) before they sleep, which
+//! costs CPU: YCSB E out of cache used 1.97 cores with it against 1.2
+//! without prefetch. Pools whose threads park instead (one shared queue;
+//! one queue per thread), and rayon with the caller reading one range
+//! itself, all used less CPU but started the reads later and scanned
+//! slower (5,500-6,300 against 7,100-7,200 scans a second,
+//! `docs/benchmarks.md`).
 
 use std::io;
 use std::sync::OnceLock;
@@ -27,7 +31,7 @@ use super::read::{image_span, read_raw};
 use super::store::{PageFile, PageStore};
 use super::{CachePriority, PageId};
 use crate::Result;
-use crate::io::{AlignedBuf, read_exact_at};
+use crate::io::{AlignedBuf, BatchRead, read_exact_at, read_exact_batch};
 
 /// Threads that wait on prefetch reads. They mostly sleep in `pread`, so
 /// more than the cores is right; eight covers a scan's sources on a tree
@@ -45,6 +49,12 @@ pub(super) struct PrefetchPool(OnceLock<Option<rayon::ThreadPool>>);
 impl PrefetchPool {
     /// `None` if the threads could not be started; the ranges are then
     /// read one by one.
+    /// Whether the pool's threads were started.
+    #[cfg(test)]
+    pub(super) fn started(&self) -> bool {
+        self.0.get().is_some()
+    }
+
     fn get(&self) -> Option<&rayon::ThreadPool> {
         self.0
             .get_or_init(|| {
@@ -74,32 +84,37 @@ impl PageStore {
         for &range in ranges {
             runs.extend(self.uncached_run(range)?);
         }
-        let pool = match self.prefetch_pool.get() {
-            Some(pool) if runs.len() > 1 => pool,
-            _ => {
-                return runs
-                    .into_iter()
-                    .try_for_each(|run| self.read_run(run, priority));
-            }
-        };
-        // The pool threads only fill buffers allocated here, and the blocks
-        // are copied out and cached here too: cached blocks live long and
-        // are freed by whichever thread evicts them, and allocating them on
-        // eight more threads spread them over more malloc arenas.
-        let mut jobs: Vec<(Run<'_>, AlignedBuf, io::Result<()>)> = runs
+        if runs.len() < 2 {
+            return runs
+                .into_iter()
+                .try_for_each(|run| self.read_run(run, priority));
+        }
+        // Buffers are allocated, and blocks copied out and cached, on this
+        // thread: cached blocks live long and are freed by whichever thread
+        // evicts them, and allocating them on pool threads would spread
+        // them over more malloc arenas.
+        let mut jobs: Vec<Job<'_>> = runs
             .into_iter()
             .map(|run| (run, AlignedBuf::zeroed(run_span(run).1), Ok(())))
             .collect();
-        pool.install(|| {
-            jobs.par_iter_mut()
-                .with_max_len(1)
-                .for_each(|(run, image, outcome)| {
-                    *outcome = read_exact_at(&*run.0.file, image, run_span(*run).0);
-                });
-        });
+        if !read_batched(&mut jobs) {
+            self.read_on_pool(&mut jobs);
+        }
         jobs.into_iter().try_for_each(|(run, image, outcome)| {
             self.accept_run(run, outcome.map(|()| image), priority)
         })
+    }
+
+    /// Reads the jobs on the pool's threads, or one by one on this thread
+    /// when the pool could not be started.
+    fn read_on_pool(&self, jobs: &mut [Job<'_>]) {
+        let read = |(run, image, outcome): &mut Job<'_>| {
+            *outcome = read_exact_at(&*run.0.file, image, run_span(*run).0);
+        };
+        match self.prefetch_pool.get() {
+            Some(pool) => pool.install(|| jobs.par_iter_mut().with_max_len(1).for_each(read)),
+            None => jobs.iter_mut().for_each(read),
+        }
     }
 
     fn read_run(&self, run: Run<'_>, priority: CachePriority) -> Result<()> {
@@ -147,6 +162,29 @@ impl PageStore {
         let last = (first..=last).rev().find(|&b| !cached(b)).unwrap_or(first);
         Ok(Some((pf, id, first, last - first + 1)))
     }
+}
+
+/// A run, the buffer it is read into and how the read went.
+type Job<'a> = (Run<'a>, AlignedBuf, io::Result<()>);
+
+/// Reads all jobs at once through this thread's io_uring; `false` (nothing
+/// read) when that is not available.
+fn read_batched(jobs: &mut [Job<'_>]) -> bool {
+    let mut reads: Vec<BatchRead<'_>> = jobs
+        .iter_mut()
+        .map(|(run, image, _)| BatchRead {
+            file: &*run.0.file,
+            offset: run_span(*run).0,
+            buf: image,
+        })
+        .collect();
+    let Some(outcomes) = read_exact_batch(&mut reads) else {
+        return false;
+    };
+    for ((_, _, outcome), read) in jobs.iter_mut().zip(outcomes) {
+        *outcome = read;
+    }
+    true
 }
 
 fn run_span((pf, id, first, count): Run<'_>) -> (u64, usize) {

@@ -1,30 +1,89 @@
 //! Prefetch reads uncached ranges into the cache together; the reads that
 //! follow are served from memory, and a damaged block is still reported.
+//! Each test runs twice: on the fault-injecting file system, whose files
+//! give no descriptor so prefetch reads on its thread pool, and on real
+//! files, which it reads through io_uring where the kernel has it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use super::harness::{DIR, Version, leaf_bytes, open, record, small_options};
+use super::harness::{DIR, Version, leaf_bytes, list_children, open, record, small_options};
 use crate::Error;
-use crate::io::FaultFs;
+use crate::io::{FaultFs, FileSystem, RealFs, read_exact_batch};
 use crate::page::open::PAGE_FILE_NAMES;
-use crate::page::{CachePriority, PageIo, PageRange};
+use crate::page::{CachePriority, PageIo, PageRange, PageStore};
+
+/// Where a test's store lives.
+enum Disk {
+    Fault(FaultFs),
+    Real(tempfile::TempDir),
+}
+
+impl Disk {
+    fn both() -> [Disk; 2] {
+        [
+            Disk::Fault(FaultFs::new()),
+            Disk::Real(tempfile::tempdir().unwrap()),
+        ]
+    }
+
+    fn open(&self) -> PageStore {
+        match self {
+            Disk::Fault(fs) => open(fs, &small_options()).unwrap().0,
+            Disk::Real(dir) => {
+                let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
+                PageStore::open(fs, dir.path(), &small_options(), &list_children)
+                    .unwrap()
+                    .0
+            }
+        }
+    }
+
+    fn page_file(&self, index: usize) -> PathBuf {
+        match self {
+            Disk::Fault(_) => Path::new(DIR).join(PAGE_FILE_NAMES[index]),
+            Disk::Real(dir) => dir.path().join(PAGE_FILE_NAMES[index]),
+        }
+    }
+
+    fn flip_bit(&self, path: &Path, bit: u64) {
+        match self {
+            Disk::Fault(fs) => fs.flip_bit(path, bit).unwrap(),
+            Disk::Real(_) => {
+                let mut bytes = std::fs::read(path).unwrap();
+                bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
+                std::fs::write(path, bytes).unwrap();
+            }
+        }
+    }
+
+    /// Whether prefetches on this disk should bypass the thread pool.
+    fn reads_through_io_uring(&self) -> bool {
+        matches!(self, Disk::Real(_)) && read_exact_batch(&mut []).is_some()
+    }
+}
 
 /// A committed store with three 60 KB leaves, reopened so nothing is cached.
-fn cold_store(fs: &FaultFs) -> (crate::page::PageStore, Version) {
-    let (store, _) = open(fs, &small_options()).unwrap();
+fn cold_store(disk: &Disk) -> (PageStore, Version) {
+    let store = disk.open();
     let leaves = (0..3)
         .map(|s| Version::new_leaf(&store, s, 60_000).unwrap())
         .collect();
     let v = Version::write(&store, leaves).unwrap();
     store.commit(record(Some(v.root), 1), &[]).unwrap();
     drop(store);
-    (open(fs, &small_options()).unwrap().0, v)
+    (disk.open(), v)
 }
 
 #[test]
 fn prefetched_ranges_are_then_read_from_the_cache() {
-    let fs = FaultFs::new();
-    let (store, v) = cold_store(&fs);
+    for disk in Disk::both() {
+        prefetched_ranges_are_read_from_the_cache_on(&disk);
+    }
+}
+
+fn prefetched_ranges_are_read_from_the_cache_on(disk: &Disk) {
+    let (store, v) = cold_store(disk);
     // One block-sized range in each leaf, and two in the first.
     let ranges: Vec<PageRange> = v
         .leaves
@@ -37,6 +96,10 @@ fn prefetched_ranges_are_then_read_from_the_cache() {
     let after_prefetch = store.stats();
     // Each range is one run of blocks, so one read each.
     assert_eq!(after_prefetch.read_ios - before.read_ios, 4);
+    assert_eq!(
+        store.prefetch_pool.started(),
+        !disk.reads_through_io_uring()
+    );
     for &(id, offset, len) in &ranges {
         let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
         let got = store
@@ -56,8 +119,13 @@ fn prefetched_ranges_are_then_read_from_the_cache() {
 
 #[test]
 fn a_single_range_is_read_ahead_in_one_io() {
-    let fs = FaultFs::new();
-    let (store, v) = cold_store(&fs);
+    for disk in Disk::both() {
+        let (store, v) = cold_store(&disk);
+        read_ahead_in_one_io(&store, &v);
+    }
+}
+
+fn read_ahead_in_one_io(store: &PageStore, v: &Version) {
     let before = store.stats().read_ios;
     // Four blocks' worth, as a scan's leaf readahead asks.
     let range = (v.leaves[1].0, 10_000, 16_384);
@@ -73,13 +141,18 @@ fn a_single_range_is_read_ahead_in_one_io() {
 
 #[test]
 fn a_damaged_block_fails_the_prefetch_and_is_not_cached() {
-    let fs = FaultFs::new();
-    let (store, v) = cold_store(&fs);
+    for disk in Disk::both() {
+        a_damaged_block_fails_the_prefetch_on(&disk);
+    }
+}
+
+fn a_damaged_block_fails_the_prefetch_on(disk: &Disk) {
+    let (store, v) = cold_store(disk);
     let bad = v.leaves[2].0;
-    let path = Path::new(DIR).join(PAGE_FILE_NAMES[1]);
+    let path = disk.page_file(1);
     // Bit 100 of the leaf's second block (block 0 is header + first bytes).
     let bit = (bad.slot() * 65536 + 4096) * 8 + 100;
-    fs.flip_bit(&path, bit).unwrap();
+    disk.flip_bit(&path, bit);
     let ranges = [(v.leaves[0].0, 5000, 100), (bad, 5000, 100)];
     let err = store
         .prefetch(&ranges, CachePriority::LeafBlock)
@@ -92,7 +165,7 @@ fn a_damaged_block_fails_the_prefetch_and_is_not_cached() {
             .unwrap_err();
         assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
     }
-    fs.flip_bit(&path, bit).unwrap();
+    disk.flip_bit(&path, bit);
     assert!(
         store
             .read_range(bad, 5000, 100, CachePriority::LeafBlock)

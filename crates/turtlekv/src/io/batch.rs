@@ -1,0 +1,266 @@
+//! Batched reads: several ranges, possibly of several files, read at once
+//! by the calling thread through its own io_uring.
+//!
+//! Why: a scan needs the first chunk of every source on its path before it
+//! can emit anything. The device serves several reads at once in little
+//! more than the time of one, so those reads should overlap. Handing them to
+//! a pool of threads overlaps them too, but the pool's threads cost CPU
+//! (they spin before they sleep) and wake-ups; with io_uring the caller
+//! submits every read in one system call and sleeps once until all are in.
+//!
+//! A batch goes through io_uring only when every file of it gives a
+//! descriptor ([`File::batch_fd`]); otherwise, or where the kernel has no
+//! io_uring (old kernels, seccomp filters such as Docker's default), the
+//! caller gets `None` and reads the ranges another way.
+
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use io_uring::{IoUring, opcode, types};
+
+use super::{File, read_exact_at};
+
+/// Reads in flight at once per thread; longer batches go in turns.
+const RING_ENTRIES: usize = 64;
+
+/// One range of a batch: fill all of `buf` from `offset` of `file`.
+#[derive(Debug)]
+pub struct BatchRead<'a> {
+    pub file: &'a dyn File,
+    pub buf: &'a mut [u8],
+    pub offset: u64,
+}
+
+/// Reads every range of `reads` at once and returns one outcome per range,
+/// in order: `Ok` when the whole buffer was filled, `UnexpectedEof` when the
+/// file ended first, or the read's error. `None` when the batch cannot go
+/// through io_uring (see the module's comment); nothing was read then.
+pub fn read_exact_batch(reads: &mut [BatchRead<'_>]) -> Option<Vec<io::Result<()>>> {
+    let fds: Vec<RawFd> = reads
+        .iter()
+        .map(|r| r.file.batch_fd())
+        .collect::<Option<_>>()?;
+    let outcomes = with_ring(|ring| {
+        let mut filled: Vec<io::Result<usize>> = reads.iter().map(|_| Ok(0)).collect();
+        let indices: Vec<usize> = (0..reads.len()).collect();
+        for turn in indices.chunks(RING_ENTRIES) {
+            read_turn(ring, &fds, reads, turn, &mut filled)?;
+        }
+        Ok(filled)
+    })?;
+    // Short reads (at the end of a file) and reads the kernel asked to retry
+    // are finished here with plain positioned reads.
+    let finish = |(read, filled): (&mut BatchRead<'_>, io::Result<usize>)| {
+        let done = filled?;
+        if done == read.buf.len() {
+            return Ok(());
+        }
+        read_exact_at(read.file, &mut read.buf[done..], read.offset + done as u64)
+    };
+    Some(reads.iter_mut().zip(outcomes).map(finish).collect())
+}
+
+/// Whether io_uring failed to set up on some thread; then no thread tries
+/// again.
+static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
+}
+
+/// Runs `work` on this thread's ring, made on first use. `None` when there
+/// is no ring, or when it failed before the kernel took any read (the ring
+/// is then dropped and this thread's later batches return `None`).
+fn with_ring<T>(work: impl FnOnce(&mut IoUring) -> io::Result<T>) -> Option<T> {
+    if UNAVAILABLE.load(Ordering::Relaxed) {
+        return None;
+    }
+    RING.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            match IoUring::new(RING_ENTRIES as u32) {
+                Ok(ring) => *slot = Some(ring),
+                Err(_) => {
+                    UNAVAILABLE.store(true, Ordering::Relaxed);
+                    return None;
+                }
+            }
+        }
+        let ring = slot.as_mut()?;
+        match work(ring) {
+            Ok(value) => Some(value),
+            Err(_) => {
+                *slot = None;
+                None
+            }
+        }
+    })
+}
+
+/// Submits the reads `turn` (indices into `reads`) and waits for all of
+/// them; records each one's bytes read (or error) in `filled`. An `Err`
+/// means the kernel took none of them.
+fn read_turn(
+    ring: &mut IoUring,
+    fds: &[RawFd],
+    reads: &mut [BatchRead<'_>],
+    turn: &[usize],
+    filled: &mut [io::Result<usize>],
+) -> io::Result<()> {
+    {
+        let mut queue = ring.submission();
+        for &i in turn {
+            let read = &mut reads[i];
+            let len = u32::try_from(read.buf.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let entry = opcode::Read::new(types::Fd(fds[i]), read.buf.as_mut_ptr(), len)
+                .offset(read.offset)
+                .build()
+                .user_data(i as u64);
+            // SAFETY: the buffer and descriptor stay valid until this
+            // function has reaped the entry's completion: it waits for every
+            // submitted entry before it returns (see `wait_for`).
+            unsafe { queue.push(&entry) }.map_err(|_| io::ErrorKind::OutOfMemory)?;
+        }
+    }
+    wait_for(ring, turn.len(), filled)
+}
+
+/// Submits what is queued and reaps `count` completions into `filled`.
+fn wait_for(ring: &mut IoUring, count: usize, filled: &mut [io::Result<usize>]) -> io::Result<()> {
+    let mut pending = count;
+    while pending > 0 {
+        if let Err(e) = ring.submit_and_wait(pending) {
+            let transient = matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+            );
+            if !transient && pending == count && !ring.submission().is_empty() {
+                // Nothing was taken: the caller may drop the ring, which
+                // discards the queued entries unread.
+                return Err(e);
+            }
+            if !transient {
+                // The kernel may still be writing into buffers the caller
+                // is about to free or reuse; returning would corrupt memory.
+                eprintln!("turtlekv: io_uring wait failed with reads in flight: {e}");
+                std::process::abort();
+            }
+        }
+        for entry in ring.completion() {
+            let i = entry.user_data() as usize;
+            filled[i] = match entry.result() {
+                // Asked to retry: `read_exact_batch` reads it again itself.
+                n if n == -libc::EAGAIN || n == -libc::EINTR => Ok(0),
+                n if n < 0 => Err(io::Error::from_raw_os_error(-n)),
+                n => Ok(n as usize),
+            };
+            pending -= 1;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    use crate::io::{FaultFs, FileSystem, OpenOptions, RealFs};
+
+    fn file_of(bytes: usize) -> (tempfile::TempDir, std::sync::Arc<dyn File>) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RealFs
+            .open(&dir.path().join("f"), OpenOptions::read_write_create())
+            .unwrap();
+        let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        file.write_at(&data, 0).unwrap();
+        (dir, file)
+    }
+
+    fn expected(offset: usize, len: usize) -> Vec<u8> {
+        (offset..offset + len).map(|i| (i % 251) as u8).collect()
+    }
+
+    #[test]
+    fn a_batch_longer_than_the_ring_reads_every_range() {
+        let (_dir, file) = file_of(1 << 20);
+        let ranges: Vec<(usize, usize)> =
+            (0..150).map(|i| (i * 6_007 % 900_000, 700 + i)).collect();
+        let mut bufs: Vec<Vec<u8>> = ranges.iter().map(|&(_, len)| vec![0; len]).collect();
+        let mut reads: Vec<BatchRead<'_>> = bufs
+            .iter_mut()
+            .zip(&ranges)
+            .map(|(buf, &(offset, _))| BatchRead {
+                file: &*file,
+                buf,
+                offset: offset as u64,
+            })
+            .collect();
+        let Some(outcomes) = read_exact_batch(&mut reads) else {
+            // No io_uring here (a seccomp filter): then nothing is read.
+            assert!(bufs.iter().all(|b| b.iter().all(|&x| x == 0)));
+            return;
+        };
+        assert!(outcomes.iter().all(|o| o.is_ok()));
+        for (buf, &(offset, len)) in bufs.iter().zip(&ranges) {
+            assert_eq!(buf, &expected(offset, len));
+        }
+    }
+
+    #[test]
+    fn a_range_past_the_end_fails_alone() {
+        let (_dir, file) = file_of(10_000);
+        let (mut short, mut beyond, mut whole) = (vec![0; 100], vec![0; 100], vec![0; 100]);
+        let mut reads = vec![
+            BatchRead {
+                file: &*file,
+                buf: &mut short,
+                offset: 9_950,
+            },
+            BatchRead {
+                file: &*file,
+                buf: &mut beyond,
+                offset: 20_000,
+            },
+            BatchRead {
+                file: &*file,
+                buf: &mut whole,
+                offset: 9_900,
+            },
+        ];
+        let Some(outcomes) = read_exact_batch(&mut reads) else {
+            assert!(
+                [short, beyond, whole]
+                    .iter()
+                    .all(|b| b.iter().all(|&x| x == 0))
+            );
+            return;
+        };
+        let eof =
+            |o: &io::Result<()>| o.as_ref().unwrap_err().kind() == io::ErrorKind::UnexpectedEof;
+        assert!(eof(&outcomes[0]) && eof(&outcomes[1]), "{outcomes:?}");
+        assert!(outcomes[2].is_ok());
+        assert_eq!(whole, expected(9_900, 100));
+        assert_eq!(&short[..50], &expected(9_950, 50)[..]);
+    }
+
+    #[test]
+    fn files_without_a_descriptor_are_not_batched() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/d")).unwrap();
+        let file = fs
+            .open(Path::new("/d/f"), OpenOptions::read_write_create())
+            .unwrap();
+        file.write_at(&[7; 4096], 0).unwrap();
+        let mut buf = vec![0; 4096];
+        let mut reads = vec![BatchRead {
+            file: &*file,
+            buf: &mut buf,
+            offset: 0,
+        }];
+        assert!(read_exact_batch(&mut reads).is_none());
+        assert!(buf.iter().all(|&b| b == 0), "nothing is read");
+    }
+}
