@@ -53,14 +53,29 @@ fn scan_all(
 
 #[test]
 fn snapshots_are_isolated_from_concurrent_writers() {
+    snapshots_are_isolated_with(Options::default(), BATCHES_PER_WRITER);
+}
+
+/// With MemTables of 256 KiB, many are frozen and checkpointed while the
+/// writers write and the reader holds snapshots across them.
+#[test]
+fn snapshots_are_isolated_while_memtables_freeze_under_writers() {
+    let mut options = Options::default();
+    options.checkpoint_distance_bytes = 256 << 10;
+    let checkpoints = snapshots_are_isolated_with(options, BATCHES_PER_WRITER / 4);
+    assert!(checkpoints >= 20, "{checkpoints} checkpoints");
+}
+
+/// Returns how many checkpoints ran while the writers wrote.
+fn snapshots_are_isolated_with(options: Options, batches_per_writer: u64) -> u64 {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), Options::default()).unwrap();
+    let db = Db::open(dir.path(), options.clone()).unwrap();
     let writers: Vec<_> = (0..2)
         .map(|w| {
             let db = db.clone();
             std::thread::spawn(move || {
                 let mut counter = 0u64;
-                while counter < BATCHES_PER_WRITER {
+                while counter < batches_per_writer {
                     counter += 1;
                     let mut batch = WriteBatch::new();
                     for i in 0..KEYS_PER_GROUP {
@@ -75,7 +90,7 @@ fn snapshots_are_isolated_from_concurrent_writers() {
 
     let mut last_seen = [0u64; 2];
     let mut rounds = 0;
-    while last_seen != [BATCHES_PER_WRITER; 2] {
+    while last_seen != [batches_per_writer; 2] {
         rounds += 1;
         let snap = db.snapshot();
         let first = scan_all(snap.range::<&[u8], _>(..));
@@ -107,11 +122,12 @@ fn snapshots_are_isolated_from_concurrent_writers() {
         assert_eq!(group_counter(&end, w), Some(finals[w as usize]));
     }
     // Recovery numbers entries exactly as the live MemTable did.
-    let last_sequence = db.stats().last_sequence;
+    let stats = db.stats();
     drop(db);
-    let db = Db::open(dir.path(), Options::default()).unwrap();
-    assert_eq!(db.stats().last_sequence, last_sequence);
+    let db = Db::open(dir.path(), options).unwrap();
+    assert_eq!(db.stats().last_sequence, stats.last_sequence);
     assert_eq!(scan_all(db.range::<&[u8], _>(..)), end);
+    stats.checkpoints
 }
 
 /// Real files whose `fdatasync` takes a while, as on a disk, so that

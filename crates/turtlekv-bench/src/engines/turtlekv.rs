@@ -94,7 +94,8 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
         "t {:.0}s gets {gets} disk_reads_per_get {:.3} read_ios {} kib_per_read {:.1} \
          head_misses {} filter_misses {} record_hits {} record_cap_mib {} cache_cap_mib {} \
          cache_used_mib {} head_mib {} filter_mib {} node_mib {} memtable_mib {} checkpoints {} \
-         resizes {} rss_anon_mib {} rss_file_mib {} malloc_mib {} malloc_free_mib {}",
+         resizes {} write_stalls {} write_stall_ms {} rss_anon_mib {} rss_file_mib {} malloc_mib {} \
+         malloc_free_mib {}",
         at.as_secs_f64(),
         disk_reads as f64 / gets.max(1) as f64,
         now.page_read_ios - last.page_read_ios,
@@ -111,6 +112,8 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
         now.memtable_bytes >> 20,
         now.checkpoints - last.checkpoints,
         now.record_cache_resizes - last.record_cache_resizes,
+        now.write_stalls - last.write_stalls,
+        (now.write_stall_nanos - last.write_stall_nanos) / 1_000_000,
         rss.0 >> 20,
         rss.1 >> 20,
         heap.0 >> 20,
