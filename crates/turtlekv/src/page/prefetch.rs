@@ -47,14 +47,14 @@ pub(crate) type PageRange = (PageId, u64, u64);
 pub(super) struct PrefetchPool(OnceLock<Option<rayon::ThreadPool>>);
 
 impl PrefetchPool {
-    /// `None` if the threads could not be started; the ranges are then
-    /// read one by one.
     /// Whether the pool's threads were started.
     #[cfg(test)]
     pub(super) fn started(&self) -> bool {
         self.0.get().is_some()
     }
 
+    /// `None` if the threads could not be started; the ranges are then
+    /// read one by one.
     fn get(&self) -> Option<&rayon::ThreadPool> {
         self.0
             .get_or_init(|| {
