@@ -56,12 +56,12 @@ fn snapshots_are_isolated_from_concurrent_writers() {
     snapshots_are_isolated_with(Options::default(), BATCHES_PER_WRITER);
 }
 
-/// With MemTables of 256 KiB, many are frozen and checkpointed while the
+/// With MemTables of 128 KiB, many are frozen and checkpointed while the
 /// writers write and the reader holds snapshots across them.
 #[test]
 fn snapshots_are_isolated_while_memtables_freeze_under_writers() {
     let mut options = Options::default();
-    options.checkpoint_distance_bytes = 256 << 10;
+    options.checkpoint_distance_bytes = 128 << 10;
     let checkpoints = snapshots_are_isolated_with(options, BATCHES_PER_WRITER / 4);
     assert!(checkpoints >= 20, "{checkpoints} checkpoints");
 }

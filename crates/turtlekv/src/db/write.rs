@@ -83,6 +83,8 @@ impl DbInner {
             wal.segment_start()
         };
         let last_seq = self.visible_seq.load(Ordering::Acquire);
+        // The leader is the only writer, so nothing is inserted after this.
+        self.state.load().active.seal();
         self.transition(|current| {
             let frozen = Arc::new(Frozen {
                 memtable: current.active.clone(),

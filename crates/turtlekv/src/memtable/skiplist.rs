@@ -1,149 +1,123 @@
-//! The MemTable on `crossbeam-skiplist`: lock-free inserts and reads.
+//! The MemTable: a skiplist whose nodes live in an arena (`arena.rs`,
+//! `node.rs`). One writer at a time links nodes in (the group commit's
+//! leader already serialises writes; a mutex makes it a rule). Readers never
+//! lock or count references: they follow pointers published with release
+//! stores, and nodes live as long as the MemTable.
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
+use std::fmt;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::ptr::NonNull;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
-use bytes::Bytes;
-use crossbeam_skiplist::SkipMap;
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
 
+use super::arena::Arena;
 use super::bloom::KeyBloom;
-use super::{Direction, ENTRY_OVERHEAD_BYTES, MemTable, Versioned};
+use super::node::{KeyParts, MAX_HEIGHT, Node, NodeRef, compare, write_node};
+use super::{Direction, MemTable, Versioned};
 
-/// Orders versions by user key ascending, then sequence number descending,
-/// so the newest version of a key comes first.
-trait VersionKey {
-    fn parts(&self) -> KeyParts<'_>;
-}
+/// Entry size the key filter is sized for: a small key and value plus the
+/// node's 40 or so bytes. Smaller entries only raise its false positives.
+const ENTRY_ESTIMATE_BYTES: u64 = 128;
 
-/// What comparisons look at. `prefix` caches the key's first 8 bytes
-/// (big-endian, zero-padded) so most comparisons are one integer compare
-/// instead of a `memcmp` call.
-#[derive(Clone, Copy)]
-struct KeyParts<'a> {
-    prefix: u64,
-    user_key: &'a [u8],
-    seq: u64,
-}
-
-fn key_prefix(key: &[u8]) -> u64 {
-    let mut buf = [0u8; 8];
-    let n = key.len().min(8);
-    buf[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(buf)
-}
-
-fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {
-    // Equal prefixes say nothing about shorter keys ("a" vs "a\0"), so ties
-    // fall back to the full comparison.
-    a.prefix
-        .cmp(&b.prefix)
-        .then_with(|| a.user_key.cmp(b.user_key))
-        .then_with(|| b.seq.cmp(&a.seq))
-}
-
-#[derive(Debug)]
-struct InternalKey {
-    prefix: u64,
-    user_key: Bytes,
-    seq: u64,
-}
-
-/// A borrowed lookup key, so reads do not allocate.
-struct Probe<'a> {
-    prefix: u64,
-    user_key: &'a [u8],
-    seq: u64,
-}
-
-impl<'a> Probe<'a> {
-    fn new(user_key: &'a [u8], seq: u64) -> Self {
-        Probe {
-            prefix: key_prefix(user_key),
-            user_key,
-            seq,
-        }
-    }
-}
-
-impl VersionKey for InternalKey {
-    fn parts(&self) -> KeyParts<'_> {
-        KeyParts {
-            prefix: self.prefix,
-            user_key: &self.user_key,
-            seq: self.seq,
-        }
-    }
-}
-
-impl VersionKey for Probe<'_> {
-    fn parts(&self) -> KeyParts<'_> {
-        KeyParts {
-            prefix: self.prefix,
-            user_key: self.user_key,
-            seq: self.seq,
-        }
-    }
-}
-
-impl Ord for dyn VersionKey + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare(self.parts(), other.parts())
-    }
-}
-impl PartialOrd for dyn VersionKey + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for dyn VersionKey + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for dyn VersionKey + '_ {}
-
-impl Ord for InternalKey {
-    fn cmp(&self, other: &Self) -> Ordering {
-        compare(self.parts(), other.parts())
-    }
-}
-impl PartialOrd for InternalKey {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl PartialEq for InternalKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for InternalKey {}
-
-impl<'a> Borrow<dyn VersionKey + 'a> for InternalKey {
-    fn borrow(&self) -> &(dyn VersionKey + 'a) {
-        self
-    }
-}
+/// Versions of one key a forward scan steps over before seeking past the
+/// key instead (a hot key may hold many).
+const MAX_VERSION_STEPS: usize = 4;
 
 /// Concurrent skiplist of versions.
-#[derive(Debug)]
 pub(crate) struct SkipListMemTable {
-    map: SkipMap<InternalKey, Option<Bytes>>,
+    head: [AtomicPtr<Node>; MAX_HEIGHT],
+    /// Levels in use; searches start at the top one.
+    height: AtomicUsize,
+    writer: Mutex<Writer>,
+    /// The arena's chunks as `Bytes`, once no write can come: reads then
+    /// return slices of them instead of copies.
+    sealed: OnceLock<Vec<Bytes>>,
+    len: AtomicUsize,
     size_bytes: AtomicU64,
     /// Every key inserted; gets of other keys skip the search.
     bloom: KeyBloom,
 }
 
+#[derive(Debug)]
+struct Writer {
+    arena: Arena,
+    /// xorshift state for tower heights.
+    rng: u64,
+}
+
+impl Writer {
+    /// 1 + the number of times a 1-in-4 chance came up: a quarter of the
+    /// nodes reach level 2, a sixteenth level 3, and so on.
+    fn random_height(&mut self) -> usize {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        1 + (self.rng.trailing_zeros() as usize / 2).min(MAX_HEIGHT - 1)
+    }
+}
+
+impl fmt::Debug for SkipListMemTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SkipListMemTable")
+            .field("len", &self.len())
+            .field("size_bytes", &self.size_bytes())
+            .field("sealed", &self.sealed.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which nodes a search passes: those before a version, those whose key is
+/// below a key, or those whose key is at most a key.
+#[derive(Clone, Copy)]
+enum Edge<'k> {
+    Version(KeyParts<'k>),
+    Below(KeyParts<'k>),
+    UpTo(KeyParts<'k>),
+    All,
+}
+
+impl<'k> Edge<'k> {
+    /// Nodes of keys below `key` (every version of `key` is at or after
+    /// `(key, u64::MAX)`).
+    fn below(key: &'k [u8]) -> Self {
+        Edge::Below(KeyParts::new(key, u64::MAX))
+    }
+
+    /// Nodes of keys up to `key` (every version is at or before `(key, 0)`).
+    fn up_to(key: &'k [u8]) -> Self {
+        Edge::UpTo(KeyParts::new(key, 0))
+    }
+
+    fn passes(self, node: NodeRef<'_>) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Edge::Version(p) | Edge::Below(p) => compare(node.parts(), p) == Less,
+            Edge::UpTo(p) => compare(node.parts(), p) != Greater,
+            Edge::All => true,
+        }
+    }
+}
+
 impl SkipListMemTable {
-    /// A MemTable whose key filter is sized for `capacity_bytes` of entries
-    /// (it stays correct beyond, with more false positives). The filter's
-    /// memory is charged to the MemTable's size.
+    /// A MemTable whose key filter and arena chunks are sized for
+    /// `capacity_bytes` of entries (it stays correct beyond, with more false
+    /// positives). The filter's memory is charged to the MemTable's size.
     pub fn with_capacity(capacity_bytes: u64) -> Self {
-        let bloom = KeyBloom::new(capacity_bytes / ENTRY_OVERHEAD_BYTES);
+        let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
+        // About 64 chunks per MemTable: few map calls, little unused tail.
+        let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
         SkipListMemTable {
-            map: SkipMap::new(),
+            head: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
+            height: AtomicUsize::new(1),
+            writer: Mutex::new(Writer {
+                arena: Arena::new(chunk_bytes),
+                rng: 0x2545_f491_4f6c_dd1d,
+            }),
+            sealed: OnceLock::new(),
+            len: AtomicUsize::new(0),
             size_bytes: AtomicU64::new(bloom.size_bytes()),
             bloom,
         }
@@ -153,27 +127,74 @@ impl SkipListMemTable {
     pub fn new() -> Self {
         Self::with_capacity(1 << 20)
     }
-}
 
-/// Maps a user-key bound to a version-key bound covering every version.
-fn lower_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
-    match bound {
-        Bound::Included(k) => Bound::Included(Probe::new(k, u64::MAX)),
-        Bound::Excluded(k) => Bound::Excluded(Probe::new(k, 0)),
-        Bound::Unbounded => Bound::Unbounded,
+    /// The pointer after `node` at `level`; `None` is the head.
+    fn link<'a>(&'a self, node: Option<NodeRef<'a>>, level: usize) -> &'a AtomicPtr<Node> {
+        match node {
+            Some(n) => n.next(level),
+            None => &self.head[level],
+        }
     }
-}
 
-fn upper_probe<'a>(bound: Bound<&'a [u8]>) -> Bound<Probe<'a>> {
-    match bound {
-        Bound::Included(k) => Bound::Included(Probe::new(k, 0)),
-        Bound::Excluded(k) => Bound::Excluded(Probe::new(k, u64::MAX)),
-        Bound::Unbounded => Bound::Unbounded,
+    fn load<'a>(&'a self, link: &AtomicPtr<Node>) -> Option<NodeRef<'a>> {
+        // SAFETY: links hold null or nodes of this MemTable's arena, which
+        // lives as long as `self`; acquire pairs with the release that
+        // published the node.
+        NonNull::new(link.load(Ordering::Acquire)).map(|p| unsafe { NodeRef::new(p) })
+    }
+
+    /// The last node `edge` passes (`None`: the head) and the first it does
+    /// not. With `preds`, also the last one passed at every level in use.
+    fn seek<'a>(
+        &'a self,
+        edge: Edge<'_>,
+        mut preds: Option<&mut [Option<NodeRef<'a>>; MAX_HEIGHT]>,
+    ) -> (Option<NodeRef<'a>>, Option<NodeRef<'a>>) {
+        let mut pred = None;
+        let mut level = self.height.load(Ordering::Acquire);
+        loop {
+            level -= 1;
+            let mut next = self.load(self.link(pred, level));
+            while let Some(n) = next.filter(|&n| edge.passes(n)) {
+                pred = Some(n);
+                next = self.load(n.next(level));
+            }
+            if let Some(preds) = preds.as_deref_mut() {
+                preds[level] = pred;
+            }
+            if level == 0 {
+                return (pred, next);
+            }
+        }
+    }
+
+    /// The first node at or after `lower`.
+    fn first_from(&self, lower: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        match lower {
+            Bound::Included(k) => self.seek(Edge::below(k), None).1,
+            Bound::Excluded(k) => self.seek(Edge::up_to(k), None).1,
+            Bound::Unbounded => self.load(&self.head[0]),
+        }
+    }
+
+    /// The last node at or before `upper`.
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        match upper {
+            Bound::Included(k) => self.seek(Edge::up_to(k), None).0,
+            Bound::Excluded(k) => self.seek(Edge::below(k), None).0,
+            Bound::Unbounded => self.seek(Edge::All, None).0,
+        }
+    }
+
+    /// The newest version of `key` at or below `seq`.
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+        let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)), None);
+        node.filter(|n| n.key() == key)
     }
 }
 
 /// `true` when `key` lies on the inner side of `bound`.
-fn within(
+pub(super) fn within(
     key: &[u8],
     bound: Bound<&[u8]>,
     excluded: fn(&[u8], &[u8]) -> bool,
@@ -186,101 +207,156 @@ fn within(
     }
 }
 
-fn as_dyn<'p, 'a>(bound: &'p Bound<Probe<'a>>) -> Bound<&'p (dyn VersionKey + 'a)> {
-    match bound {
-        Bound::Included(p) => Bound::Included(p as &dyn VersionKey),
-        Bound::Excluded(p) => Bound::Excluded(p as &dyn VersionKey),
-        Bound::Unbounded => Bound::Unbounded,
-    }
-}
-
-/// Versions of one key a forward scan steps over before seeking past the
-/// key instead (a hot key may hold many).
-const MAX_VERSION_STEPS: usize = 4;
-
 impl SkipListMemTable {
-    /// Forward scans walk the skiplist's bottom level (one step per entry)
-    /// instead of seeking from the top for every key.
-    fn scan_forward(
-        &self,
+    /// Forward scans walk the bottom level (one step per entry) instead of
+    /// seeking from the top for every key.
+    fn scan_forward<'a>(
+        &'a self,
         lower: Bound<&[u8]>,
         upper: Bound<&[u8]>,
         seq: u64,
         limit: usize,
-        out: &mut Vec<Versioned>,
+        found: &mut Vec<NodeRef<'a>>,
     ) {
-        let target = out.len() + limit;
-        let mut next = self.map.lower_bound(as_dyn(&lower_probe(lower)));
-        while out.len() < target {
+        let mut next = self.first_from(lower);
+        while found.len() < limit {
             let Some(first) = next else {
                 return;
             };
-            let key = &first.key().user_key;
+            let key = first.key();
             if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
                 return;
             }
             // Versions come newest first: the first at or below `seq` is
             // the visible one.
-            let mut entry = first.clone();
+            let mut node = first;
             let mut steps = 0;
             let visible = loop {
-                if entry.key().seq <= seq {
-                    break Some(entry.value().clone());
+                if node.seq() <= seq {
+                    break Some(node);
                 }
-                match entry.next() {
-                    Some(n) if n.key().user_key == *key => entry = n,
+                match self.load(node.next(0)) {
+                    Some(n) if n.key() == key => node = n,
                     _ => break None,
                 }
                 steps += 1;
             };
-            if let Some(value) = visible {
-                out.push((key.clone(), value));
-            }
+            found.extend(visible);
             // On to the next key: step over a few older versions, or seek.
-            next = entry.next();
-            while let Some(n) = &next {
-                if n.key().user_key != *key {
-                    break;
-                }
+            next = self.load(node.next(0));
+            while let Some(n) = next.filter(|n| n.key() == key) {
                 steps += 1;
                 if steps > MAX_VERSION_STEPS {
-                    let past = Bound::Excluded(Probe::new(key, 0));
-                    next = self.map.lower_bound(as_dyn(&past));
+                    next = self.first_from(Bound::Excluded(key));
                     break;
                 }
-                next = n.next();
+                next = self.load(n.next(0));
             }
         }
+    }
+
+    /// One or two seeks per key rather than a walk over versions: a hot key
+    /// may hold many versions older than the visible one.
+    fn scan_reverse<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        found: &mut Vec<NodeRef<'a>>,
+    ) {
+        let mut resume: Option<&'a [u8]> = None;
+        while found.len() < limit {
+            let last = match resume {
+                None => self.last_from(upper),
+                Some(k) => self.last_from(Bound::Excluded(k)),
+            };
+            let Some(last) = last else {
+                return;
+            };
+            let key = last.key();
+            if !within(key, lower, |k, b| k > b, |k, b| k >= b) {
+                return;
+            }
+            found.extend(self.visible(key, seq));
+            resume = Some(key);
+        }
+    }
+
+    /// The found versions as `Bytes`: slices of the sealed arena, or else
+    /// copies into one buffer per call.
+    fn emit(&self, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
+        if let Some(chunks) = self.sealed.get() {
+            out.extend(found.iter().map(|&n| {
+                let chunk = &chunks[n.chunk() as usize];
+                let at = n.ptr() as usize - chunk.as_ptr() as usize;
+                let slice = |r: std::ops::Range<usize>| chunk.slice(at + r.start..at + r.end);
+                (slice(n.key_range()), n.value_range().map(slice))
+            }));
+            return;
+        }
+        let total = found
+            .iter()
+            .map(|n| n.key().len() + n.value().map_or(0, <[u8]>::len))
+            .sum();
+        let mut buf = BytesMut::with_capacity(total);
+        for n in found {
+            buf.extend_from_slice(n.key());
+            buf.extend_from_slice(n.value().unwrap_or_default());
+        }
+        let buf = buf.freeze();
+        let mut at = 0;
+        let mut take = |len: usize| {
+            at += len;
+            buf.slice(at - len..at)
+        };
+        out.extend(found.iter().map(|n| {
+            let key = take(n.key().len());
+            (key, n.value().map(|v| take(v.len())))
+        }));
     }
 }
 
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
-        let bytes = key.len() as u64 + value.as_ref().map_or(0, |v| v.len() as u64);
-        let prefix = key_prefix(&key);
         // Before the entry: a get that finds the entry must pass the filter.
         self.bloom.insert(&key);
-        self.map.insert(
-            InternalKey {
-                prefix,
-                user_key: key,
-                seq,
-            },
-            value,
+        let mut writer = self.writer.lock();
+        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
+        let height = writer.random_height();
+        let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
+        // SAFETY: just written in this MemTable's arena; published below.
+        let node = unsafe { NodeRef::new(node) };
+        let mut preds = [None; MAX_HEIGHT];
+        let (_, next) = self.seek(Edge::Version(node.parts()), Some(&mut preds));
+        debug_assert!(
+            next.is_none_or(|n| compare(n.parts(), node.parts()).is_gt()),
+            "sequence numbers of one key are unique"
         );
-        self.size_bytes
-            .fetch_add(bytes + ENTRY_OVERHEAD_BYTES, AtomicOrdering::Relaxed);
+        // The whole tower first, then publish bottom up: a reader that
+        // reaches the node at any level can go on from it at every level
+        // below. Levels above the current height start at the head.
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            let after = self.link(*pred, level).load(Ordering::Relaxed);
+            node.next(level).store(after, Ordering::Relaxed);
+        }
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            self.link(*pred, level).store(node.ptr(), Ordering::Release);
+        }
+        self.height.fetch_max(height, Ordering::Release);
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
+        self.size_bytes.store(charged, Ordering::Relaxed);
     }
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
         if !self.bloom.may_contain(key) {
             return None;
         }
-        let probe = Probe::new(key, seq);
-        let entry = self
-            .map
-            .lower_bound(Bound::Included(&probe as &dyn VersionKey))?;
-        (entry.key().user_key == key).then(|| entry.value().clone())
+        let node = self.visible(key, seq)?;
+        let mut out = Vec::with_capacity(1);
+        self.emit(&[node], &mut out);
+        out.pop().map(|(_, value)| value)
     }
 
     fn scan(
@@ -292,158 +368,24 @@ impl MemTable for SkipListMemTable {
         limit: usize,
         out: &mut Vec<Versioned>,
     ) {
-        if direction == Direction::Forward {
-            return self.scan_forward(lower, upper, seq, limit, out);
+        let mut found = Vec::with_capacity(limit.min(1024));
+        match direction {
+            Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
+            Direction::Reverse => self.scan_reverse(lower, upper, seq, limit, &mut found),
         }
-        // One or two seeks per key rather than a walk over versions: a hot
-        // key may hold many versions older than the visible one.
-        let target = out.len() + limit;
-        let mut resume: Option<Bytes> = None;
-        while out.len() < target {
-            let from = match (&resume, direction) {
-                (None, Direction::Forward) => lower_probe(lower),
-                (None, Direction::Reverse) => upper_probe(upper),
-                (Some(k), Direction::Forward) => Bound::Excluded(Probe::new(k, 0)),
-                (Some(k), Direction::Reverse) => Bound::Excluded(Probe::new(k, u64::MAX)),
-            };
-            let entry = match direction {
-                Direction::Forward => self.map.lower_bound(as_dyn(&from)),
-                Direction::Reverse => self.map.upper_bound(as_dyn(&from)),
-            };
-            let Some(entry) = entry else {
-                return;
-            };
-            let key = entry.key().user_key.clone();
-            let inside = match direction {
-                Direction::Forward => within(&key, upper, |k, b| k < b, |k, b| k <= b),
-                Direction::Reverse => within(&key, lower, |k, b| k > b, |k, b| k >= b),
-            };
-            if !inside {
-                return;
-            }
-            // Forward seeks land on the newest version, often the visible one.
-            let visible = if direction == Direction::Forward && entry.key().seq <= seq {
-                Some(entry.value().clone())
-            } else {
-                self.get(&key, seq)
-            };
-            if let Some(value) = visible {
-                out.push((key.clone(), value));
-            }
-            resume = Some(key);
-        }
+        self.emit(&found, out);
+    }
+
+    fn seal(&self) {
+        let writer = self.writer.lock();
+        self.sealed.get_or_init(|| writer.arena.share());
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size_bytes.load(AtomicOrdering::Relaxed)
+        self.size_bytes.load(Ordering::Relaxed)
     }
 
     fn len(&self) -> usize {
-        self.map.len()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn b(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
-    }
-
-    fn table() -> SkipListMemTable {
-        let t = SkipListMemTable::new();
-        t.insert(b("a"), 1, Some(b("a1")));
-        t.insert(b("a"), 5, Some(b("a5")));
-        t.insert(b("b"), 2, None);
-        t.insert(b("b"), 1, Some(b("b1")));
-        t.insert(b("c"), 7, Some(b("c7")));
-        t
-    }
-
-    #[test]
-    fn get_sees_the_newest_visible_version() {
-        let t = table();
-        assert_eq!(t.get(b"a", 4), Some(Some(b("a1"))));
-        assert_eq!(t.get(b"a", 5), Some(Some(b("a5"))));
-        assert_eq!(t.get(b"a", 0), None);
-        assert_eq!(t.get(b"b", 9), Some(None));
-        assert_eq!(t.get(b"b", 1), Some(Some(b("b1"))));
-        assert_eq!(t.get(b"c", 6), None);
-        assert_eq!(t.get(b"d", 9), None);
-    }
-
-    fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
-        let mut out = Vec::new();
-        t.scan(
-            Bound::Unbounded,
-            Bound::Unbounded,
-            seq,
-            dir,
-            limit,
-            &mut out,
-        );
-        out
-    }
-
-    #[test]
-    fn scans_resolve_versions_both_ways() {
-        let t = table();
-        let fwd = scan(&t, 6, Direction::Forward, 10);
-        assert_eq!(fwd, vec![(b("a"), Some(b("a5"))), (b("b"), None)]);
-        let rev = scan(&t, 6, Direction::Reverse, 10);
-        assert_eq!(rev, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
-        let rev = scan(&t, 1, Direction::Reverse, 1);
-        assert_eq!(rev, vec![(b("b"), Some(b("b1")))]);
-    }
-
-    #[test]
-    fn scan_bounds_cover_all_versions() {
-        let t = table();
-        let mut out = Vec::new();
-        t.scan(
-            Bound::Excluded(b"a"),
-            Bound::Included(b"c"),
-            9,
-            Direction::Forward,
-            10,
-            &mut out,
-        );
-        assert_eq!(out, vec![(b("b"), None), (b("c"), Some(b("c7")))]);
-        out.clear();
-        t.scan(
-            Bound::Included(b"a"),
-            Bound::Excluded(b"c"),
-            9,
-            Direction::Reverse,
-            10,
-            &mut out,
-        );
-        assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn prefix_shortcut_orders_like_plain_comparison(
-            a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
-            b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
-            sa in 0u64..3,
-            sb in 0u64..3,
-        ) {
-            let expected = a.cmp(&b).then(sb.cmp(&sa));
-            let got = compare(Probe::new(&a, sa).parts(), Probe::new(&b, sb).parts());
-            proptest::prop_assert_eq!(got, expected);
-        }
-    }
-
-    #[test]
-    fn size_counts_every_version() {
-        let t = table();
-        assert_eq!(t.len(), 5);
-        let filter_bytes = SkipListMemTable::new().size_bytes();
-        assert_eq!(
-            t.size_bytes(),
-            filter_bytes + 5 * ENTRY_OVERHEAD_BYTES + 5 + 8
-        );
+        self.len.load(Ordering::Relaxed)
     }
 }

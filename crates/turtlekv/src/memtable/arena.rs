@@ -1,0 +1,230 @@
+//! Memory for one MemTable's entries: large chunks mapped straight from the
+//! kernel, carved by one writer, and returned whole when the MemTable goes.
+//!
+//! Why not the allocator: a MemTable's entries are allocated by the writer
+//! and all freed at once by the checkpoint thread. Millions of small
+//! cross-thread frees contend on the allocator's locks with the writers and
+//! leave the freed memory in arenas the page cache's threads cannot reuse.
+//! Chunks from `mmap` cost one call each way and give the memory back to the
+//! kernel when the MemTable is dropped.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// Alignment of every allocation: nodes hold `u64`s and pointers.
+pub(crate) const ALIGN_BYTES: usize = 8;
+
+/// One mapping. Its pages are zeroed by the kernel, so the whole chunk is
+/// initialised memory from the start.
+#[derive(Debug)]
+struct Chunk {
+    base: NonNull<u8>,
+    len_bytes: usize,
+}
+
+// SAFETY: a chunk is plain memory; the arena's users synchronise access to
+// what they write in it (see `ArenaSkipList`).
+unsafe impl Send for Chunk {}
+// SAFETY: as above.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    fn map(len_bytes: usize) -> Chunk {
+        // SAFETY: an anonymous private mapping with no address hint has no
+        // preconditions; failure is checked below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len_bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        // Out of address space is an allocation failure like any other.
+        if addr == libc::MAP_FAILED {
+            let layout = std::alloc::Layout::from_size_align(len_bytes, ALIGN_BYTES)
+                .expect("a chunk's layout is valid");
+            std::alloc::handle_alloc_error(layout);
+        }
+        Chunk {
+            base: NonNull::new(addr.cast()).expect("mmap does not return null on success"),
+            len_bytes,
+        }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + len_bytes` is exactly one mapping made in
+        // `map`, and nothing refers to it once its last owner is dropped.
+        let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
+        debug_assert_eq!(rc, 0, "munmap of a chunk we mapped");
+    }
+}
+
+/// Shares a chunk with `Bytes` handed to readers of a sealed MemTable.
+struct ChunkView(Arc<Chunk>);
+
+impl AsRef<[u8]> for ChunkView {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: the chunk is initialised (zeroed pages) and, once sealed,
+        // never written again; it lives as long as this view.
+        unsafe { std::slice::from_raw_parts(self.0.base.as_ptr(), self.0.len_bytes) }
+    }
+}
+
+/// A bump allocator over chunks. Only one thread allocates at a time (the
+/// caller holds a lock); what it hands out stays valid until the arena is
+/// dropped.
+#[derive(Debug)]
+pub(crate) struct Arena {
+    chunks: Vec<Arc<Chunk>>,
+    /// The chunk small allocations are carved from.
+    current: Option<usize>,
+    /// Next free byte in the current chunk.
+    used_bytes: usize,
+    chunk_bytes: usize,
+    mapped_bytes: u64,
+    /// Bytes handed out, plus the tails of chunks left behind.
+    charged_bytes: u64,
+}
+
+/// Where an allocation is: its address and the chunk it is in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place {
+    pub ptr: NonNull<u8>,
+    pub chunk: u32,
+}
+
+impl Arena {
+    /// An arena that maps chunks of `chunk_bytes` (rounded up to pages);
+    /// allocations over a quarter of that get a chunk of their own.
+    pub fn new(chunk_bytes: usize) -> Self {
+        Arena {
+            chunks: Vec::new(),
+            current: None,
+            used_bytes: 0,
+            chunk_bytes: chunk_bytes.next_multiple_of(page_bytes()),
+            mapped_bytes: 0,
+            charged_bytes: 0,
+        }
+    }
+
+    /// `len_bytes` of zeroed memory aligned to `ALIGN_BYTES`.
+    pub fn alloc(&mut self, len_bytes: usize) -> Place {
+        let len_bytes = len_bytes.next_multiple_of(ALIGN_BYTES);
+        if len_bytes > self.chunk_bytes / 4 {
+            // A large entry would leave most of a shared chunk unused.
+            let index = self.map(len_bytes.next_multiple_of(page_bytes()));
+            self.charged_bytes += len_bytes as u64;
+            return self.place(index, 0);
+        }
+        let index = match self.current {
+            Some(i) if self.chunks[i].len_bytes - self.used_bytes >= len_bytes => i,
+            left => {
+                if let Some(i) = left {
+                    self.charged_bytes += (self.chunks[i].len_bytes - self.used_bytes) as u64;
+                }
+                let i = self.map(self.chunk_bytes);
+                self.current = Some(i);
+                self.used_bytes = 0;
+                i
+            }
+        };
+        let place = self.place(index, self.used_bytes);
+        self.used_bytes += len_bytes;
+        self.charged_bytes += len_bytes as u64;
+        place
+    }
+
+    fn map(&mut self, len_bytes: usize) -> usize {
+        self.chunks.push(Arc::new(Chunk::map(len_bytes)));
+        self.mapped_bytes += len_bytes as u64;
+        self.chunks.len() - 1
+    }
+
+    fn place(&self, index: usize, offset: usize) -> Place {
+        let chunk = &self.chunks[index];
+        debug_assert!(offset < chunk.len_bytes);
+        Place {
+            // SAFETY: callers keep `offset` plus the allocation's length
+            // within the chunk.
+            ptr: unsafe { chunk.base.add(offset) },
+            chunk: u32::try_from(index).expect("fewer than 2^32 chunks"),
+        }
+    }
+
+    /// What the arena costs: bytes handed out, and chunk tails that will
+    /// stay unused. The unused end of the current chunk is not counted
+    /// (its pages are not touched until used).
+    pub fn charged_bytes(&self) -> u64 {
+        self.charged_bytes
+    }
+
+    /// Bytes mapped so far.
+    #[cfg(test)]
+    pub fn mapped_bytes(&self) -> u64 {
+        self.mapped_bytes
+    }
+
+    /// Every chunk as `Bytes`, for zero-copy reads once nothing will be
+    /// written to the arena again.
+    pub fn share(&self) -> Vec<Bytes> {
+        self.chunks
+            .iter()
+            .map(|c| Bytes::from_owner(ChunkView(c.clone())))
+            .collect()
+    }
+}
+
+fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size).unwrap_or(4096)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allocations_are_aligned_zeroed_and_disjoint() {
+        let mut arena = Arena::new(4096);
+        let mut places = Vec::new();
+        for len in [1, 7, 8, 100, 3000, 5000, 13] {
+            let place = arena.alloc(len);
+            assert_eq!(place.ptr.as_ptr() as usize % ALIGN_BYTES, 0);
+            // SAFETY: `len` bytes were just allocated at `place`.
+            let bytes = unsafe { std::slice::from_raw_parts_mut(place.ptr.as_ptr(), len) };
+            assert!(bytes.iter().all(|&b| b == 0));
+            bytes.fill(len as u8);
+            places.push((place, len));
+        }
+        for (place, len) in &places {
+            // SAFETY: as above; nothing else wrote there.
+            let bytes = unsafe { std::slice::from_raw_parts(place.ptr.as_ptr(), *len) };
+            assert!(bytes.iter().all(|&b| b == *len as u8));
+        }
+        // The small ones share a chunk; 3000 and 5000 bytes are over a
+        // quarter of a chunk and get their own, rounded up to pages.
+        assert_eq!(arena.mapped_bytes(), 4096 + 4096 + 8192);
+        assert_eq!(arena.charged_bytes(), 8 + 8 + 8 + 104 + 16 + 3000 + 5000);
+    }
+
+    #[test]
+    fn shared_chunks_outlive_the_arena() {
+        let mut arena = Arena::new(4096);
+        let place = arena.alloc(5);
+        // SAFETY: 5 bytes were just allocated at `place`.
+        unsafe { std::ptr::copy_nonoverlapping(b"hello".as_ptr(), place.ptr.as_ptr(), 5) };
+        let shared = arena.share();
+        drop(arena);
+        let chunk = &shared[place.chunk as usize];
+        let offset = place.ptr.as_ptr() as usize - chunk.as_ptr() as usize;
+        assert_eq!(&chunk[offset..offset + 5], b"hello");
+    }
+}

@@ -1,0 +1,218 @@
+//! One skiplist node as laid out in the arena:
+//!
+//! ```text
+//! offset 0   prefix     u64   first 8 key bytes, big-endian, zero-padded
+//!        8   seq        u64
+//!        16  key_len    u32
+//!        20  value_len  u32   TOMBSTONE for a delete
+//!        24  height     u32   1..=MAX_HEIGHT
+//!        28  chunk      u32   arena chunk holding the node
+//!        32  tower      height × pointer to the next node at each level
+//!            key        key_len bytes
+//!            value      value_len bytes (none for a tombstone)
+//! ```
+//!
+//! Everything but the tower is written once, before the node is published
+//! with a release store; the tower's pointers change as later nodes link in
+//! after this one, so they are atomics.
+
+use std::cmp::Ordering;
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::ptr::NonNull;
+use std::sync::atomic::AtomicPtr;
+
+use super::arena::{Arena, Place};
+
+/// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
+pub(crate) const MAX_HEIGHT: usize = 20;
+
+const TOMBSTONE: u32 = u32::MAX;
+
+#[repr(C)]
+pub(crate) struct Node {
+    prefix: u64,
+    seq: u64,
+    key_len: u32,
+    value_len: u32,
+    height: u32,
+    chunk: u32,
+}
+
+const HEADER_BYTES: usize = size_of::<Node>();
+const _: () = assert!(HEADER_BYTES == 32 && align_of::<Node>() == 8);
+
+/// Orders versions by user key ascending, then sequence number descending,
+/// so the newest version of a key comes first. `prefix` caches the key's
+/// first 8 bytes so most comparisons are one integer compare.
+#[derive(Clone, Copy)]
+pub(crate) struct KeyParts<'a> {
+    pub prefix: u64,
+    pub user_key: &'a [u8],
+    pub seq: u64,
+}
+
+impl<'a> KeyParts<'a> {
+    pub fn new(user_key: &'a [u8], seq: u64) -> Self {
+        KeyParts {
+            prefix: key_prefix(user_key),
+            user_key,
+            seq,
+        }
+    }
+}
+
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    let n = key.len().min(8);
+    buf[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(buf)
+}
+
+pub(crate) fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {
+    // Equal prefixes say nothing about shorter keys ("a" vs "a\0"), so ties
+    // fall back to the full comparison.
+    a.prefix
+        .cmp(&b.prefix)
+        .then_with(|| a.user_key.cmp(b.user_key))
+        .then_with(|| b.seq.cmp(&a.seq))
+}
+
+/// Bytes a node of this shape takes in the arena (before alignment).
+pub(crate) fn node_bytes(height: usize, key_len: usize, value_len: usize) -> usize {
+    HEADER_BYTES + height * size_of::<AtomicPtr<Node>>() + key_len + value_len
+}
+
+/// Writes a node into `arena`; its tower is all null. The caller links it.
+pub(crate) fn write_node(
+    arena: &mut Arena,
+    height: usize,
+    key: &[u8],
+    seq: u64,
+    value: Option<&[u8]>,
+) -> NonNull<Node> {
+    debug_assert!((1..=MAX_HEIGHT).contains(&height));
+    let value_bytes = value.unwrap_or_default();
+    let Place { ptr, chunk } = arena.alloc(node_bytes(height, key.len(), value_bytes.len()));
+    let node = ptr.cast::<Node>();
+    let header = Node {
+        prefix: key_prefix(key),
+        seq,
+        key_len: u32::try_from(key.len()).expect("keys are at most 512 bytes"),
+        value_len: value.map_or(TOMBSTONE, |v| {
+            u32::try_from(v.len()).expect("values are at most 256 KiB")
+        }),
+        height: height as u32,
+        chunk,
+    };
+    // SAFETY: the allocation is 8-aligned and `node_bytes` long: the header,
+    // a zeroed (null) tower, then room for the key and the value. Nothing
+    // else refers to it until the caller publishes it.
+    unsafe {
+        node.as_ptr().write(header);
+        let key_at = ptr
+            .as_ptr()
+            .add(HEADER_BYTES + height * size_of::<AtomicPtr<Node>>());
+        key_at.copy_from_nonoverlapping(key.as_ptr(), key.len());
+        let value_at = key_at.add(key.len());
+        value_at.copy_from_nonoverlapping(value_bytes.as_ptr(), value_bytes.len());
+    }
+    node
+}
+
+/// A published node, valid for `'a` (the MemTable that owns its arena).
+/// Every access goes through the arena's pointer, so it may reach the tower
+/// and the key and value that follow the header.
+#[derive(Clone, Copy)]
+pub(crate) struct NodeRef<'a> {
+    ptr: NonNull<Node>,
+    _arena: PhantomData<&'a Node>,
+}
+
+impl<'a> NodeRef<'a> {
+    /// # Safety
+    /// `ptr` is a node written by `write_node` in an arena that lives for
+    /// `'a`, and published (or about to be, by the thread that wrote it).
+    pub unsafe fn new(ptr: NonNull<Node>) -> Self {
+        NodeRef {
+            ptr,
+            _arena: PhantomData,
+        }
+    }
+
+    pub fn ptr(self) -> *mut Node {
+        self.ptr.as_ptr()
+    }
+
+    fn header(self) -> &'a Node {
+        // SAFETY: the header is initialised and never written after
+        // publication.
+        unsafe { self.ptr.as_ref() }
+    }
+
+    pub fn seq(self) -> u64 {
+        self.header().seq
+    }
+
+    pub fn height(self) -> usize {
+        self.header().height as usize
+    }
+
+    pub fn chunk(self) -> u32 {
+        self.header().chunk
+    }
+
+    /// The next-node pointer at `level`; `level < height`.
+    pub fn next(self, level: usize) -> &'a AtomicPtr<Node> {
+        assert!(level < self.height(), "level within the tower");
+        // SAFETY: the tower follows the header in the same allocation and
+        // has `height` entries, null (zeroed) until linked.
+        unsafe {
+            &*self
+                .ptr
+                .as_ptr()
+                .cast::<u8>()
+                .add(HEADER_BYTES)
+                .cast::<AtomicPtr<Node>>()
+                .add(level)
+        }
+    }
+
+    /// Offsets of the key from the node's start.
+    pub fn key_range(self) -> Range<usize> {
+        let start = HEADER_BYTES + self.height() * size_of::<AtomicPtr<Node>>();
+        start..start + self.header().key_len as usize
+    }
+
+    /// Offsets of the value; `None` for a tombstone.
+    pub fn value_range(self) -> Option<Range<usize>> {
+        let start = self.key_range().end;
+        let len = self.header().value_len;
+        (len != TOMBSTONE).then(|| start..start + len as usize)
+    }
+
+    fn bytes(self, range: Range<usize>) -> &'a [u8] {
+        // SAFETY: the key and value were written before the node was
+        // published and are never written again.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(range.start), range.len())
+        }
+    }
+
+    pub fn key(self) -> &'a [u8] {
+        self.bytes(self.key_range())
+    }
+
+    /// `None` for a tombstone.
+    pub fn value(self) -> Option<&'a [u8]> {
+        self.value_range().map(|r| self.bytes(r))
+    }
+
+    pub fn parts(self) -> KeyParts<'a> {
+        KeyParts {
+            prefix: self.header().prefix,
+            user_key: self.key(),
+            seq: self.seq(),
+        }
+    }
+}

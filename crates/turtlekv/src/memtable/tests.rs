@@ -1,0 +1,272 @@
+//! MemTable tests: versions, bounds and sealing against a model, and
+//! readers running beside the writer.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+
+use super::node::{KeyParts, MAX_HEIGHT, compare};
+use super::skiplist::within;
+use super::{Direction, MemTable, SkipListMemTable, Versioned};
+
+fn b(s: &str) -> Bytes {
+    Bytes::copy_from_slice(s.as_bytes())
+}
+
+fn table() -> SkipListMemTable {
+    let t = SkipListMemTable::new();
+    t.insert(b("a"), 1, Some(b("a1")));
+    t.insert(b("a"), 5, Some(b("a5")));
+    t.insert(b("b"), 2, None);
+    t.insert(b("b"), 1, Some(b("b1")));
+    t.insert(b("c"), 7, Some(b("c7")));
+    t
+}
+
+#[test]
+fn get_sees_the_newest_visible_version() {
+    let t = table();
+    assert_eq!(t.get(b"a", 4), Some(Some(b("a1"))));
+    assert_eq!(t.get(b"a", 5), Some(Some(b("a5"))));
+    assert_eq!(t.get(b"a", 0), None);
+    assert_eq!(t.get(b"b", 9), Some(None));
+    assert_eq!(t.get(b"b", 1), Some(Some(b("b1"))));
+    assert_eq!(t.get(b"c", 6), None);
+    assert_eq!(t.get(b"d", 9), None);
+}
+
+fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
+    let mut out = Vec::new();
+    t.scan(
+        Bound::Unbounded,
+        Bound::Unbounded,
+        seq,
+        dir,
+        limit,
+        &mut out,
+    );
+    out
+}
+
+#[test]
+fn scans_resolve_versions_both_ways() {
+    let t = table();
+    let fwd = scan(&t, 6, Direction::Forward, 10);
+    assert_eq!(fwd, vec![(b("a"), Some(b("a5"))), (b("b"), None)]);
+    let rev = scan(&t, 6, Direction::Reverse, 10);
+    assert_eq!(rev, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+    let rev = scan(&t, 1, Direction::Reverse, 1);
+    assert_eq!(rev, vec![(b("b"), Some(b("b1")))]);
+}
+
+#[test]
+fn scan_bounds_cover_all_versions() {
+    let t = table();
+    let mut out = Vec::new();
+    t.scan(
+        Bound::Excluded(b"a"),
+        Bound::Included(b"c"),
+        9,
+        Direction::Forward,
+        10,
+        &mut out,
+    );
+    assert_eq!(out, vec![(b("b"), None), (b("c"), Some(b("c7")))]);
+    out.clear();
+    t.scan(
+        Bound::Included(b"a"),
+        Bound::Excluded(b"c"),
+        9,
+        Direction::Reverse,
+        10,
+        &mut out,
+    );
+    assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+}
+
+proptest::proptest! {
+    #[test]
+    fn prefix_shortcut_orders_like_plain_comparison(
+        a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
+        b in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
+        sa in 0u64..3,
+        sb in 0u64..3,
+    ) {
+        let expected = a.cmp(&b).then(sb.cmp(&sa));
+        let got = compare(KeyParts::new(&a, sa), KeyParts::new(&b, sb));
+        proptest::prop_assert_eq!(got, expected);
+    }
+}
+
+#[test]
+fn size_counts_every_version() {
+    let t = table();
+    assert_eq!(t.len(), 5);
+    let filter_bytes = SkipListMemTable::new().size_bytes();
+    // Five headers and towers of 1..=MAX_HEIGHT pointers, 5 key bytes,
+    // 8 value bytes, each node rounded up to 8 bytes.
+    let user_bytes = 5 + 8;
+    let least = filter_bytes + 5 * 40 + user_bytes;
+    let most = filter_bytes + 5 * (32 + 8 * MAX_HEIGHT as u64 + 7) + user_bytes;
+    assert!(
+        (least..=most).contains(&t.size_bytes()),
+        "{}",
+        t.size_bytes()
+    );
+}
+
+#[test]
+fn sealed_reads_share_the_arena_and_match_copies() {
+    let t = table();
+    let before = (scan(&t, 6, Direction::Forward, 10), t.get(b"a", 9));
+    t.seal();
+    let after = (scan(&t, 6, Direction::Forward, 10), t.get(b"a", 9));
+    assert_eq!(before, after);
+    // Zero-copy: two reads of one value point at the same memory.
+    let (x, y) = (t.get(b"c", 9), t.get(b"c", 9));
+    let ptr = |v: Option<Option<Bytes>>| v.flatten().expect("a value").as_ptr();
+    assert_eq!(ptr(x), ptr(y));
+}
+
+#[test]
+#[should_panic(expected = "insert into a sealed MemTable")]
+fn insert_after_seal_is_refused() {
+    let t = table();
+    t.seal();
+    t.insert(b("z"), 9, None);
+}
+
+#[test]
+fn large_values_get_chunks_of_their_own() {
+    let t = SkipListMemTable::with_capacity(64 << 10);
+    let big = Bytes::from(vec![7u8; 256 << 10]);
+    for i in 0..8u64 {
+        t.insert(
+            Bytes::from(i.to_be_bytes().to_vec()),
+            i + 1,
+            Some(big.clone()),
+        );
+        t.insert(Bytes::from(vec![b'k'; 512]), 100 + i, Some(b("small")));
+    }
+    for i in 0..8u64 {
+        assert_eq!(t.get(&i.to_be_bytes(), u64::MAX), Some(Some(big.clone())));
+    }
+    assert_eq!(t.get(&[b'k'; 512], 103), Some(Some(b("small"))));
+    let charged = t.size_bytes();
+    assert!((8 * (256 << 10)..9 * (256 << 10) + (64 << 10)).contains(&charged));
+}
+
+/// Versions by (key, newest first).
+type Model = BTreeMap<(Vec<u8>, Reverse<u64>), Option<Vec<u8>>>;
+
+/// A forward or reverse scan of `model` at `seq` within bounds.
+fn model_scan(
+    model: &Model,
+    (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+    seq: u64,
+    direction: Direction,
+) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut latest: BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+    for ((k, Reverse(s)), v) in model {
+        let inside = within(k, lower, |k, b| k > b, |k, b| k >= b)
+            && within(k, upper, |k, b| k < b, |k, b| k <= b);
+        if inside && *s <= seq && !latest.contains_key(k) {
+            latest.insert(k.clone(), v.clone());
+        }
+    }
+    let mut out: Vec<_> = latest.into_iter().collect();
+    if direction == Direction::Reverse {
+        out.reverse();
+    }
+    out
+}
+
+fn bound(kind: u8, key: &[u8]) -> Bound<&[u8]> {
+    match kind {
+        0 => Bound::Included(key),
+        1 => Bound::Excluded(key),
+        _ => Bound::Unbounded,
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn reads_match_a_model_before_and_after_sealing(
+        writes in proptest::collection::vec(
+            (proptest::collection::vec(0u8..4, 1..4), proptest::option::of(0u8..255)),
+            1..200,
+        ),
+        reads in proptest::collection::vec(
+            (proptest::collection::vec(0u8..4, 1..4), 0u64..220, 0u8..3, 0u8..3, 1usize..8),
+            1..20,
+        ),
+    ) {
+        let t = SkipListMemTable::with_capacity(64 << 10);
+        let mut model = BTreeMap::new();
+        for (i, (key, value)) in writes.iter().enumerate() {
+            let seq = i as u64 + 1;
+            let value = value.map(|v| vec![v; v as usize % 17]);
+            t.insert(Bytes::from(key.clone()), seq, value.clone().map(Bytes::from));
+            model.insert((key.clone(), Reverse(seq)), value);
+        }
+        for sealed in [false, true] {
+            if sealed {
+                t.seal();
+            }
+            for (key, seq, lo, hi, limit) in &reads {
+                let want = model_scan(&model, (Bound::Included(key), Bound::Included(key)), *seq, Direction::Forward);
+                let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
+                proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
+                let other = [key[0].wrapping_add(1)];
+                let (a, b) = if key.as_slice() <= other.as_slice() { (&key[..], &other[..]) } else { (&other[..], &key[..]) };
+                let bounds = (bound(*lo, a), bound(*hi, b));
+                for direction in [Direction::Forward, Direction::Reverse] {
+                    let mut want = model_scan(&model, bounds, *seq, direction);
+                    want.truncate(*limit);
+                    let mut out = Vec::new();
+                    t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
+                    let got: Vec<_> = out.into_iter().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect();
+                    proptest::prop_assert_eq!(got, want);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn readers_see_a_sorted_prefix_while_one_thread_writes() {
+    use std::sync::atomic::AtomicU64;
+    const KEYS: u64 = 20_000;
+    let t = SkipListMemTable::with_capacity(1 << 20);
+    // Keys in a scrambled order; `written` says how many are in.
+    let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
+    let written = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..KEYS {
+                t.insert(key(i), i + 1, Some(key(i)));
+                written.store(i + 1, Ordering::Release);
+            }
+        });
+        for _ in 0..2 {
+            s.spawn(|| {
+                while written.load(Ordering::Acquire) < KEYS {
+                    let n = written.load(Ordering::Acquire);
+                    for i in (0..n).step_by(97) {
+                        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(key(i))));
+                    }
+                    let mut out = Vec::new();
+                    let all = Bound::Unbounded;
+                    t.scan(all, all, u64::MAX, Direction::Forward, usize::MAX, &mut out);
+                    assert!(out.len() as u64 >= n);
+                    assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
+                    assert!(out.iter().all(|(k, v)| v.as_ref() == Some(k)));
+                }
+            });
+        }
+    });
+    assert_eq!(t.len() as u64, KEYS);
+}
