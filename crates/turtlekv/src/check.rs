@@ -49,8 +49,16 @@ pub(crate) fn check(view: &ReadView, wal: WalVerification) -> Result<CheckReport
     Ok(report)
 }
 
-/// Scans the MemTable and checks the order its keys come out in.
+/// Checks the MemTable's structure, then scans it and checks the order
+/// its keys come out in.
 fn check_memtable(memtable: &dyn MemTable, seq: u64) -> Result<u64> {
+    memtable
+        .check_structure()
+        .map_err(|reason| Error::Corruption {
+            file: "<memtable>".into(),
+            offset: 0,
+            reason,
+        })?;
     let mut keys = 0;
     let mut previous: Option<Bytes> = None;
     loop {

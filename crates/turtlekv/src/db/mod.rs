@@ -134,10 +134,10 @@ impl Db {
 
     /// The current value of `key`.
     ///
-    /// The returned `Bytes` may share its allocation with the MemTable
-    /// entry (a batch's keys and values share 16 KiB chunks) or with the
-    /// block it was read from, which stays allocated while the value lives;
-    /// copy it (`to_vec()`) to keep many values for long.
+    /// The returned `Bytes` may share its allocation with the frozen
+    /// MemTable it was read from (chunks of up to 1 MiB) or with the block
+    /// it was read from, which stays allocated while the value lives; copy
+    /// it (`to_vec()`) to keep many values for long.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         validate_entry(key, None)?;

@@ -50,6 +50,9 @@ pub(crate) trait MemTable: Send + Sync + Debug {
         out: &mut Vec<Versioned>,
     );
 
+    /// Deep check of the structure's invariants, for `Db::check` and tests.
+    fn check_structure(&self) -> Result<(), String>;
+
     /// Ends writes for good (the MemTable is frozen): later reads may
     /// share its memory instead of copying. An insert after it panics.
     fn seal(&self);

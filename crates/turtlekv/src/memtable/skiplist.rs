@@ -193,6 +193,59 @@ impl SkipListMemTable {
     }
 }
 
+impl SkipListMemTable {
+    /// Deep check of the structure: every level is in strict version order
+    /// and is a subsequence of the level below, each node is linked only at
+    /// levels its tower has, and level 0 holds `len` nodes.
+    pub(crate) fn check_structure(&self) -> Result<(), String> {
+        // Writes would move the structure under the walk.
+        let _writer = self.writer.lock();
+        let mut below: Vec<*mut Node> = Vec::with_capacity(self.len());
+        for level in 0..MAX_HEIGHT {
+            let mut level_nodes = Vec::new();
+            let mut cursor = 0;
+            let mut node = self.load(&self.head[level]);
+            while let Some(n) = node {
+                if n.height() <= level {
+                    return Err(format!(
+                        "a node of height {} linked at level {level}",
+                        n.height()
+                    ));
+                }
+                if let Some(&last) = level_nodes.last() {
+                    // SAFETY: pointers collected from this MemTable's links.
+                    let last = unsafe { NodeRef::new(NonNull::new_unchecked(last)) };
+                    if !compare(last.parts(), n.parts()).is_lt() {
+                        return Err(format!("level {level} out of order at {:?}", n.key()));
+                    }
+                }
+                if level > 0 {
+                    match below[cursor..].iter().position(|&p| p == n.ptr()) {
+                        Some(i) => cursor += i + 1,
+                        None => {
+                            return Err(format!(
+                                "level {level} skips a node of level {}",
+                                level - 1
+                            ));
+                        }
+                    }
+                }
+                level_nodes.push(n.ptr());
+                node = self.load(n.next(level));
+            }
+            if level == 0 && level_nodes.len() != self.len() {
+                return Err(format!(
+                    "{} nodes linked, {} inserted",
+                    level_nodes.len(),
+                    self.len()
+                ));
+            }
+            below = level_nodes;
+        }
+        Ok(())
+    }
+}
+
 /// `true` when `key` lies on the inner side of `bound`.
 pub(super) fn within(
     key: &[u8],
@@ -374,6 +427,10 @@ impl MemTable for SkipListMemTable {
             Direction::Reverse => self.scan_reverse(lower, upper, seq, limit, &mut found),
         }
         self.emit(&found, out);
+    }
+
+    fn check_structure(&self) -> Result<(), String> {
+        SkipListMemTable::check_structure(self)
     }
 
     fn seal(&self) {

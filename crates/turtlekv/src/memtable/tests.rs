@@ -155,6 +155,7 @@ fn large_values_get_chunks_of_their_own() {
         assert_eq!(t.get(&i.to_be_bytes(), u64::MAX), Some(Some(big.clone())));
     }
     assert_eq!(t.get(&[b'k'; 512], 103), Some(Some(b("small"))));
+    assert_eq!(t.check_structure(), Ok(()));
     let charged = t.size_bytes();
     assert!((8 * (256 << 10)..9 * (256 << 10) + (64 << 10)).contains(&charged));
 }
@@ -212,6 +213,7 @@ proptest::proptest! {
             t.insert(Bytes::from(key.clone()), seq, value.clone().map(Bytes::from));
             model.insert((key.clone(), Reverse(seq)), value);
         }
+        proptest::prop_assert_eq!(t.check_structure(), Ok(()));
         for sealed in [false, true] {
             if sealed {
                 t.seal();
@@ -269,4 +271,5 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes() {
         }
     });
     assert_eq!(t.len() as u64, KEYS);
+    assert_eq!(t.check_structure(), Ok(()));
 }
