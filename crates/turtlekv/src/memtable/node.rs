@@ -78,9 +78,14 @@ pub(crate) fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {
         .then_with(|| b.seq.cmp(&a.seq))
 }
 
+/// Where the key starts: after the header and a tower of `height`.
+fn key_offset(height: usize) -> usize {
+    HEADER_BYTES + height * size_of::<AtomicPtr<Node>>()
+}
+
 /// Bytes a node of this shape takes in the arena (before alignment).
 pub(crate) fn node_bytes(height: usize, key_len: usize, value_len: usize) -> usize {
-    HEADER_BYTES + height * size_of::<AtomicPtr<Node>>() + key_len + value_len
+    key_offset(height) + key_len + value_len
 }
 
 /// Writes a node into `arena`; its tower is all null. The caller links it.
@@ -110,9 +115,7 @@ pub(crate) fn write_node(
     // else refers to it until the caller publishes it.
     unsafe {
         node.as_ptr().write(header);
-        let key_at = ptr
-            .as_ptr()
-            .add(HEADER_BYTES + height * size_of::<AtomicPtr<Node>>());
+        let key_at = ptr.as_ptr().add(key_offset(height));
         key_at.copy_from_nonoverlapping(key.as_ptr(), key.len());
         let value_at = key_at.add(key.len());
         value_at.copy_from_nonoverlapping(value_bytes.as_ptr(), value_bytes.len());
@@ -180,7 +183,7 @@ impl<'a> NodeRef<'a> {
 
     /// Offsets of the key from the node's start.
     pub fn key_range(self) -> Range<usize> {
-        let start = HEADER_BYTES + self.height() * size_of::<AtomicPtr<Node>>();
+        let start = key_offset(self.height());
         start..start + self.header().key_len as usize
     }
 
