@@ -324,7 +324,9 @@ fn torn_superblock_slot_falls_back_to_older_slot() {
         });
         let db = open_fault(&fs, checkpointing_options()).unwrap();
         let mut acked = model.clone();
-        for i in 0..200u32 {
+        // Enough writes for several checkpoints (MemTable entries of a few
+        // dozen bytes; 4 KiB distance): the loop ends at the poisoning.
+        for i in 0..1000u32 {
             let key = format!("more{i:03}").into_bytes();
             match db.put_opt(&key, b"v", &WriteOptions { sync: true }) {
                 Ok(()) => acked.insert(key, b"v".to_vec()),
