@@ -204,6 +204,7 @@ impl SkipListMemTable {
         for level in 0..MAX_HEIGHT {
             let mut level_nodes = Vec::new();
             let mut cursor = 0;
+            let mut prev: Option<NodeRef<'_>> = None;
             let mut node = self.load(&self.head[level]);
             while let Some(n) = node {
                 if n.height() <= level {
@@ -212,12 +213,8 @@ impl SkipListMemTable {
                         n.height()
                     ));
                 }
-                if let Some(&last) = level_nodes.last() {
-                    // SAFETY: pointers collected from this MemTable's links.
-                    let last = unsafe { NodeRef::new(NonNull::new_unchecked(last)) };
-                    if !compare(last.parts(), n.parts()).is_lt() {
-                        return Err(format!("level {level} out of order at {:?}", n.key()));
-                    }
+                if prev.is_some_and(|p| !compare(p.parts(), n.parts()).is_lt()) {
+                    return Err(format!("level {level} out of order at {:?}", n.key()));
                 }
                 if level > 0 {
                     match below[cursor..].iter().position(|&p| p == n.ptr()) {
@@ -231,6 +228,7 @@ impl SkipListMemTable {
                     }
                 }
                 level_nodes.push(n.ptr());
+                prev = Some(n);
                 node = self.load(n.next(level));
             }
             if level == 0 && level_nodes.len() != self.len() {
