@@ -24,6 +24,8 @@
 struct ReadmeExample;
 
 mod batch;
+#[doc(hidden)]
+pub mod bench_hooks;
 mod check;
 mod checkpoint;
 mod db;

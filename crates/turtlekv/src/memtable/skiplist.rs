@@ -15,7 +15,9 @@ use parking_lot::Mutex;
 
 use super::arena::Arena;
 use super::bloom::KeyBloom;
-use super::node::{KeyParts, MAX_HEIGHT, Node, NodeRef, compare, write_node};
+use super::node::{
+    KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
+};
 use super::{Direction, MemTable, Versioned};
 
 /// Entry size the key filter is sized for: a small key and value plus the
@@ -94,8 +96,8 @@ impl<'k> Edge<'k> {
     fn passes(self, node: NodeRef<'_>) -> bool {
         use std::cmp::Ordering::*;
         match self {
-            Edge::Version(p) | Edge::Below(p) => compare(node.parts(), p) == Less,
-            Edge::UpTo(p) => compare(node.parts(), p) != Greater,
+            Edge::Version(p) | Edge::Below(p) => node.cmp_parts(p) == Less,
+            Edge::UpTo(p) => node.cmp_parts(p) != Greater,
             Edge::All => true,
         }
     }
@@ -157,6 +159,12 @@ impl SkipListMemTable {
             let mut next = self.load(self.link(pred, level));
             while let Some(n) = next.filter(|&n| edge.passes(n)) {
                 pred = Some(n);
+                if level > 0 {
+                    // Where the level below starts if `n` is the last node
+                    // passed here: fetched while the next node is compared,
+                    // so the two cache misses overlap.
+                    prefetch_search_fields(n.next(level - 1).load(Ordering::Relaxed));
+                }
                 next = self.load(n.next(level));
             }
             if let Some(preds) = preds.as_deref_mut() {

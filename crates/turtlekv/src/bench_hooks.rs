@@ -1,0 +1,47 @@
+//! Entry points for the micro-benchmarks in `turtlekv-bench`. **Not a
+//! stable API**: hidden from the docs, and only here so that benchmarks
+//! reach structures that are otherwise private.
+
+use bytes::Bytes;
+
+use crate::memtable::{MemTable, SkipListMemTable};
+
+/// Keys and a value for [`memtable_fill`], made once outside the timing.
+#[derive(Debug)]
+pub struct MemTableInput {
+    keys: Vec<Bytes>,
+    value: Bytes,
+    capacity_bytes: u64,
+}
+
+impl MemTableInput {
+    /// `entries` distinct 8-byte keys in a random order (a fixed xorshift
+    /// stream from `seed`), as the YCSB load inserts them, and one value of
+    /// `value_bytes`. The MemTable is sized for all of them.
+    pub fn random(entries: usize, value_bytes: usize, seed: u64) -> Self {
+        let mut state = seed | 1;
+        let keys = (0..entries)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                Bytes::copy_from_slice(&state.to_be_bytes())
+            })
+            .collect();
+        MemTableInput {
+            keys,
+            value: Bytes::from(vec![7u8; value_bytes]),
+            capacity_bytes: (entries * (value_bytes + 64)) as u64,
+        }
+    }
+}
+
+/// Inserts every key of `input` into a new MemTable, one version each;
+/// returns how many entries it holds.
+pub fn memtable_fill(input: &MemTableInput) -> usize {
+    let table = SkipListMemTable::with_capacity(input.capacity_bytes);
+    for (seq, key) in (1..).zip(&input.keys) {
+        table.insert(key.clone(), seq, Some(input.value.clone()));
+    }
+    table.len()
+}
