@@ -5,6 +5,7 @@
 
 mod arena;
 mod bloom;
+mod index;
 mod node;
 mod skiplist;
 #[cfg(test)]
