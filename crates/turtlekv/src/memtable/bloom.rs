@@ -27,16 +27,16 @@ impl KeyBloom {
         self.words.len() as u64 * 8
     }
 
-    /// Bit positions of a key of hash `h` (double hashing).
-    fn positions(&self, h: u64) -> impl Iterator<Item = u64> {
+    /// Bit positions of a key (double hashing).
+    fn positions(&self, key: &[u8]) -> impl Iterator<Item = u64> {
+        let h = xxhash_rust::xxh3::xxh3_64(key);
         let (a, b) = (h, (h >> 32) | 1);
         let bits = self.words.len() as u64 * 64;
         (0..PROBES).map(move |i| a.wrapping_add(i.wrapping_mul(b)) % bits)
     }
 
-    /// Adds a key by its hash (`key_hash`).
-    pub fn insert(&self, hash: u64) {
-        for bit in self.positions(hash) {
+    pub fn insert(&self, key: &[u8]) {
+        for bit in self.positions(key) {
             let word = &self.words[(bit / 64) as usize];
             let mask = 1 << (bit % 64);
             if word.load(Relaxed) & mask == 0 {
@@ -45,16 +45,11 @@ impl KeyBloom {
         }
     }
 
-    /// `false` when the key of this hash was certainly never inserted.
-    pub fn may_contain(&self, hash: u64) -> bool {
-        self.positions(hash)
+    /// `false` when the key was certainly never inserted.
+    pub fn may_contain(&self, key: &[u8]) -> bool {
+        self.positions(key)
             .all(|bit| self.words[(bit / 64) as usize].load(Relaxed) & (1 << (bit % 64)) != 0)
     }
-}
-
-/// The hash the filter and the MemTable's key index share.
-pub(crate) fn key_hash(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
 }
 
 #[cfg(test)]
@@ -65,11 +60,11 @@ mod tests {
     fn no_false_negatives_and_few_false_positives() {
         let bloom = KeyBloom::new(10_000);
         for i in 0..10_000u32 {
-            bloom.insert(key_hash(&i.to_be_bytes()));
+            bloom.insert(&i.to_be_bytes());
         }
-        assert!((0..10_000u32).all(|i| bloom.may_contain(key_hash(&i.to_be_bytes()))));
+        assert!((0..10_000u32).all(|i| bloom.may_contain(&i.to_be_bytes())));
         let false_positives = (10_000..110_000u32)
-            .filter(|i| bloom.may_contain(key_hash(&i.to_be_bytes())))
+            .filter(|i| bloom.may_contain(&i.to_be_bytes()))
             .count();
         // ~1% expected; allow for hashing luck.
         assert!(false_positives < 2_500, "{false_positives} of 100000");

@@ -5,7 +5,6 @@
 
 mod arena;
 mod bloom;
-mod index;
 mod node;
 mod skiplist;
 #[cfg(test)]

@@ -14,8 +14,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 
 use super::arena::Arena;
-use super::bloom::{KeyBloom, key_hash};
-use super::index::{KeyIndex, Lookup};
+use super::bloom::KeyBloom;
 use super::node::{
     KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
 };
@@ -40,11 +39,8 @@ pub(crate) struct SkipListMemTable {
     sealed: OnceLock<Vec<Bytes>>,
     len: AtomicUsize,
     size_bytes: AtomicU64,
-    /// Every key inserted; gets of other keys skip the search. Gets use it
-    /// once the index has stopped.
+    /// Every key inserted; gets of other keys skip the search.
     bloom: KeyBloom,
-    /// Each key's newest version, for gets at the latest sequence number.
-    index: KeyIndex,
 }
 
 #[derive(Debug)]
@@ -108,14 +104,11 @@ impl<'k> Edge<'k> {
 }
 
 impl SkipListMemTable {
-    /// A MemTable whose key filter, key index and arena chunks are sized
-    /// for `capacity_bytes` of entries. It stays correct beyond: the filter
-    /// gives more false positives, and the index stops once it has no room
-    /// (gets then search the skiplist). The filter's and the index's memory
-    /// (6% of the capacity for the index) is charged to the MemTable's size.
+    /// A MemTable whose key filter and arena chunks are sized for
+    /// `capacity_bytes` of entries (it stays correct beyond, with more false
+    /// positives). The filter's memory is charged to the MemTable's size.
     pub fn with_capacity(capacity_bytes: u64) -> Self {
         let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
-        let index = KeyIndex::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
         // About 64 chunks per MemTable: few map calls, little unused tail.
         let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
         SkipListMemTable {
@@ -127,21 +120,14 @@ impl SkipListMemTable {
             }),
             sealed: OnceLock::new(),
             len: AtomicUsize::new(0),
-            size_bytes: AtomicU64::new(bloom.size_bytes() + index.size_bytes()),
+            size_bytes: AtomicU64::new(bloom.size_bytes()),
             bloom,
-            index,
         }
     }
 
     #[cfg(test)]
     pub fn new() -> Self {
         Self::with_capacity(1 << 20)
-    }
-
-    /// Whether gets still go through the key index.
-    #[cfg(test)]
-    pub fn index_complete(&self) -> bool {
-        self.index.is_complete()
     }
 
     /// The pointer after `node` at `level`; `None` is the head.
@@ -153,16 +139,10 @@ impl SkipListMemTable {
     }
 
     fn load<'a>(&'a self, link: &AtomicPtr<Node>) -> Option<NodeRef<'a>> {
-        // Acquire pairs with the release that published the node.
-        NonNull::new(link.load(Ordering::Acquire)).map(|p| self.node(p))
-    }
-
-    /// A node of this MemTable, from a link or an index slot (loaded with
-    /// acquire, pairing with the release that published it).
-    fn node(&self, ptr: NonNull<Node>) -> NodeRef<'_> {
-        // SAFETY: links and index slots hold only nodes of this MemTable's
-        // arena, which lives as long as `self`.
-        unsafe { NodeRef::new(ptr) }
+        // SAFETY: links hold null or nodes of this MemTable's arena, which
+        // lives as long as `self`; acquire pairs with the release that
+        // published the node.
+        NonNull::new(link.load(Ordering::Acquire)).map(|p| unsafe { NodeRef::new(p) })
     }
 
     /// The last node `edge` passes (`None`: the head) and the first it does
@@ -224,16 +204,10 @@ impl SkipListMemTable {
 impl SkipListMemTable {
     /// Deep check of the structure: every level is in strict version order
     /// and is a subsequence of the level below, each node is linked only at
-    /// levels its tower has, and level 0 holds `len` nodes; the index (while
-    /// complete) gives each key's newest version.
+    /// levels its tower has, and level 0 holds `len` nodes.
     pub(crate) fn check_structure(&self) -> Result<(), String> {
         // Writes would move the structure under the walk.
         let _writer = self.writer.lock();
-        self.check_levels()?;
-        self.check_index()
-    }
-
-    fn check_levels(&self) -> Result<(), String> {
         let mut below: Vec<*mut Node> = Vec::with_capacity(self.len());
         for level in 0..MAX_HEIGHT {
             let mut level_nodes = Vec::new();
@@ -275,35 +249,6 @@ impl SkipListMemTable {
             below = level_nodes;
         }
         Ok(())
-    }
-
-    /// Every key's first node at level 0 (its newest version) is what the
-    /// index returns for it; a complete index holds only such nodes.
-    fn check_index(&self) -> Result<(), String> {
-        if !self.index.is_complete() {
-            return Ok(());
-        }
-        let mut keys = 0;
-        let mut prev: Option<NodeRef<'_>> = None;
-        let mut node = self.load(&self.head[0]);
-        while let Some(n) = node {
-            if prev.is_none_or(|p| p.key() != n.key()) {
-                keys += 1;
-                match self
-                    .index
-                    .lookup(n.key(), key_hash(n.key()), |p| self.node(p))
-                {
-                    Lookup::Newest(found) if found.ptr() == n.ptr() => {}
-                    _ => return Err(format!("the index misses the newest {:?}", n.key())),
-                }
-            }
-            prev = Some(n);
-            node = self.load(n.next(0));
-        }
-        match self.index.used_slots() {
-            used if used == keys => Ok(()),
-            used => Err(format!("{used} index slots taken for {keys} keys")),
-        }
     }
 }
 
@@ -433,9 +378,8 @@ impl SkipListMemTable {
 
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
-        let hash = key_hash(&key);
         // Before the entry: a get that finds the entry must pass the filter.
-        self.bloom.insert(hash);
+        self.bloom.insert(&key);
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
         let height = writer.random_height();
@@ -459,23 +403,16 @@ impl MemTable for SkipListMemTable {
             self.link(*pred, level).store(node.ptr(), Ordering::Release);
         }
         self.height.fetch_max(height, Ordering::Release);
-        self.index.record(hash, node, |p| self.node(p));
         self.len.fetch_add(1, Ordering::Relaxed);
-        let charged =
-            writer.arena.charged_bytes() + self.bloom.size_bytes() + self.index.size_bytes();
+        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
         self.size_bytes.store(charged, Ordering::Relaxed);
     }
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
-        let hash = key_hash(key);
-        let node = match self.index.lookup(key, hash, |p| self.node(p)) {
-            Lookup::Absent => return None,
-            Lookup::Newest(n) if n.seq() <= seq => n,
-            // An older version (a snapshot read), or no index any more.
-            Lookup::Newest(_) => self.visible(key, seq)?,
-            Lookup::Unknown if !self.bloom.may_contain(hash) => return None,
-            Lookup::Unknown => self.visible(key, seq)?,
-        };
+        if !self.bloom.may_contain(key) {
+            return None;
+        }
+        let node = self.visible(key, seq)?;
         let mut out = Vec::with_capacity(1);
         self.emit(&[node], &mut out);
         out.pop().map(|(_, value)| value)

@@ -205,10 +205,7 @@ proptest::proptest! {
             1..20,
         ),
     ) {
-        // 64 KiB: the key index holds every key; 0: it has 64 slots and
-        // stops after 56 keys, so gets fall back to the search.
-        for capacity_bytes in [64 << 10, 0] {
-        let t = SkipListMemTable::with_capacity(capacity_bytes);
+        let t = SkipListMemTable::with_capacity(64 << 10);
         let mut model = BTreeMap::new();
         for (i, (key, value)) in writes.iter().enumerate() {
             let seq = i as u64 + 1;
@@ -238,43 +235,7 @@ proptest::proptest! {
                 }
             }
         }
-        }
     }
-}
-
-#[test]
-fn gets_fall_back_to_the_search_once_the_key_index_is_full() {
-    let t = SkipListMemTable::with_capacity(0);
-    let key = |i: u32| Bytes::copy_from_slice(&i.to_be_bytes());
-    for i in 0..100u32 {
-        t.insert(key(i), u64::from(i) + 1, Some(b("old")));
-        assert_eq!(t.index_complete(), i < 56, "after {} keys", i + 1);
-    }
-    for i in 0..100u32 {
-        t.insert(key(i), u64::from(i) + 101, Some(b("new")));
-    }
-    assert_eq!(t.check_structure(), Ok(()));
-    for i in 0..100u32 {
-        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(b("new"))));
-        assert_eq!(t.get(&key(i), u64::from(i) + 100), Some(Some(b("old"))));
-        assert_eq!(t.get(&key(i), u64::from(i)), None);
-    }
-    assert_eq!(t.get(&key(100), u64::MAX), None);
-}
-
-#[test]
-fn the_key_index_serves_the_newest_version_and_defers_older_reads() {
-    let t = SkipListMemTable::with_capacity(64 << 10);
-    t.insert(b("k"), 1, Some(b("v1")));
-    t.insert(b("k"), 5, None);
-    t.insert(b("k"), 9, Some(b("v9")));
-    assert!(t.index_complete());
-    assert_eq!(t.check_structure(), Ok(()));
-    assert_eq!(t.get(b"k", 9), Some(Some(b("v9"))));
-    assert_eq!(t.get(b"k", 8), Some(None), "the tombstone at 5");
-    assert_eq!(t.get(b"k", 4), Some(Some(b("v1"))));
-    assert_eq!(t.get(b"k", 0), None);
-    assert_eq!(t.get(b"j", 9), None);
 }
 
 #[test]
