@@ -8,6 +8,7 @@ mod open;
 #[cfg(test)]
 mod pipeline_tests;
 mod read_pressure;
+mod visibility;
 mod write;
 
 use std::ops::RangeBounds;
@@ -127,9 +128,7 @@ impl Db {
             };
         }
         let inner = &self.inner;
-        inner.commit.submit(batch, options.sync, false, |group| {
-            inner.commit_group(group)
-        })
+        inner.submit(batch, options.sync, false)
     }
 
     /// The current value of `key`.
@@ -189,7 +188,7 @@ impl Db {
         let state = inner.state.load();
         stats.memtable_bytes = state.memtables().map(|m| m.size_bytes()).sum();
         stats.memtable_entries = state.memtables().map(|m| m.len() as u64).sum();
-        stats.last_sequence = inner.visible_seq.load(Ordering::Acquire);
+        stats.last_sequence = inner.visibility.visible_seq();
         stats.frozen_memtables = state.frozen.len() as u64;
         stats.checkpoint_covered_sequence = inner.covered_seq();
         stats.checkpoint_distance_bytes = inner.effective_checkpoint_distance();
@@ -269,11 +268,7 @@ impl Db {
     pub fn checkpoint_now(&self) -> Result<()> {
         self.inner.check_poison()?;
         let inner = &self.inner;
-        inner
-            .commit
-            .submit(WriteBatch::new(), false, true, |group| {
-                inner.commit_group(group)
-            })?;
+        inner.submit(WriteBatch::new(), false, true)?;
         let frozen = inner.state.load().frozen.clone();
         inner.wait_for_checkpoints(&frozen)
     }

@@ -11,6 +11,7 @@ use parking_lot::Mutex;
 use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
 use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
+use crate::db::visibility::Visibility;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, SkipListMemTable};
@@ -82,7 +83,7 @@ pub(crate) fn open(
         path,
         state: ArcSwap::from_pointee(state),
         state_transition: Mutex::new(()),
-        visible_seq: AtomicU64::new(replayed.last_seq),
+        visibility: Visibility::new(replayed.last_seq),
         wal: Mutex::new(wal),
         commit: GroupCommit::default(),
         target: target.clone(),

@@ -271,3 +271,51 @@ fn check_covers_the_tree_after_checkpoints() {
     assert_eq!(report.memtable_keys, 0);
     assert!(report.wal_segments >= 1);
 }
+
+/// Groups are applied concurrently but become visible in order: a write
+/// that began after another returned is never visible without it, in the
+/// MemTables or (after checkpoints) in the tree.
+#[test]
+fn a_write_is_never_visible_before_one_that_returned_earlier() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const WRITES: u64 = 3_000;
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    let db = open(&fs, &target, 16 * 1024);
+    // How many of writer x's puts have returned.
+    let x_returned = AtomicU64::new(0);
+    let x_key = |i: u64| format!("x{i:05}");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..WRITES {
+                db.put(x_key(i), b"x").unwrap();
+                x_returned.store(i + 1, Ordering::Release);
+            }
+        });
+        // Writer y records in each value how many x puts had returned.
+        s.spawn(|| {
+            for i in 0..WRITES {
+                let seen = x_returned.load(Ordering::Acquire);
+                db.put(format!("y{i:05}"), seen.to_be_bytes()).unwrap();
+            }
+        });
+        s.spawn(|| {
+            for _ in 0..200 {
+                let snap = db.snapshot();
+                let ys: Vec<_> = snap.prefix("y").map(|kv| kv.unwrap().1).collect();
+                let Some(last) = ys.last() else { continue };
+                let seen = u64::from_be_bytes(last[..].try_into().unwrap());
+                if seen > 0 {
+                    let x = snap.get(x_key(seen - 1)).unwrap();
+                    assert!(
+                        x.is_some(),
+                        "y saw x{} return, the snapshot lacks it",
+                        seen - 1
+                    );
+                }
+            }
+        });
+    });
+    assert!(db.stats().checkpoints > 2);
+    db.check().unwrap();
+}

@@ -273,3 +273,51 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes() {
     assert_eq!(t.len() as u64, KEYS);
     assert_eq!(t.check_structure(), Ok(()));
 }
+
+#[test]
+fn concurrent_writers_link_every_node_in_order() {
+    const PER_WRITER: u64 = 20_000;
+    const WRITERS: u64 = 3;
+    let t = SkipListMemTable::with_capacity(4 << 20);
+    // Writers interleave over one key space and share hot keys, so they
+    // race to link next to each other at every level.
+    let key = |i: u64| {
+        Bytes::from(
+            (i % 5_000)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .to_be_bytes()
+                .to_vec(),
+        )
+    };
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let t = &t;
+            s.spawn(move || {
+                for i in 0..PER_WRITER {
+                    let seq = i * WRITERS + w + 1;
+                    t.insert(key(seq), seq, Some(Bytes::from(seq.to_be_bytes().to_vec())));
+                }
+            });
+        }
+        s.spawn(|| {
+            while t.len() < (PER_WRITER * WRITERS) as usize {
+                let mut out = Vec::new();
+                let all = Bound::Unbounded;
+                t.scan(all, all, u64::MAX, Direction::Forward, usize::MAX, &mut out);
+                assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
+            }
+        });
+    });
+    assert_eq!(t.len() as u64, PER_WRITER * WRITERS);
+    assert_eq!(t.check_structure(), Ok(()));
+    // Every version is there: key(j) was written at j, j + 5000, ..., so
+    // at read point r its newest version is r - (r - j) % 5000.
+    let total = PER_WRITER * WRITERS;
+    for j in (1..=5_000).step_by(7) {
+        for r in (j..=total).step_by(4_999) {
+            let newest = r - (r - j) % 5_000;
+            let want = Bytes::from(newest.to_be_bytes().to_vec());
+            assert_eq!(t.get(&key(j), r), Some(Some(want)), "key {j} at {r}");
+        }
+    }
+}
