@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 
 use crate::checkpoint::{CheckpointTarget, Control};
 use crate::db::budget::MemoryBudget;
-use crate::db::visibility::Visibility;
 use crate::io::LockGuard;
 use crate::record_cache::RecordCache;
 use crate::state::{ReadView, State};
@@ -26,8 +25,8 @@ pub(crate) struct DbInner {
     /// Serialises State transitions (freeze, checkpoint publish), which
     /// build the next State from the current one.
     pub state_transition: Mutex<()>,
-    /// Which sequence numbers readers may see.
-    pub visibility: Visibility,
+    /// Highest sequence number whose writes are all in the MemTables.
+    pub visible_seq: AtomicU64,
     /// The log; held by the group-commit leader while it writes.
     pub wal: Mutex<Wal>,
     pub commit: GroupCommit,
@@ -86,7 +85,7 @@ impl DbInner {
     pub fn get_latest(&self, key: &[u8]) -> Result<Option<Bytes>> {
         loop {
             let state = self.state.load();
-            let seq = self.visibility.visible_seq();
+            let seq = self.visible_seq.load(Ordering::Acquire);
             if Arc::ptr_eq(&state, &self.state.load()) {
                 return self.get_at(&state, seq, key);
             }
@@ -118,7 +117,7 @@ impl DbInner {
     pub fn read_view(&self) -> ReadView {
         loop {
             let state = self.state.load_full();
-            let seq = self.visibility.visible_seq();
+            let seq = self.visible_seq.load(Ordering::Acquire);
             if Arc::ptr_eq(&state, &self.state.load()) {
                 return ReadView { state, seq };
             }

@@ -8,7 +8,6 @@ mod open;
 #[cfg(test)]
 mod pipeline_tests;
 mod read_pressure;
-mod visibility;
 mod write;
 
 use std::ops::RangeBounds;
@@ -128,7 +127,9 @@ impl Db {
             };
         }
         let inner = &self.inner;
-        inner.submit(batch, options.sync, false)
+        inner.commit.submit(batch, options.sync, false, |group| {
+            inner.commit_group(group)
+        })
     }
 
     /// The current value of `key`.
@@ -188,7 +189,7 @@ impl Db {
         let state = inner.state.load();
         stats.memtable_bytes = state.memtables().map(|m| m.size_bytes()).sum();
         stats.memtable_entries = state.memtables().map(|m| m.len() as u64).sum();
-        stats.last_sequence = inner.visibility.visible_seq();
+        stats.last_sequence = inner.visible_seq.load(Ordering::Acquire);
         stats.frozen_memtables = state.frozen.len() as u64;
         stats.checkpoint_covered_sequence = inner.covered_seq();
         stats.checkpoint_distance_bytes = inner.effective_checkpoint_distance();
@@ -268,7 +269,11 @@ impl Db {
     pub fn checkpoint_now(&self) -> Result<()> {
         self.inner.check_poison()?;
         let inner = &self.inner;
-        inner.submit(WriteBatch::new(), false, true)?;
+        inner
+            .commit
+            .submit(WriteBatch::new(), false, true, |group| {
+                inner.commit_group(group)
+            })?;
         let frozen = inner.state.load().frozen.clone();
         inner.wait_for_checkpoints(&frozen)
     }

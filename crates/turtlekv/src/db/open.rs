@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
 use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
-use crate::db::visibility::Visibility;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, SkipListMemTable};
@@ -83,7 +82,7 @@ pub(crate) fn open(
         path,
         state: ArcSwap::from_pointee(state),
         state_transition: Mutex::new(()),
-        visibility: Visibility::new(replayed.last_seq),
+        visible_seq: AtomicU64::new(replayed.last_seq),
         wal: Mutex::new(wal),
         commit: GroupCommit::default(),
         target: target.clone(),

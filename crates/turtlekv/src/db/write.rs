@@ -1,7 +1,7 @@
-//! The write path: what a group-commit leader logs, how groups are applied,
-//! and MemTable freezing.
+//! The write path: what a group-commit leader does, and MemTable freezing.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
@@ -10,36 +10,17 @@ use crate::memtable::SkipListMemTable;
 use crate::state::{Frozen, State};
 use crate::stats::bump;
 use crate::wal::Request;
-use crate::{Error, Result, WriteBatch};
-
-/// What logging a group numbered: its writes are `first_seq..next_seq`.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Logged {
-    first_seq: u64,
-    next_seq: u64,
-}
+use crate::{Error, Result};
 
 impl DbInner {
-    /// Commits `batch` through the group commit: logged in a group, applied
-    /// to the MemTable, visible when this returns.
-    pub fn submit(&self, batch: WriteBatch, sync: bool, freeze: bool) -> Result<()> {
-        self.commit.submit(
-            batch,
-            sync,
-            freeze,
-            |group| self.log_group(group),
-            |group, logged| self.apply_group(group, logged),
-        )
-    }
-
     /// Leader work: freeze the MemTable if it is full (or a checkpoint was
-    /// asked for), then log the group with one write (and at most one sync)
-    /// and number its writes.
+    /// asked for), then log the group with one write (and at most one sync),
+    /// apply it to the MemTable and make it visible in one step.
     ///
     /// Freezing comes first so that every way this can fail (a stall that
     /// ends in a failed checkpoint, a failed WAL write) fails before the
     /// group is logged or applied: an error means the writes did not happen.
-    fn log_group(&self, group: &[Request]) -> Result<Logged> {
+    pub fn commit_group(&self, group: &[Request]) -> Result<()> {
         self.check_poison()?;
         let forced = group.iter().any(|r| r.freeze);
         self.maybe_freeze(forced)?;
@@ -53,22 +34,15 @@ impl DbInner {
         bump(&self.stats.wal_group_commits, 1);
         self.report_wal_io(&mut wal);
         drop(wal);
+        self.apply_group(group, first_seq);
+        self.visible_seq.store(next_seq - 1, Ordering::Release);
         self.rebalance_memory(false);
-        Ok(Logged {
-            first_seq,
-            next_seq,
-        })
+        Ok(())
     }
 
-    /// Applies a logged group to the MemTable, then makes it visible once
-    /// every group logged before it is. Runs after the leader has handed
-    /// on the leadership, so it overlaps the logging of the next group and
-    /// the applying of others.
-    fn apply_group(&self, group: &[Request], logged: Logged) {
-        // The MemTable the group was logged for: a freeze waits until every
-        // logged group is visible before it replaces the active MemTable.
+    fn apply_group(&self, group: &[Request], first_seq: u64) {
         let state = self.state.load();
-        let mut batch_first_seq = logged.first_seq;
+        let mut batch_first_seq = first_seq;
         for req in group {
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
@@ -85,17 +59,11 @@ impl DbInner {
             bump(&self.stats.batches, 1);
             bump(&self.stats.user_bytes_written, req.batch.user_bytes());
         }
-        debug_assert_eq!(batch_first_seq, logged.next_seq);
-        if logged.next_seq > logged.first_seq {
-            self.visibility
-                .publish(logged.first_seq, logged.next_seq - 1);
-        }
     }
 
     /// Freezes the active MemTable once it holds `checkpoint_distance_bytes`
     /// (or on request, if it holds anything). Runs in the leader, so no
-    /// group is logged while it happens, and it waits for the groups logged
-    /// before to be applied.
+    /// write is between the WAL and the MemTable while it happens.
     fn maybe_freeze(&self, forced: bool) -> Result<()> {
         if self.target.is_none() {
             return Ok(());
@@ -109,14 +77,13 @@ impl DbInner {
         self.wait_for_frozen_slot()?;
         // The new MemTable's records start in a new segment, so the WAL can
         // be trimmed exactly when this MemTable's checkpoint is durable.
-        let (wal_replay_from, last_seq) = {
+        let wal_replay_from = {
             let mut wal = self.wal.lock();
             wal.rotate().map_err(|e| self.poison_with(e))?;
-            (wal.segment_start(), wal.next_seq() - 1)
+            wal.segment_start()
         };
-        // Groups logged before this one may still be applying to the
-        // active MemTable; only the leader logs, so none is logged after.
-        self.visibility.wait_for(last_seq);
+        let last_seq = self.visible_seq.load(Ordering::Acquire);
+        // The leader is the only writer, so nothing is inserted after this.
         self.state.load().active.seal();
         self.transition(|current| {
             let frozen = Arc::new(Frozen {

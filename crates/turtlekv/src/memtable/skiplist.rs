@@ -1,10 +1,8 @@
 //! The MemTable: a skiplist whose nodes live in an arena (`arena.rs`,
-//! `node.rs`). Writers take a mutex only to carve a node from the arena;
-//! they search and link concurrently, each link a compare-and-swap, bottom
-//! level first (groups of writes are applied concurrently: `db/write.rs`).
-//! Nothing is ever unlinked. Readers never lock or count references: they
-//! follow pointers published with release stores, and nodes live as long
-//! as the MemTable.
+//! `node.rs`). One writer at a time links nodes in (the group commit's
+//! leader already serialises writes; a mutex makes it a rule). Readers never
+//! lock or count references: they follow pointers published with release
+//! stores, and nodes live as long as the MemTable.
 
 use std::fmt;
 use std::ops::Bound;
@@ -50,8 +48,6 @@ struct Writer {
     arena: Arena,
     /// xorshift state for tower heights.
     rng: u64,
-    /// Nodes carved so far; `len` counts those fully linked.
-    allocated: usize,
 }
 
 impl Writer {
@@ -121,7 +117,6 @@ impl SkipListMemTable {
             writer: Mutex::new(Writer {
                 arena: Arena::new(chunk_bytes),
                 rng: 0x2545_f491_4f6c_dd1d,
-                allocated: 0,
             }),
             sealed: OnceLock::new(),
             len: AtomicUsize::new(0),
@@ -212,7 +207,7 @@ impl SkipListMemTable {
     /// levels its tower has, and level 0 holds `len` nodes.
     pub(crate) fn check_structure(&self) -> Result<(), String> {
         // Writes would move the structure under the walk.
-        let _writer = self.quiesce();
+        let _writer = self.writer.lock();
         let mut below: Vec<*mut Node> = Vec::with_capacity(self.len());
         for level in 0..MAX_HEIGHT {
             let mut level_nodes = Vec::new();
@@ -381,80 +376,36 @@ impl SkipListMemTable {
     }
 }
 
-impl SkipListMemTable {
-    /// Carves a node for the entry; the only step writers take in turn.
-    fn allocate(&self, key: &[u8], seq: u64, value: Option<&[u8]>) -> (NodeRef<'_>, usize) {
-        let mut writer = self.writer.lock();
-        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
-        let height = writer.random_height();
-        let node = write_node(&mut writer.arena, height, key, seq, value);
-        writer.allocated += 1;
-        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
-        self.size_bytes.store(charged, Ordering::Relaxed);
-        // SAFETY: just written in this MemTable's arena; linked by the caller.
-        (unsafe { NodeRef::new(node) }, height)
-    }
-
-    /// Links `node` into `level` after the last node before it, walking
-    /// from `pred` (`None`: the head), which the search found before it.
-    /// Other writers may have linked nodes after `pred` since; as nothing
-    /// is unlinked, `pred` still comes before `node`, and a failed swap
-    /// only means walking on from it.
-    fn link_at<'a>(&'a self, node: NodeRef<'a>, mut pred: Option<NodeRef<'a>>, level: usize) {
-        let edge = Edge::Version(node.parts());
-        loop {
-            let mut next = self.load(self.link(pred, level));
-            while let Some(n) = next.filter(|&n| edge.passes(n)) {
-                pred = Some(n);
-                next = self.load(n.next(level));
-            }
-            debug_assert!(
-                next.is_none_or(|n| compare(n.parts(), node.parts()).is_gt()),
-                "sequence numbers of one key are unique"
-            );
-            let after = next.map_or(std::ptr::null_mut(), |n| n.ptr());
-            node.next(level).store(after, Ordering::Relaxed);
-            // Release: a reader that finds the node sees its contents and
-            // its link at this level.
-            let linked = self.link(pred, level).compare_exchange(
-                after,
-                node.ptr(),
-                Ordering::Release,
-                Ordering::Relaxed,
-            );
-            if linked.is_ok() {
-                return;
-            }
-        }
-    }
-
-    /// Holds the writer lock once every node carved is linked: no insert
-    /// is under way until it is dropped.
-    fn quiesce(&self) -> parking_lot::MutexGuard<'_, Writer> {
-        let writer = self.writer.lock();
-        // Inserts past `allocate` take no lock, so they finish soon.
-        while self.len.load(Ordering::Acquire) < writer.allocated {
-            std::thread::yield_now();
-        }
-        writer
-    }
-}
-
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
         // Before the entry: a get that finds the entry must pass the filter.
         self.bloom.insert(&key);
-        let (node, height) = self.allocate(&key, seq, value.as_deref());
+        let mut writer = self.writer.lock();
+        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
+        let height = writer.random_height();
+        let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
+        // SAFETY: just written in this MemTable's arena; published below.
+        let node = unsafe { NodeRef::new(node) };
         let mut preds = [None; MAX_HEIGHT];
-        self.seek(Edge::Version(node.parts()), Some(&mut preds));
-        // Bottom up: a reader that reaches the node at any level can go on
-        // from it at every level below. Levels above the height the search
-        // saw start at the head.
+        let (_, next) = self.seek(Edge::Version(node.parts()), Some(&mut preds));
+        debug_assert!(
+            next.is_none_or(|n| compare(n.parts(), node.parts()).is_gt()),
+            "sequence numbers of one key are unique"
+        );
+        // The whole tower first, then publish bottom up: a reader that
+        // reaches the node at any level can go on from it at every level
+        // below. Levels above the current height start at the head.
         for (level, pred) in preds.iter().enumerate().take(height) {
-            self.link_at(node, *pred, level);
+            let after = self.link(*pred, level).load(Ordering::Relaxed);
+            node.next(level).store(after, Ordering::Relaxed);
+        }
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            self.link(*pred, level).store(node.ptr(), Ordering::Release);
         }
         self.height.fetch_max(height, Ordering::Release);
-        self.len.fetch_add(1, Ordering::Release);
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
+        self.size_bytes.store(charged, Ordering::Relaxed);
     }
 
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
@@ -489,7 +440,7 @@ impl MemTable for SkipListMemTable {
     }
 
     fn seal(&self) {
-        let writer = self.quiesce();
+        let writer = self.writer.lock();
         self.sealed.get_or_init(|| writer.arena.share());
     }
 

@@ -315,15 +315,10 @@ impl RecordCache {
         let Some(i) = shard.find(hash, key) else {
             return;
         };
-        // Groups are applied concurrently, so a newer write of the key may
-        // have come first; its entry stays.
-        if entry_at(&shard.entries, i).seq > seq {
-            return;
-        }
         let old = shard.remove_at(i);
         // A copy: the write's value is a slice of its batch's arena, which
         // it would otherwise keep alive.
-        let mut entry = Entry::new(key, value.map(|v| &v[..]), seq);
+        let mut entry = Entry::new(key, value.map(|v| &v[..]), old.seq.max(seq));
         entry.referenced = old.referenced;
         // A value too large for the shard is simply no longer cached; the
         // raised watermark keeps the old one from being admitted again.

@@ -1,8 +1,6 @@
 //! Group commit: writers queue their batches; whoever finds no leader at
-//! work becomes the leader, takes every queued batch, and logs them with
-//! one `write` (and at most one `fdatasync`) while the others wait. The
-//! leader then hands the leadership on and applies its group, so the next
-//! group is logged while this one is applied.
+//! work becomes the leader, takes every queued batch, and commits them with
+//! one `write` (and at most one `fdatasync`) while the others wait.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -52,17 +50,14 @@ pub(crate) struct GroupCommit {
 
 impl GroupCommit {
     /// Queues `batch` and returns once a leader (perhaps this caller) has
-    /// committed it. `log` logs a whole group; only one runs at a time, so
-    /// it can own the log and number writes in order. `apply` then gets
-    /// what `log` returned; applies of successive groups may overlap, and
-    /// each must return only once its group is visible.
-    pub fn submit<L>(
+    /// committed it. `lead` commits a whole group; only one runs at a time,
+    /// so it can own the log and publish sequence numbers in order.
+    pub fn submit(
         &self,
         batch: WriteBatch,
         sync: bool,
         freeze: bool,
-        log: impl Fn(&[Request]) -> Result<L>,
-        apply: impl Fn(&[Request], L),
+        lead: impl Fn(&[Request]) -> Result<()>,
     ) -> Result<()> {
         let mut q = self.queue.lock();
         let ticket = q.next_ticket;
@@ -78,10 +73,7 @@ impl GroupCommit {
             if let Some(result) = q.done.remove(&ticket) {
                 return result;
             }
-            // A writer whose request a leader took waits for it to finish,
-            // even while no one leads.
-            let queued = q.waiting.front().is_some_and(|r| r.ticket <= ticket);
-            if q.leader_active || !queued {
+            if q.leader_active {
                 self.changed.wait(&mut q);
                 continue;
             }
@@ -89,15 +81,9 @@ impl GroupCommit {
             let mut group = take_group(&mut q.waiting);
             self.gather_sync_writers(&mut q, &mut group);
             drop(q);
-            let logged = log(&group);
+            let result = lead(&group);
             q = self.queue.lock();
             q.leader_active = false;
-            if !q.waiting.is_empty() {
-                self.changed.notify_all();
-            }
-            drop(q);
-            let result = logged.map(|logged| apply(&group, logged));
-            q = self.queue.lock();
             for req in &group {
                 q.done.insert(req.ticket, share(&result));
             }
