@@ -25,7 +25,22 @@ pub(crate) struct LeafHead {
     pub data_offset: u32,
     pub has_tombstones: bool,
     pub chunks: Vec<ChunkEntry>,
+    /// Each chunk's separator as a `key_prefix`, side by side: a lookup
+    /// searches these few cache lines and reads a separator only where
+    /// prefixes tie.
+    pub separator_prefixes: Vec<u64>,
     pub block_crcs: Vec<u32>,
+}
+
+/// The first 8 bytes of `key`, zero-padded, as a big-endian number. If
+/// `key_prefix(a) < key_prefix(b)` then `a < b`: the first differing byte
+/// is either a real byte of both, or a padding zero of the shorter key,
+/// which then is a prefix of the other. Equal prefixes decide nothing.
+pub(crate) fn key_prefix(key: &[u8]) -> u64 {
+    let mut bytes = [0u8; 8];
+    let n = key.len().min(8);
+    bytes[..n].copy_from_slice(&key[..n]);
+    u64::from_be_bytes(bytes)
 }
 
 pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
@@ -99,6 +114,7 @@ impl LeafHead {
             filter_len,
             data_offset,
             has_tombstones: u16::from_le_bytes([head[6], head[7]]) & 1 == 1,
+            separator_prefixes: chunks.iter().map(|c| key_prefix(&c.separator)).collect(),
             chunks,
             block_crcs,
         })
@@ -108,7 +124,7 @@ impl LeafHead {
     /// separators are slices of the raw head bytes, which stay allocated
     /// with it.
     pub(crate) fn memory_bytes(&self) -> u64 {
-        let chunks = self.chunks.len() * std::mem::size_of::<ChunkEntry>();
+        let chunks = self.chunks.len() * (std::mem::size_of::<ChunkEntry>() + 8);
         let crcs = self.block_crcs.len() * 4;
         let raw = if self.chunks.iter().any(|c| !c.separator.is_empty()) {
             self.head_len as usize
@@ -146,11 +162,16 @@ impl LeafHead {
         Ok(None)
     }
 
-    /// The chunk a key would be in.
+    /// The chunk a key would be in: the last whose separator is `<= key`.
     pub(crate) fn chunk_for(&self, key: &[u8]) -> usize {
-        self.chunks
-            .partition_point(|c| c.separator.as_ref() <= key)
-            .saturating_sub(1)
+        let prefixes = &self.separator_prefixes;
+        let key_prefix = key_prefix(key);
+        // Below the key's prefix: below the key. Above it: above the key.
+        let below = prefixes.partition_point(|&p| p < key_prefix);
+        let tied = prefixes[below..].partition_point(|&p| p == key_prefix);
+        let at_most = below
+            + self.chunks[below..below + tied].partition_point(|c| c.separator.as_ref() <= key);
+        at_most.saturating_sub(1)
     }
 
     /// `(offset in page, length)` of chunk `c`'s blocks.

@@ -107,3 +107,68 @@ fn serialisation_is_deterministic() {
         serialize(&its, 4088, 16, usize::MAX)
     );
 }
+
+/// `chunk_for` searches separator prefixes first; it must pick the chunk
+/// the separators themselves pick, where prefixes tie most of all: keys
+/// sharing 8-byte prefixes, keys shorter than 8 bytes, trailing zeros.
+#[test]
+fn chunk_for_agrees_with_the_separators() {
+    let mut keys: Vec<Vec<u8>> = Vec::new();
+    for stem in [&b"commonpr"[..], b"ab", b"ab\0", b"\0\0\0\0\0\0\0\0", b"z"] {
+        for i in 0..60u32 {
+            let mut k = stem.to_vec();
+            k.extend_from_slice(&i.to_be_bytes()[(i % 4) as usize..]);
+            keys.push(k);
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let items: Vec<Item> = keys
+        .iter()
+        .map(|k| Item::put(k.clone(), vec![1; 40]))
+        .collect();
+    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX));
+    let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
+    assert!(head.chunks.len() > 20, "{} chunks", head.chunks.len());
+    let naive = |key: &[u8]| {
+        head.chunks
+            .partition_point(|c| c.separator.as_ref() <= key)
+            .saturating_sub(1)
+    };
+    let mut probes = keys.clone();
+    for k in &keys {
+        probes.push(k[..k.len() - 1].to_vec());
+        probes.push([k.as_slice(), b"\0"].concat());
+        probes.push([k.as_slice(), b"\xff"].concat());
+    }
+    probes.push(Vec::new());
+    for probe in &probes {
+        assert_eq!(head.chunk_for(probe), naive(probe), "key {probe:?}");
+    }
+}
+
+#[test]
+fn key_prefix_order_implies_key_order() {
+    use crate::tree::leaf_head::key_prefix;
+    let keys: Vec<&[u8]> = vec![
+        b"",
+        b"\0",
+        b"\0\0",
+        b"a",
+        b"a\0",
+        b"a\0\x01",
+        b"ab",
+        b"abcdefgh",
+        b"abcdefgh\0",
+        b"abcdefghi",
+        b"abcdefgi",
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+    ];
+    for a in &keys {
+        for b in &keys {
+            if key_prefix(a) < key_prefix(b) {
+                assert!(a < b, "{a:?} {b:?}");
+            }
+        }
+    }
+}

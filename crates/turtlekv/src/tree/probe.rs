@@ -44,18 +44,19 @@ pub(super) struct NodeProbe<'a> {
     pub segments: Vec<SegmentProbe<'a>>,
 }
 
-/// Verifies a node page and finds the key's pivot and its active segments.
+/// Finds the key's pivot in a node page and its active segments. The
+/// page's blocks were verified when read; its structure is checked here.
 pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a>, String> {
     probe_node_at(bytes, PivotTarget::Holding(key))
 }
 
-/// Verifies a node page and finds the target pivot, its key range and its
-/// active segments.
+/// Finds the target pivot in a node page, its key range and its active
+/// segments.
 pub(super) fn probe_node_at<'a>(
     bytes: &'a [u8],
     target: PivotTarget<'_>,
 ) -> Result<NodeProbe<'a>, String> {
-    let (header, mut r) = Header::parse(bytes)?;
+    let (header, mut r) = Header::parse_trusted(bytes)?;
     let mut child_leaf = None;
     let mut child_node = PageId::from_raw(0);
     let mut pivot = 0;
@@ -73,12 +74,14 @@ pub(super) fn probe_node_at<'a>(
             let len = r.u16()? as usize;
             Some(r.take(len)?)
         };
-        // Pivot keys are ascending, so the pivots to take are a prefix.
-        let take = lower.is_none_or(|lower| match target {
-            PivotTarget::Holding(key) => lower <= key,
-            PivotTarget::Before(key) => lower < key,
-            PivotTarget::Last => true,
-        });
+        // Pivot keys are ascending, so the pivots to take are a prefix:
+        // past its end (`hi` found), no key needs comparing.
+        let take = hi.is_none()
+            && lower.is_none_or(|lower| match target {
+                PivotTarget::Holding(key) => lower <= key,
+                PivotTarget::Before(key) => lower < key,
+                PivotTarget::Last => true,
+            });
         if take {
             (pivot, lo) = (i, lower);
             child_leaf = leaf;
