@@ -147,20 +147,29 @@ pub(crate) enum CachePriority {
     Node,
 }
 
-/// Decoded forms of a leaf page that the tree builds once, verifies once
-/// and keeps in the page cache.
+/// Decoded forms of a page that the tree builds once, verifies once and
+/// keeps in the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ObjectKind {
     LeafHead,
     Filter,
+    /// A node page parsed for lookups and scans (`tree::probe::NodeIndex`).
+    NodeIndex,
 }
 
 impl ObjectKind {
+    pub(crate) const ALL: [ObjectKind; 3] = [
+        ObjectKind::LeafHead,
+        ObjectKind::Filter,
+        ObjectKind::NodeIndex,
+    ];
+
     /// Cache key part; block numbers and `WHOLE_PAGE` never reach these.
     pub(crate) fn part(self) -> u32 {
         match self {
             ObjectKind::LeafHead => u32::MAX - 1,
             ObjectKind::Filter => u32::MAX - 2,
+            ObjectKind::NodeIndex => u32::MAX - 3,
         }
     }
 }

@@ -235,7 +235,7 @@ impl PageStore {
                 page: id.to_raw(),
                 part: WHOLE_PAGE,
             });
-            let objects = [ObjectKind::LeafHead, ObjectKind::Filter].map(ObjectKind::part);
+            let objects = ObjectKind::ALL.map(ObjectKind::part);
             for part in (0..id.blocks()).chain(objects) {
                 self.cache.remove(CacheKey {
                     page: id.to_raw(),
@@ -405,6 +405,7 @@ impl PageIo for PageStore {
             (true, _) => &self.counters.cache_hits,
             (false, ObjectKind::LeafHead) => &self.counters.leaf_head_misses,
             (false, ObjectKind::Filter) => &self.counters.filter_misses,
+            (false, ObjectKind::NodeIndex) => &self.counters.cache_misses,
         };
         bump(counter, 1);
         found

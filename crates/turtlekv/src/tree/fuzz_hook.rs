@@ -8,7 +8,7 @@ use super::item::Item;
 use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
 use super::node::{HEADER_BYTES as NODE_HEADER_BYTES, Node};
 use super::node_codec::referenced_pages;
-use super::probe::probe_node;
+use super::probe::{NodeIndex, PivotTarget};
 use crate::filter;
 
 /// Decodes leaf contents as a lookup and a scan would: filter, head, every
@@ -53,10 +53,18 @@ pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
 /// Decodes node contents three ways: fully, as a lookup probe of a few
 /// keys, and as the live-set walk at open.
 pub(crate) fn decode_node(bytes: &[u8]) -> Result<usize, String> {
-    let probed = [&b""[..], b"a", b"key", b"\xff\xff"]
-        .iter()
-        .filter(|key| probe_node(bytes, key).is_ok())
-        .count();
+    // Parsed as the read path parses it; a parse that succeeds answers
+    // every probe, and each probe's segments are among the node's.
+    let index = NodeIndex::parse(Bytes::copy_from_slice(bytes));
+    let probed = index.as_ref().map_or(0, |index| {
+        [&b""[..], b"a", b"key", b"\xff\xff"]
+            .iter()
+            .filter(|key| {
+                let probe = index.probe(PivotTarget::Holding(key));
+                probe.segments.len() <= index.segment_count()
+            })
+            .count()
+    });
     let referenced = referenced_pages(bytes).map_err(|e| e.to_string());
     let node = Node::decode(bytes)?;
     let referenced = referenced?;

@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use super::item::Item;
 use super::node::LeafRef;
-use super::probe::probe_node;
+use super::probe::PivotTarget;
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::filter;
@@ -26,8 +26,8 @@ impl Tree {
         let hash = filter::key_hash(key);
         let mut expected_height = None;
         loop {
-            let page = self.io.read_page(id, CachePriority::Node)?;
-            let node = probe_node(&page, key).map_err(|reason| corrupt(id, reason))?;
+            let index = self.read_node_index(id)?;
+            let node = index.probe(PivotTarget::Holding(key));
             if expected_height.is_some_and(|h| h != node.height) {
                 return Err(corrupt(id, "child height does not match its parent"));
             }

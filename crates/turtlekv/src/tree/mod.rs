@@ -175,6 +175,28 @@ impl Tree {
         node::Node::decode(&bytes).map_err(|reason| corrupt(id, reason))
     }
 
+    /// A node page's lookup index: from the page cache, or read (its blocks
+    /// verified), parsed and cached. The raw page is not cached besides.
+    fn read_node_index(&self, id: PageId) -> Result<Arc<probe::NodeIndex>> {
+        if let Some(index) = self.io.cached_object(id, ObjectKind::NodeIndex) {
+            if let Ok(index) = index.downcast::<probe::NodeIndex>() {
+                return Ok(index);
+            }
+        }
+        let bytes = self.io.read_page_uncached(id)?;
+        let index = probe::NodeIndex::parse(bytes).map_err(|reason| corrupt(id, reason))?;
+        let index = Arc::new(index);
+        let size_bytes = index.memory_bytes();
+        self.io.cache_object(
+            id,
+            ObjectKind::NodeIndex,
+            index.clone(),
+            size_bytes,
+            CachePriority::Node,
+        );
+        Ok(index)
+    }
+
     /// The decoded head of a stored leaf: from the page cache, where it is
     /// kept decoded and verified, or read, verified and cached.
     fn read_leaf_head(&self, r: &node::LeafRef) -> Result<Arc<leaf::LeafHead>> {

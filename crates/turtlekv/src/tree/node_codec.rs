@@ -227,6 +227,10 @@ pub(super) struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    /// How far into the page the reader is.
+    pub(super) fn offset(&self) -> usize {
+        self.at
+    }
     pub(super) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         let out = self
             .bytes

@@ -1,6 +1,11 @@
-//! The read path's view of a node page: it parses only what a point lookup
-//! or a scan window needs (one pivot, its key range and the segments active
-//! for it) without building the whole in-memory node.
+//! The read path's view of a node page: what a point lookup or a scan
+//! window needs (one pivot, its key range and the segments active for it),
+//! from an index parsed once per cached page, without building the whole
+//! in-memory node.
+
+use std::ops::Range;
+
+use bytes::Bytes;
 
 use super::node::LeafRef;
 use super::node_codec::Header;
@@ -44,88 +49,177 @@ pub(super) struct NodeProbe<'a> {
     pub segments: Vec<SegmentProbe<'a>>,
 }
 
-/// Finds the key's pivot in a node page and its active segments. The
-/// page's blocks were verified when read; its structure is checked here.
-pub(super) fn probe_node<'a>(bytes: &'a [u8], key: &[u8]) -> Result<NodeProbe<'a>, String> {
-    probe_node_at(bytes, PivotTarget::Holding(key))
+/// A node page parsed once for lookups and scans, and cached beside leaf
+/// heads (`Tree::read_node_index`): every pivot's lower key and child, and
+/// every segment's active pivots and flushed bounds, keys as ranges of
+/// the page. A probe is then a binary search and a pass over segments
+/// instead of a parse of the whole page.
+#[derive(Debug)]
+pub(crate) struct NodeIndex {
+    page: Bytes,
+    height: u8,
+    pivots: Vec<PivotEntry>,
+    segments: Vec<SegmentEntry>,
 }
 
-/// Finds the target pivot in a node page, its key range and its active
-/// segments.
-pub(super) fn probe_node_at<'a>(
-    bytes: &'a [u8],
-    target: PivotTarget<'_>,
-) -> Result<NodeProbe<'a>, String> {
-    let (header, mut r) = Header::parse_trusted(bytes)?;
-    let mut child_leaf = None;
-    let mut child_node = PageId::from_raw(0);
-    let mut pivot = 0;
-    let (mut lo, mut hi) = (None, None);
-    for i in 0..header.pivot_count {
-        let (leaf, node) = if header.height == 1 {
-            (Some(r.leaf_ref()?), None)
-        } else {
-            (None, Some(PageId::from_raw(r.u64()?)))
-        };
-        r.u64()?; // pending bytes
-        let lower = if i == 0 {
-            None
-        } else {
-            let len = r.u16()? as usize;
-            Some(r.take(len)?)
-        };
-        // Pivot keys are ascending, so the pivots to take are a prefix:
-        // past its end (`hi` found), no key needs comparing.
-        let take = hi.is_none()
-            && lower.is_none_or(|lower| match target {
+#[derive(Debug)]
+struct PivotEntry {
+    /// The lower key's bytes in the page; empty for pivot 0, which has none.
+    lower: Range<u32>,
+    child_leaf: Option<LeafRef>,
+    child_node: PageId,
+}
+
+#[derive(Debug)]
+struct SegmentEntry {
+    leaf: LeafRef,
+    first_pivot: usize,
+    pivot_span: usize,
+    /// The active bit set's bytes in the page.
+    active_bits: Range<u32>,
+    /// Flushed bounds: pivot, flushed index, flushed key's bytes.
+    bounds: Vec<(usize, u32, Range<u32>)>,
+}
+
+/// `start..end` as page offsets (pages are far below 4 GiB).
+fn span(start: usize, end: usize) -> Range<u32> {
+    start as u32..end as u32
+}
+
+impl NodeIndex {
+    /// Parses a node page whose blocks the page store verified. Every field
+    /// is bounds-checked; the node checksum is not recomputed (see
+    /// `Header::parse_trusted`).
+    pub(crate) fn parse(page: Bytes) -> Result<Self, String> {
+        let (header, mut r) = Header::parse_trusted(&page)?;
+        let mut pivots = Vec::with_capacity(header.pivot_count.min(page.len() / 16));
+        for i in 0..header.pivot_count {
+            let (child_leaf, child_node) = if header.height == 1 {
+                let leaf = r.leaf_ref()?;
+                (Some(leaf), leaf.id)
+            } else {
+                (None, PageId::from_raw(r.u64()?))
+            };
+            r.u64()?; // pending bytes
+            let lower = if i == 0 {
+                span(r.offset(), r.offset())
+            } else {
+                let len = r.u16()? as usize;
+                let at = r.offset();
+                r.take(len)?;
+                span(at, at + len)
+            };
+            pivots.push(PivotEntry {
+                lower,
+                child_leaf,
+                child_node,
+            });
+        }
+        let mut segments = Vec::with_capacity(header.segment_count.min(page.len() / 16));
+        for _ in 0..header.segment_count {
+            r.u8()?; // level: segments are stored newest level first
+            r.u8()?; // flags
+            let leaf = r.leaf_ref()?;
+            r.u32()?; // item count
+            let first_pivot = r.u16()? as usize;
+            let pivot_span = r.u16()? as usize;
+            let at = r.offset();
+            r.take(pivot_span.div_ceil(8))?;
+            let active_bits = span(at, r.offset());
+            let bound_count = r.u16()? as usize;
+            let mut bounds = Vec::with_capacity(bound_count.min(page.len() / 8));
+            for _ in 0..bound_count {
+                let pivot = r.u16()? as usize;
+                let index = r.u32()?;
+                let len = r.u16()? as usize;
+                let at = r.offset();
+                r.take(len)?;
+                bounds.push((pivot, index, span(at, at + len)));
+            }
+            segments.push(SegmentEntry {
+                leaf,
+                first_pivot,
+                pivot_span,
+                active_bits,
+                bounds,
+            });
+        }
+        Ok(NodeIndex {
+            height: header.height,
+            page,
+            pivots,
+            segments,
+        })
+    }
+
+    /// Segments the node holds, active for any pivot or not.
+    pub(crate) fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// The page the index points into.
+    pub(super) fn page(&self) -> &Bytes {
+        &self.page
+    }
+
+    /// Memory the index takes beside its page, for the cache's accounting.
+    pub(crate) fn memory_bytes(&self) -> u64 {
+        let bounds: usize = self.segments.iter().map(|s| s.bounds.len()).sum();
+        (std::mem::size_of::<Self>()
+            + self.page.len()
+            + self.pivots.len() * std::mem::size_of::<PivotEntry>()
+            + self.segments.len() * std::mem::size_of::<SegmentEntry>()
+            + bounds * std::mem::size_of::<(usize, u32, Range<u32>)>()) as u64
+    }
+
+    fn bytes(&self, at: &Range<u32>) -> &[u8] {
+        &self.page[at.start as usize..at.end as usize]
+    }
+
+    /// The key's pivot (`Holding`), the one before it, or the last, with
+    /// its key range and its active segments.
+    pub(super) fn probe(&self, target: PivotTarget<'_>) -> NodeProbe<'_> {
+        // Pivot keys ascend, so the pivots a target takes are a prefix;
+        // pivot 0, without a key, is always taken.
+        let taken = 1 + self.pivots[1..].partition_point(|p| {
+            let lower = self.bytes(&p.lower);
+            match target {
                 PivotTarget::Holding(key) => lower <= key,
                 PivotTarget::Before(key) => lower < key,
                 PivotTarget::Last => true,
-            });
-        if take {
-            (pivot, lo) = (i, lower);
-            child_leaf = leaf;
-            child_node = node.unwrap_or(child_node);
-        } else if hi.is_none() {
-            hi = lower;
-        }
-    }
-    let mut segments = Vec::new();
-    for _ in 0..header.segment_count {
-        r.u8()?; // level: segments are stored newest level first
-        r.u8()?; // flags
-        let leaf = r.leaf_ref()?;
-        r.u32()?; // item count
-        let first = r.u16()? as usize;
-        let span = r.u16()? as usize;
-        let bits = r.take(span.div_ceil(8))?;
-        let active = (first..first + span).contains(&pivot)
-            && bits[(pivot - first) / 8] >> ((pivot - first) % 8) & 1 == 1;
-        let mut flushed_index = 0;
-        let mut flushed_key: &[u8] = &[];
-        for _ in 0..r.u16()? {
-            let p = r.u16()? as usize;
-            let index = r.u32()?;
-            let len = r.u16()? as usize;
-            let k = r.take(len)?;
-            if p == pivot {
-                (flushed_index, flushed_key) = (index, k);
             }
-        }
-        if active {
-            segments.push(SegmentProbe {
-                leaf,
-                flushed_index,
-                flushed_key,
-            });
+        });
+        let pivot = taken - 1;
+        let entry = &self.pivots[pivot];
+        let segments = self
+            .segments
+            .iter()
+            .filter(|s| self.is_active(s, pivot))
+            .map(|s| {
+                let bound = s.bounds.iter().rev().find(|(p, _, _)| *p == pivot);
+                SegmentProbe {
+                    leaf: s.leaf,
+                    flushed_index: bound.map_or(0, |(_, index, _)| *index),
+                    flushed_key: bound.map_or(&[][..], |(_, _, key)| self.bytes(key)),
+                }
+            })
+            .collect();
+        NodeProbe {
+            height: self.height,
+            lo: (pivot > 0).then(|| self.bytes(&entry.lower)),
+            hi: self
+                .pivots
+                .get(pivot + 1)
+                .map(|next| self.bytes(&next.lower)),
+            child_leaf: entry.child_leaf,
+            child_node: entry.child_node,
+            segments,
         }
     }
-    Ok(NodeProbe {
-        height: header.height,
-        lo,
-        hi,
-        child_leaf,
-        child_node,
-        segments,
-    })
+
+    fn is_active(&self, s: &SegmentEntry, pivot: usize) -> bool {
+        let bits = self.bytes(&s.active_bits);
+        (s.first_pivot..s.first_pivot + s.pivot_span).contains(&pivot)
+            && bits[(pivot - s.first_pivot) / 8] >> ((pivot - s.first_pivot) % 8) & 1 == 1
+    }
 }

@@ -12,7 +12,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use super::item::compare_keys;
-use super::probe::{PivotTarget, probe_node_at};
+use super::probe::PivotTarget;
 use super::scan_source::{HeapEntry, Source};
 use super::{Tree, corrupt};
 use crate::Result;
@@ -85,14 +85,15 @@ impl ScanCursor {
             // Only the window's pivot is needed: probe the page rather
             // than decode the whole node (every pivot key, every segment's
             // bounds), as gets do.
-            let page = self.tree.io.read_page(id, CachePriority::Node)?;
+            let index = self.tree.read_node_index(id)?;
+            let page = index.page();
             let target = match (&at, self.reverse) {
                 (Bound::Unbounded, false) => PivotTarget::Holding(b""),
                 (Bound::Unbounded, true) => PivotTarget::Last,
                 (Bound::Excluded(k), true) => PivotTarget::Before(k),
                 (Bound::Included(k) | Bound::Excluded(k), _) => PivotTarget::Holding(k),
             };
-            let node = probe_node_at(&page, target).map_err(|reason| corrupt(id, reason))?;
+            let node = index.probe(target);
             if expected_height.is_some_and(|h| h != node.height) {
                 return Err(corrupt(id, "child height does not match its parent"));
             }
