@@ -5,6 +5,7 @@
 mod aligned;
 mod batch;
 mod fault;
+mod mapped;
 mod real;
 
 use std::fmt::Debug;
@@ -16,6 +17,7 @@ use std::sync::Arc;
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+pub(crate) use mapped::{Mapping, mapped_copy, mapping_bytes};
 pub use real::RealFs;
 
 /// How to open a file.

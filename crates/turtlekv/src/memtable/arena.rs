@@ -13,69 +13,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::io::{Mapping as Chunk, mapping_bytes};
+
 /// Alignment of every allocation: nodes hold `u64`s and pointers.
 pub(crate) const ALIGN_BYTES: usize = 8;
-
-/// One mapping. Its pages are zeroed by the kernel, so the whole chunk is
-/// initialised memory from the start.
-#[derive(Debug)]
-struct Chunk {
-    base: NonNull<u8>,
-    len_bytes: usize,
-}
-
-// SAFETY: a chunk is plain memory; the arena's users synchronise access to
-// what they write in it (see `ArenaSkipList`).
-unsafe impl Send for Chunk {}
-// SAFETY: as above.
-unsafe impl Sync for Chunk {}
-
-impl Chunk {
-    fn map(len_bytes: usize) -> Chunk {
-        // SAFETY: an anonymous private mapping with no address hint has no
-        // preconditions; failure is checked below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len_bytes,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        // Out of address space is an allocation failure like any other.
-        if addr == libc::MAP_FAILED {
-            let layout = std::alloc::Layout::from_size_align(len_bytes, ALIGN_BYTES)
-                .expect("a chunk's layout is valid");
-            std::alloc::handle_alloc_error(layout);
-        }
-        Chunk {
-            base: NonNull::new(addr.cast()).expect("mmap does not return null on success"),
-            len_bytes,
-        }
-    }
-}
-
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        // SAFETY: `base..base + len_bytes` is exactly one mapping made in
-        // `map`, and nothing refers to it once its last owner is dropped.
-        let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
-        debug_assert_eq!(rc, 0, "munmap of a chunk we mapped");
-    }
-}
-
-/// Shares a chunk with `Bytes` handed to readers of a sealed MemTable.
-struct ChunkView(Arc<Chunk>);
-
-impl AsRef<[u8]> for ChunkView {
-    fn as_ref(&self) -> &[u8] {
-        // SAFETY: the chunk is initialised (zeroed pages) and, once sealed,
-        // never written again; it lives as long as this view.
-        unsafe { std::slice::from_raw_parts(self.0.base.as_ptr(), self.0.len_bytes) }
-    }
-}
 
 /// A bump allocator over chunks. Only one thread allocates at a time (the
 /// caller holds a lock); what it hands out stays valid until the arena is
@@ -124,10 +65,10 @@ impl Arena {
             return self.place(index, 0);
         }
         let index = match self.current {
-            Some(i) if self.chunks[i].len_bytes - self.used_bytes >= len_bytes => i,
+            Some(i) if self.chunks[i].len_bytes() - self.used_bytes >= len_bytes => i,
             left => {
                 if let Some(i) = left {
-                    self.charged_bytes += (self.chunks[i].len_bytes - self.used_bytes) as u64;
+                    self.charged_bytes += (self.chunks[i].len_bytes() - self.used_bytes) as u64;
                 }
                 let i = self.map(self.chunk_bytes);
                 self.current = Some(i);
@@ -142,18 +83,18 @@ impl Arena {
     }
 
     fn map(&mut self, len_bytes: usize) -> usize {
-        self.chunks.push(Arc::new(Chunk::map(len_bytes)));
+        self.chunks.push(Arc::new(Chunk::new(len_bytes)));
         self.mapped_bytes += len_bytes as u64;
         self.chunks.len() - 1
     }
 
     fn place(&self, index: usize, offset: usize) -> Place {
         let chunk = &self.chunks[index];
-        debug_assert!(offset < chunk.len_bytes);
+        debug_assert!(offset < chunk.len_bytes());
         Place {
             // SAFETY: callers keep `offset` plus the allocation's length
             // within the chunk.
-            ptr: unsafe { chunk.base.add(offset) },
+            ptr: unsafe { chunk.base().add(offset) },
             chunk: u32::try_from(index).expect("fewer than 2^32 chunks"),
         }
     }
@@ -176,7 +117,7 @@ impl Arena {
     pub fn share(&self) -> Vec<Bytes> {
         self.chunks
             .iter()
-            .map(|c| Bytes::from_owner(ChunkView(c.clone())))
+            .map(|c| mapping_bytes(c.clone()))
             .collect()
     }
 }

@@ -243,6 +243,12 @@ impl PageCache {
         Some(entry.value.clone())
     }
 
+    /// Whether an entry of `len_bytes` fits without evicting anything.
+    pub fn has_room_for(&self, len_bytes: usize) -> bool {
+        let charge_bytes = len_bytes as u64 + ENTRY_OVERHEAD_BYTES;
+        self.used_bytes.load(Relaxed) + charge_bytes <= self.capacity_bytes.load(Relaxed)
+    }
+
     /// Caches `bytes` under `key` if room can be made; an entry larger than
     /// the whole budget is not cached.
     pub fn insert(&self, key: CacheKey, bytes: Bytes, priority: CachePriority) {

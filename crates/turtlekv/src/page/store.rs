@@ -27,6 +27,9 @@ pub(crate) struct PageStoreOptions {
     pub cache_capacity_bytes: u64,
     pub direct_io: bool,
     pub create_if_missing: bool,
+    /// Cache leaf and segment pages as they are written, while the cache
+    /// has free room (see `write_page`).
+    pub cache_written_leaves: bool,
 }
 
 impl PageStoreOptions {
@@ -38,6 +41,7 @@ impl PageStoreOptions {
             cache_capacity_bytes: options.cache_capacity_bytes,
             direct_io: options.direct_io,
             create_if_missing: options.create_if_missing,
+            cache_written_leaves: true,
         }
     }
 }
@@ -349,14 +353,22 @@ impl PageIo for PageStore {
         pf.dirty.store(true, Ordering::Release);
         bump(&self.counters.bytes_written, image.len() as u64);
         bump(&self.counters.pages_written, 1);
+        let key = CacheKey {
+            page: id.to_raw(),
+            part: WHOLE_PAGE,
+        };
         if kind == PageKind::Node {
             // The tree reads freshly written nodes on its next batch.
-            let key = CacheKey {
-                page: id.to_raw(),
-                part: WHOLE_PAGE,
-            };
             self.cache
                 .insert(key, Bytes::copy_from_slice(bytes), CachePriority::Node);
+        } else if self.options.cache_written_leaves && self.cache.has_room_for(bytes.len()) {
+            // While the cache has free room (a cache larger than the data,
+            // or warming up), leaves and segments go in as they are written,
+            // so reads after a checkpoint do not go to disk for them. A full
+            // cache keeps what reads put there. The copy is mapped, so its
+            // memory goes back to the kernel when it is evicted.
+            let copy = crate::io::mapped_copy(bytes);
+            self.cache.insert(key, copy, CachePriority::LeafBlock);
         }
         Ok(id)
     }

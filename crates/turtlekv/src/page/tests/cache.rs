@@ -244,3 +244,60 @@ fn the_ghost_list_recalls_recent_evictions_but_not_freed_pages() {
     assert!(!cache.recall_evicted(key(gone)));
     assert_eq!(cache.counts().ghost_recalls, 5);
 }
+
+/// With `cache_written_leaves`, a leaf written while the cache has room is
+/// read back without a device read, and its bytes are the written ones; a
+/// leaf that does not fit without evicting is not cached.
+#[test]
+fn written_leaves_are_cached_while_there_is_room() {
+    let fs = FaultFs::new();
+    let options = PageStoreOptions {
+        cache_written_leaves: true,
+        cache_capacity_bytes: 150_000,
+        ..small_options()
+    };
+    let (store, _) = open(&fs, &options).unwrap();
+    let first = leaf_bytes(1, 60_000);
+    let id = store
+        .write_page(crate::page::PageKind::Leaf, &first)
+        .unwrap();
+    let before = store.stats();
+    let got = store
+        .read_range(id, 1000, 5000, CachePriority::LeafBlock)
+        .unwrap();
+    assert_eq!(&got[..], &first[1000..6000]);
+    assert_eq!(
+        &store.read_range_uncached(id, 0, 60_000).unwrap()[..],
+        &first[..]
+    );
+    let after = store.stats();
+    assert_eq!(
+        after.read_ios, before.read_ios,
+        "served from the cached copy"
+    );
+    // The second leaf fits; the third would need an eviction.
+    let second = leaf_bytes(2, 60_000);
+    let id2 = store
+        .write_page(crate::page::PageKind::Leaf, &second)
+        .unwrap();
+    let third = leaf_bytes(3, 60_000);
+    let id3 = store
+        .write_page(crate::page::PageKind::Leaf, &third)
+        .unwrap();
+    let before = store.stats();
+    assert_eq!(
+        &store.read_range_uncached(id2, 0, 60_000).unwrap()[..],
+        &second[..]
+    );
+    assert_eq!(store.stats().read_ios, before.read_ios);
+    assert_eq!(
+        &store.read_range_uncached(id3, 0, 60_000).unwrap()[..],
+        &third[..]
+    );
+    assert_eq!(
+        store.stats().read_ios,
+        before.read_ios + 1,
+        "not cached: no room"
+    );
+    assert!(store.stats().cache_used_bytes <= 150_000);
+}

@@ -55,6 +55,8 @@ pub(super) fn small_options() -> PageStoreOptions {
         cache_capacity_bytes: 1 << 20,
         direct_io: false,
         create_if_missing: true,
+        // These tests count device reads after writes.
+        cache_written_leaves: false,
     }
 }
 

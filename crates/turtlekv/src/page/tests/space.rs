@@ -47,6 +47,7 @@ fn space_amplification_stays_under_1_3_on_steady_random_updates() {
         cache_capacity_bytes: 1 << 20,
         direct_io: false,
         create_if_missing: true,
+        cache_written_leaves: false,
     };
     let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
     let max_leaf = store.max_page_bytes(PageKind::Leaf);
