@@ -8,7 +8,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::node::LeafRef;
-use super::node_codec::Header;
+use super::node_codec::{Header, Reader};
 use crate::page::PageId;
 
 /// A segment a lookup must probe: its page, its flushed bound for the key's
@@ -81,9 +81,11 @@ struct SegmentEntry {
     bounds: Vec<(usize, u32, Range<u32>)>,
 }
 
-/// `start..end` as page offsets (pages are far below 4 GiB).
-fn span(start: usize, end: usize) -> Range<u32> {
-    start as u32..end as u32
+/// The next `len` bytes of the page, as offsets (pages are far below 4 GiB).
+fn take_span(r: &mut Reader<'_>, len: usize) -> Result<Range<u32>, String> {
+    let start = r.offset();
+    r.take(len)?;
+    Ok(start as u32..r.offset() as u32)
 }
 
 impl NodeIndex {
@@ -102,12 +104,10 @@ impl NodeIndex {
             };
             r.u64()?; // pending bytes
             let lower = if i == 0 {
-                span(r.offset(), r.offset())
+                take_span(&mut r, 0)?
             } else {
                 let len = r.u16()? as usize;
-                let at = r.offset();
-                r.take(len)?;
-                span(at, at + len)
+                take_span(&mut r, len)?
             };
             pivots.push(PivotEntry {
                 lower,
@@ -123,18 +123,14 @@ impl NodeIndex {
             r.u32()?; // item count
             let first_pivot = r.u16()? as usize;
             let pivot_span = r.u16()? as usize;
-            let at = r.offset();
-            r.take(pivot_span.div_ceil(8))?;
-            let active_bits = span(at, r.offset());
+            let active_bits = take_span(&mut r, pivot_span.div_ceil(8))?;
             let bound_count = r.u16()? as usize;
             let mut bounds = Vec::with_capacity(bound_count.min(page.len() / 8));
             for _ in 0..bound_count {
                 let pivot = r.u16()? as usize;
                 let index = r.u32()?;
                 let len = r.u16()? as usize;
-                let at = r.offset();
-                r.take(len)?;
-                bounds.push((pivot, index, span(at, at + len)));
+                bounds.push((pivot, index, take_span(&mut r, len)?));
             }
             segments.push(SegmentEntry {
                 leaf,
