@@ -11,7 +11,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::item::compare_keys;
+use super::item::{Item, compare_keys};
 use super::probe::PivotTarget;
 use super::scan_source::{HeapEntry, Source};
 use super::{Tree, corrupt};
@@ -159,8 +159,16 @@ impl ScanCursor {
                     None => return Ok(None),
                 }
             };
-            let s = &self.sources[top.rank];
-            let item = s.items[s.pos].clone();
+            // Taken, not cloned: the source moves past it at once and never
+            // reads it again, and a clone costs two reference counts.
+            let s = &mut self.sources[top.rank];
+            let item = std::mem::replace(
+                &mut s.items[s.pos],
+                Item {
+                    key: Bytes::new(),
+                    value: None,
+                },
+            );
             self.advance(top.rank)?;
             // Older versions of the same key in other sources are skipped.
             while self
