@@ -6,10 +6,11 @@ use bytes::Bytes;
 
 use super::item::Item;
 use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
-use super::node::{HEADER_BYTES as NODE_HEADER_BYTES, Node};
+use super::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
 use super::node_codec::referenced_pages;
 use super::probe::{NodeIndex, PivotTarget};
 use crate::filter;
+use crate::page::PageId;
 
 /// Decodes leaf contents as a lookup and a scan would: filter, head, every
 /// chunk, then a point lookup of each item through its chunk.
@@ -50,28 +51,35 @@ pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
     Ok(items.len())
 }
 
-/// Decodes node contents three ways: fully, as a lookup probe of a few
-/// keys, and as the live-set walk at open.
+/// Decodes node contents three ways: fully, as the read path's lookup
+/// index probed with a few keys, and as the live-set walk at open. Each
+/// probe must find the pivot, child and active segments the full decode
+/// gives.
 pub(crate) fn decode_node(bytes: &[u8]) -> Result<usize, String> {
-    // Parsed as the read path parses it; a parse that succeeds answers
-    // every probe, and each probe's segments are among the node's.
     let index = NodeIndex::parse(Bytes::copy_from_slice(bytes));
-    let probed = index.as_ref().map_or(0, |index| {
-        [&b""[..], b"a", b"key", b"\xff\xff"]
-            .iter()
-            .filter(|key| {
-                let probe = index.probe(PivotTarget::Holding(key));
-                probe.segments.len() <= index.segment_count()
-            })
-            .count()
-    });
     let referenced = referenced_pages(bytes).map_err(|e| e.to_string());
     let node = Node::decode(bytes)?;
-    let referenced = referenced?;
-    if probed != 4 || referenced.len() != node.pivots.len() + node.segments.len() {
+    let (index, referenced) = (index?, referenced?);
+    let probes_agree = [&b""[..], b"a", b"key", b"\xff\xff"].iter().all(|key| {
+        let probe = index.probe(PivotTarget::Holding(key));
+        let p = node.pivot_for(key);
+        let child = probe.child_leaf.map_or(probe.child_node, |leaf| leaf.id);
+        let active = node.segments.iter().filter(|s| s.bounds[p].is_some());
+        stored_child(&node.pivots[p].child) == Some(child) && probe.segments.len() == active.count()
+    });
+    if !probes_agree || referenced.len() != node.pivots.len() + node.segments.len() {
         return Err("probe or page walk disagrees with the full decode".into());
     }
     Ok(node.pivots.len())
+}
+
+/// The page a decoded pivot's child is stored in.
+fn stored_child(child: &Child) -> Option<PageId> {
+    match child {
+        Child::Leaf(LeafData::Stored(r)) => Some(r.id),
+        Child::StoredNode(id) => Some(*id),
+        _ => None,
+    }
 }
 
 /// `bytes` with the leaf head, block and filter checksums recomputed where

@@ -148,11 +148,6 @@ impl NodeIndex {
         })
     }
 
-    /// Segments the node holds, active for any pivot or not.
-    pub(crate) fn segment_count(&self) -> usize {
-        self.segments.len()
-    }
-
     /// The page the index points into.
     pub(super) fn page(&self) -> &Bytes {
         &self.page
