@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::chunk::ChunkItems;
 use super::item::Item;
 use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
 use super::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
@@ -13,7 +14,7 @@ use crate::filter;
 use crate::page::PageId;
 
 /// Decodes leaf contents as a lookup and a scan would: filter, head, every
-/// chunk, then a point lookup of each item through its chunk.
+/// chunk, then a point lookup and a scan seek of each item through its chunk.
 pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
     if bytes.len() < LEAF_HEADER_BYTES {
         return Err("shorter than a leaf header".into());
@@ -46,6 +47,13 @@ pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
         let found = head.decode_chunk(chunk, &page.slice_ref(blocks))?;
         if found.binary_search_by(|it| it.key.cmp(&item.key)).is_err() {
             return Err("an item is not in the chunk its separator names".into());
+        }
+        // A scan's view of the chunk, located on demand, must agree.
+        let mut located = ChunkItems::default();
+        head.open_chunk(chunk, page.slice_ref(blocks), &mut located)?;
+        let at = located.lower_bound(&item.key)?;
+        if at == located.len() || located.item(at) != *item {
+            return Err("a scan seek does not find the item the decode has".into());
         }
     }
     Ok(items.len())

@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 
+use super::chunk::{ChunkItems, parse_item};
 use super::item::{ITEM_OVERHEAD_BYTES, Item};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC, VERSION};
 
@@ -147,15 +148,11 @@ impl LeafHead {
         let (first, end) = self.chunk_items(c);
         let mut at = 0usize;
         for index in first..end {
-            let (item_key, next) = item_key_at(blocks, at)
+            let span = parse_item(blocks, at)
                 .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
-            match item_key.cmp(key) {
-                std::cmp::Ordering::Less => at = next,
-                std::cmp::Ordering::Equal => {
-                    let (item, _) = decode_item(blocks, at)
-                        .ok_or_else(|| format!("leaf chunk {c}: bad item"))?;
-                    return Ok(Some((index, item)));
-                }
+            match span.key(blocks).cmp(key) {
+                std::cmp::Ordering::Less => at = span.end(),
+                std::cmp::Ordering::Equal => return Ok(Some((index, span.item(blocks)))),
                 std::cmp::Ordering::Greater => return Ok(None),
             }
         }
@@ -223,6 +220,35 @@ impl LeafHead {
         c: usize,
         blocks: &Bytes,
     ) -> Result<Vec<Item>, String> {
+        self.check_chunk_len(c, blocks)?;
+        let (first, end) = self.chunk_items(c);
+        let mut items =
+            Vec::with_capacity(((end - first) as usize).min(blocks.len() / ITEM_OVERHEAD_BYTES));
+        let mut at = 0usize;
+        for _ in first..end {
+            let span = parse_item(blocks, at)
+                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
+            items.push(span.item(blocks));
+            at = span.end();
+        }
+        Ok(items)
+    }
+
+    /// Starts `out` on chunk `c` given its blocks' bytes (scans; items are
+    /// located as the scan reaches them, see `ChunkItems`).
+    pub(crate) fn open_chunk(
+        &self,
+        c: usize,
+        blocks: Bytes,
+        out: &mut ChunkItems,
+    ) -> Result<(), String> {
+        self.check_chunk_len(c, &blocks)?;
+        let (first, end) = self.chunk_items(c);
+        out.reset(blocks, (end - first) as usize);
+        Ok(())
+    }
+
+    fn check_chunk_len(&self, c: usize, blocks: &Bytes) -> Result<(), String> {
         let (_, len) = self.chunk_range(c);
         if blocks.len() as u64 != len {
             return Err(format!(
@@ -230,17 +256,7 @@ impl LeafHead {
                 blocks.len()
             ));
         }
-        let (first, end) = self.chunk_items(c);
-        let mut items =
-            Vec::with_capacity(((end - first) as usize).min(blocks.len() / ITEM_OVERHEAD_BYTES));
-        let mut at = 0usize;
-        for _ in first..end {
-            let (item, next) = decode_item(blocks, at)
-                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
-            items.push(item);
-            at = next;
-        }
-        Ok(items)
+        Ok(())
     }
 
     /// Decodes every item of a whole page.
@@ -261,32 +277,4 @@ impl LeafHead {
         }
         Ok(items)
     }
-}
-
-/// The key of the item at `at` and where the next item starts.
-fn item_key_at(bytes: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let fixed = bytes.get(at..at + ITEM_OVERHEAD_BYTES)?;
-    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
-    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
-    let key_at = at + ITEM_OVERHEAD_BYTES;
-    let end = key_at.checked_add(key_len)?.checked_add(value_len)?;
-    if end > bytes.len() {
-        return None;
-    }
-    Some((&bytes[key_at..key_at + key_len], end))
-}
-
-fn decode_item(bytes: &Bytes, at: usize) -> Option<(Item, usize)> {
-    let fixed = bytes.get(at..at + ITEM_OVERHEAD_BYTES)?;
-    let op = fixed[0];
-    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
-    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
-    let key_at = at + ITEM_OVERHEAD_BYTES;
-    let end = key_at + key_len + value_len;
-    if op > 1 || key_len == 0 || end > bytes.len() || (op == 0 && value_len != 0) {
-        return None;
-    }
-    let key = bytes.slice(key_at..key_at + key_len);
-    let value = (op == 1).then(|| bytes.slice(key_at + key_len..end));
-    Some((Item { key, value }, end))
 }

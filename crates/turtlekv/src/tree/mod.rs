@@ -23,6 +23,7 @@
 
 mod buffer;
 pub(crate) mod check;
+mod chunk;
 mod cut;
 mod flush;
 pub(crate) mod fuzz_hook;
@@ -248,18 +249,19 @@ impl Tree {
         Ok(bytes)
     }
 
-    /// Reads and decodes one chunk of a stored leaf.
+    /// Reads one chunk of a stored leaf into `out`.
     fn read_chunk(
         &self,
         r: &node::LeafRef,
         head: &leaf::LeafHead,
         chunk: usize,
-    ) -> Result<Vec<Item>> {
+        out: &mut chunk::ChunkItems,
+    ) -> Result<()> {
         let (offset, len) = head.chunk_range(chunk);
         let bytes = self
             .io
             .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
-        head.decode_chunk_trusted(chunk, &bytes)
+        head.open_chunk(chunk, bytes, out)
             .map_err(|reason| corrupt(r.id, reason))
     }
 

@@ -1,19 +1,18 @@
 //! Range scans: descend to the leaf covering the current position, open one
 //! cursor per active segment on the path and one on the leaf (each bounded by
-//! the leaf's key range and its flushed bound), merge them with a heap
-//! (newest source wins), then re-descend at the leaf's range boundary.
+//! the leaf's key range and its flushed bound), merge them (newest source
+//! wins), then re-descend at the leaf's range boundary.
 //! Cursors read one chunk at a time, so `k` items cost about `k/B` reads;
 //! the first chunks of a window's cursors are prefetched together, so
 //! their disk reads overlap.
 
-use std::collections::BinaryHeap;
 use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::item::{Item, compare_keys};
+use super::item::compare_keys;
 use super::probe::PivotTarget;
-use super::scan_source::{HeapEntry, Source};
+use super::scan_source::Source;
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::page::{CachePriority, PageId};
@@ -34,8 +33,8 @@ pub(crate) struct ScanCursor {
     pub(super) lower: Bound<Bytes>,
     pub(super) upper: Bound<Bytes>,
     pub(super) reverse: bool,
+    /// The window's sources, newest first; emptied when the scan ends.
     pub(super) sources: Vec<Source>,
-    pub(super) heap: BinaryHeap<HeapEntry>,
     /// Where the next leaf window starts; `None` when the scan is finished.
     pub(super) next_window: Option<Bound<Bytes>>,
 }
@@ -61,7 +60,6 @@ impl Tree {
             upper,
             reverse,
             sources: Vec::new(),
-            heap: BinaryHeap::new(),
             next_window: root.map(|_| start),
         }
     }
@@ -71,7 +69,6 @@ impl ScanCursor {
     /// Descends to the leaf at the window position and opens its sources.
     fn open_window(&mut self, at: Bound<Bytes>) -> Result<()> {
         self.sources.clear();
-        self.heap.clear();
         let Some(mut id) = self.root else {
             self.next_window = None;
             return Ok(());
@@ -150,7 +147,7 @@ impl ScanCursor {
 
     fn next_item(&mut self) -> Result<Option<(Bytes, Bytes)>> {
         loop {
-            let Some(top) = self.heap.pop() else {
+            let Some(rank) = self.next_rank() else {
                 match self.next_window.take() {
                     Some(at) => {
                         self.open_window(at)?;
@@ -159,25 +156,15 @@ impl ScanCursor {
                     None => return Ok(None),
                 }
             };
-            // Taken, not cloned: the source moves past it at once and never
-            // reads it again, and a clone costs two reference counts.
-            let s = &mut self.sources[top.rank];
-            let item = std::mem::replace(
-                &mut s.items[s.pos],
-                Item {
-                    key: Bytes::new(),
-                    value: None,
-                },
-            );
-            self.advance(top.rank)?;
-            // Older versions of the same key in other sources are skipped.
-            while self
-                .heap
-                .peek()
-                .is_some_and(|e| compare_keys(&e.key, &top.key).is_eq())
-            {
-                let older = self.heap.pop().expect("peeked");
-                self.advance(older.rank)?;
+            let s = &self.sources[rank];
+            let item = s.items.item(s.pos);
+            self.advance(rank)?;
+            // Older versions of the same key, in older sources, are skipped.
+            for older in rank + 1..self.sources.len() {
+                let s = &self.sources[older];
+                if s.ready && compare_keys(s.items.key(s.pos), &item.key).is_eq() {
+                    self.advance(older)?;
+                }
             }
             let before_start = if self.reverse {
                 !below_upper(&item.key, &self.upper)
@@ -190,7 +177,7 @@ impl ScanCursor {
                 !below_upper(&item.key, &self.upper)
             };
             if past_end {
-                self.heap.clear();
+                self.sources.clear();
                 self.next_window = None;
                 return Ok(None);
             }
@@ -227,7 +214,7 @@ impl Iterator for ScanCursor {
         match self.next_item() {
             Ok(pair) => pair.map(Ok),
             Err(e) => {
-                self.heap.clear();
+                self.sources.clear();
                 self.next_window = None;
                 Some(Err(e))
             }

@@ -1,47 +1,17 @@
-//! The per-page cursors of a scan and their heap entries: each cursor walks
-//! one leaf or segment a chunk at a time within the current leaf window.
-
-use std::cmp::Ordering;
+//! The per-page cursors of a scan and the choice of the next one to emit
+//! from: each cursor walks one leaf or segment a chunk at a time within the
+//! current leaf window.
 
 use bytes::Bytes;
 
-use super::item::{Item, compare_keys, lower_bound};
+use super::chunk::ChunkItems;
+use super::item::compare_keys;
 use super::leaf::LeafHead;
 use super::node::LeafRef;
 use super::scan::ScanCursor;
 use crate::Result;
 use crate::page::PageRange;
 use std::ops::Bound;
-
-#[derive(Debug)]
-pub(super) struct HeapEntry {
-    pub(super) key: Bytes,
-    pub(super) rank: usize,
-    pub(super) reverse: bool,
-}
-
-impl PartialEq for HeapEntry {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for HeapEntry {}
-impl PartialOrd for HeapEntry {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for HeapEntry {
-    // Max-heap: the next key in scan order, then the newest source (lowest rank).
-    fn cmp(&self, other: &Self) -> Ordering {
-        let by_key = if self.reverse {
-            compare_keys(&self.key, &other.key)
-        } else {
-            compare_keys(&other.key, &self.key)
-        };
-        by_key.then(other.rank.cmp(&self.rank))
-    }
-}
 
 /// A cursor over one stored leaf or segment, limited to items at or above
 /// `min_index` with keys in `[lo, hi)`.
@@ -53,9 +23,12 @@ pub(super) struct Source {
     lo: Bytes,
     hi: Option<Bytes>,
     chunk: usize,
-    pub(super) items: Vec<Item>,
+    pub(super) items: ChunkItems,
     /// Position in `items`; one past the end / `usize::MAX` before the start = move chunk.
     pub(super) pos: usize,
+    /// Whether the item at `pos` lies in the window and takes part in the
+    /// merge; `false` once the source is done with the window.
+    pub(super) ready: bool,
 }
 
 /// A source whose first chunk is known but not read yet, and the key it
@@ -86,6 +59,12 @@ impl Source {
     }
 }
 
+impl Source {
+    fn corrupt(&self, reason: String) -> crate::Error {
+        super::corrupt(self.leaf.id, format!("leaf chunk {}: {reason}", self.chunk))
+    }
+}
+
 impl ScanCursor {
     /// Finds where a source over `leaf` starts, from its (cached) head;
     /// `None` for an empty page.
@@ -107,8 +86,9 @@ impl ScanCursor {
             lo: lo.clone(),
             hi: hi.clone(),
             chunk: 0,
-            items: Vec::new(),
+            items: ChunkItems::default(),
             pos: 0,
+            ready: false,
         };
         // Seek to the first item in scan order within the window.
         let seek: Option<Bytes> = if self.reverse {
@@ -138,33 +118,33 @@ impl ScanCursor {
         Ok(Some((source, seek)))
     }
 
-    /// Reads a planned source's first chunk, positions it and puts its
-    /// first item on the heap.
+    /// Reads a planned source's first chunk, positions it and readies its
+    /// first item for the merge.
     pub(super) fn open_source(&mut self, (mut source, seek): PlannedSource) -> Result<()> {
-        source.items = self
-            .tree
-            .read_chunk(&source.leaf, &source.head, source.chunk)?;
-        source.pos = match (&seek, self.reverse) {
-            (Some(k), false) => lower_bound(&source.items, k),
+        self.tree
+            .read_chunk(&source.leaf, &source.head, source.chunk, &mut source.items)?;
+        let pos = match (&seek, self.reverse) {
+            (Some(k), false) => source.items.lower_bound(k),
             // Reverse starts at the last item <= the upper bound (the
             // emission check drops it when the bound is exclusive).
-            (Some(k), true) => source
-                .items
-                .partition_point(|it| it.key <= *k)
-                .wrapping_sub(1),
-            (None, _) => source.items.len().wrapping_sub(1),
+            (Some(k), true) => source.items.upper_bound(k).map(|i| i.wrapping_sub(1)),
+            (None, _) => Ok(source.items.len().wrapping_sub(1)),
         };
+        source.pos = pos.map_err(|reason| source.corrupt(reason))?;
         let rank = self.sources.len();
         self.sources.push(source);
-        self.push_next(rank)?;
-        Ok(())
+        self.settle(rank)
     }
 
-    /// Pushes source `rank`'s current item (moving across chunks) onto the heap.
-    fn push_next(&mut self, rank: usize) -> Result<()> {
+    /// Moves source `rank` from `pos` to the next item in scan order that
+    /// lies in the window (across chunks), and marks it ready; or marks it
+    /// not ready when there is none.
+    fn settle(&mut self, rank: usize) -> Result<()> {
         let reverse = self.reverse;
+        let tree = &self.tree;
+        let s = &mut self.sources[rank];
+        s.ready = false;
         loop {
-            let s = &mut self.sources[rank];
             if s.pos >= s.items.len() {
                 let next_chunk = if reverse {
                     s.chunk.checked_sub(1)
@@ -178,7 +158,7 @@ impl ScanCursor {
                     return Ok(()); // everything earlier is flushed
                 }
                 s.chunk = c;
-                s.items = self.tree.read_chunk(&s.leaf, &s.head, c)?;
+                tree.read_chunk(&s.leaf, &s.head, c, &mut s.items)?;
                 s.pos = if reverse {
                     s.items.len().wrapping_sub(1)
                 } else {
@@ -187,11 +167,16 @@ impl ScanCursor {
                 continue;
             }
             let index = s.head.chunk_items(s.chunk).0 + s.pos as u32;
-            let key = s.items[s.pos].key.clone();
+            if let Err(reason) = s.items.locate_to(s.pos) {
+                return Err(s.corrupt(reason));
+            }
+            let key = s.items.key(s.pos);
+            let below_lo = compare_keys(key, &s.lo).is_lt();
+            let at_or_above_hi = s.hi.as_ref().is_some_and(|h| compare_keys(key, h).is_ge());
             let outside = if reverse {
-                compare_keys(&key, &s.lo).is_lt() || index < s.min_index
+                below_lo || index < s.min_index
             } else {
-                s.hi.as_ref().is_some_and(|h| compare_keys(&key, h).is_ge())
+                at_or_above_hi
             };
             if outside {
                 return Ok(());
@@ -201,15 +186,12 @@ impl ScanCursor {
                 let target = s.head.chunk_of_item(s.min_index);
                 if target != s.chunk {
                     s.chunk = target;
-                    s.items = self.tree.read_chunk(&s.leaf, &s.head, target)?;
+                    tree.read_chunk(&s.leaf, &s.head, target, &mut s.items)?;
                 }
                 s.pos = (s.min_index - s.head.chunks[target].first_item) as usize;
                 continue;
             }
-            let before_lo = || compare_keys(&key, &s.lo).is_lt();
-            if (reverse && s.hi.as_ref().is_some_and(|h| compare_keys(&key, h).is_ge()))
-                || (!reverse && before_lo())
-            {
+            if (reverse && at_or_above_hi) || (!reverse && below_lo) {
                 s.pos = if reverse {
                     s.pos.wrapping_sub(1)
                 } else {
@@ -217,11 +199,12 @@ impl ScanCursor {
                 };
                 continue;
             }
-            self.heap.push(HeapEntry { key, rank, reverse });
+            s.ready = true;
             return Ok(());
         }
     }
 
+    /// Moves source `rank` past its current item.
     pub(super) fn advance(&mut self, rank: usize) -> Result<()> {
         let s = &mut self.sources[rank];
         s.pos = if self.reverse {
@@ -229,6 +212,32 @@ impl ScanCursor {
         } else {
             s.pos + 1
         };
-        self.push_next(rank)
+        self.settle(rank)
+    }
+
+    /// The rank of the ready source whose key comes next in scan order;
+    /// on equal keys the newest source (lowest rank). Sources are few (one
+    /// per segment on the path, and the leaf), so a linear pass over them
+    /// costs less than keeping a heap of owned keys.
+    pub(super) fn next_rank(&self) -> Option<usize> {
+        let mut best: Option<(usize, &[u8])> = None;
+        for (rank, s) in self.sources.iter().enumerate() {
+            if !s.ready {
+                continue;
+            }
+            let key = s.items.key(s.pos);
+            let better = best.is_none_or(|(_, b)| {
+                let order = compare_keys(key, b);
+                if self.reverse {
+                    order.is_gt()
+                } else {
+                    order.is_lt()
+                }
+            });
+            if better {
+                best = Some((rank, key));
+            }
+        }
+        best.map(|(rank, _)| rank)
     }
 }

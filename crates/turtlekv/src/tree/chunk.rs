@@ -1,0 +1,213 @@
+//! Items of one leaf chunk, located in its bytes but not cut out of them.
+//! Layout of an item: `docs/format.md`, "Leaf pages".
+//!
+//! A scan opens one cursor per segment on its path and each reads a whole
+//! chunk, of which the merge usually emits a few items. Decoding every item
+//! into `Bytes` slices cost two reference counts to make and two to drop
+//! per item; locating them costs none, and only emitted items are sliced.
+
+use bytes::Bytes;
+
+use super::item::{ITEM_OVERHEAD_BYTES, Item, compare_keys};
+
+/// Where one item's key and value lie in its chunk's bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ItemSpan {
+    key_at: u32,
+    key_end: u32,
+    /// End of the value; equal to `key_end` for a tombstone.
+    value_end: u32,
+    is_put: bool,
+}
+
+/// Parses the item at `at` of `bytes`; `None` if it is malformed or
+/// overruns them.
+pub(super) fn parse_item(bytes: &[u8], at: usize) -> Option<ItemSpan> {
+    let fixed = bytes.get(at..at.checked_add(ITEM_OVERHEAD_BYTES)?)?;
+    let op = fixed[0];
+    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
+    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
+    let key_at = at + ITEM_OVERHEAD_BYTES;
+    let key_end = key_at + key_len;
+    let value_end = key_end.checked_add(value_len)?;
+    if op > 1 || key_len == 0 || value_end > bytes.len() || (op == 0 && value_len != 0) {
+        return None;
+    }
+    // Chunks are at most a page long, and page lengths fit in a u32.
+    let narrow = |n: usize| u32::try_from(n).ok();
+    Some(ItemSpan {
+        key_at: narrow(key_at)?,
+        key_end: narrow(key_end)?,
+        value_end: narrow(value_end)?,
+        is_put: op == 1,
+    })
+}
+
+impl ItemSpan {
+    /// Where the next item starts.
+    pub(super) fn end(&self) -> usize {
+        self.value_end as usize
+    }
+
+    pub(super) fn key<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        &bytes[self.key_at as usize..self.key_end as usize]
+    }
+
+    /// The item as slices of `bytes`, which must be the bytes it was parsed from.
+    pub(super) fn item(&self, bytes: &Bytes) -> Item {
+        let key = bytes.slice(self.key_at as usize..self.key_end as usize);
+        let value = self
+            .is_put
+            .then(|| bytes.slice(self.key_end as usize..self.value_end as usize));
+        Item { key, value }
+    }
+}
+
+/// The items of one chunk, in key order, located on demand: a forward
+/// cursor parses items only as far as it reads, so the items of a chunk
+/// before the scan's start and after its end are never touched (each
+/// item's header is a cache miss of its own when the chunk is cold).
+#[derive(Debug, Default)]
+pub(crate) struct ChunkItems {
+    bytes: Bytes,
+    /// Items the chunk index says the chunk holds.
+    count: usize,
+    /// The items located so far, from the first.
+    spans: Vec<ItemSpan>,
+}
+
+impl ChunkItems {
+    /// Starts over on a chunk of `count` items, reusing this value's
+    /// allocation. Nothing is parsed yet.
+    pub(super) fn reset(&mut self, bytes: Bytes, count: usize) {
+        self.spans.clear();
+        self.bytes = bytes;
+        self.count = count;
+    }
+
+    /// Items in the chunk, located or not.
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Locates items up to and including `i` (`i < len()`).
+    pub(crate) fn locate_to(&mut self, i: usize) -> Result<(), String> {
+        debug_assert!(i < self.count);
+        while self.spans.len() <= i {
+            let at = self.spans.last().map_or(0, ItemSpan::end);
+            let span = parse_item(&self.bytes, at).ok_or("item overruns chunk")?;
+            self.spans.push(span);
+        }
+        Ok(())
+    }
+
+    /// Key of item `i`, which must be located.
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        self.spans[i].key(&self.bytes)
+    }
+
+    /// Item `i` as slices of the chunk; it must be located.
+    pub(crate) fn item(&self, i: usize) -> Item {
+        self.spans[i].item(&self.bytes)
+    }
+
+    /// Index of the first item whose key is >= `key` (forward seeks: items
+    /// after it stay unparsed).
+    pub(crate) fn lower_bound(&mut self, key: &[u8]) -> Result<usize, String> {
+        self.first_where(|k| compare_keys(k, key).is_ge())
+    }
+
+    /// Index of the first item whose key is > `key` (reverse seeks).
+    pub(crate) fn upper_bound(&mut self, key: &[u8]) -> Result<usize, String> {
+        self.first_where(|k| compare_keys(k, key).is_gt())
+    }
+
+    /// The first item whose key satisfies `past` (monotone over the
+    /// sorted items), or `len()`, locating items up to it.
+    fn first_where(&mut self, past: impl Fn(&[u8]) -> bool) -> Result<usize, String> {
+        for i in 0..self.count {
+            self.locate_to(i)?;
+            if past(self.key(i)) {
+                return Ok(i);
+            }
+        }
+        Ok(self.count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encode(items: &[Item]) -> Bytes {
+        let mut out = Vec::new();
+        for item in items {
+            let value = item.value.as_deref().unwrap_or_default();
+            out.push(u8::from(item.value.is_some()));
+            out.extend_from_slice(&(item.key.len() as u16).to_le_bytes());
+            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+            out.extend_from_slice(&item.key);
+            out.extend_from_slice(value);
+        }
+        out.resize(out.len() + 9, 0); // block padding after the last item
+        Bytes::from(out)
+    }
+
+    #[test]
+    fn located_items_are_the_encoded_items() {
+        let items = vec![
+            Item::put("apple", "red"),
+            Item::tombstone("banana"),
+            Item::put("cherry", ""),
+            Item::put("date", "brown"),
+        ];
+        let mut chunk = ChunkItems::default();
+        chunk.reset(encode(&items), items.len());
+        assert_eq!(chunk.len(), 4);
+        assert_eq!(chunk.lower_bound(b"b"), Ok(1));
+        assert_eq!(
+            chunk.spans.len(),
+            2,
+            "a seek locates items only up to its answer"
+        );
+        assert_eq!(chunk.lower_bound(b"banana"), Ok(1));
+        assert_eq!(chunk.upper_bound(b"banana"), Ok(2));
+        assert_eq!(chunk.upper_bound(b"zebra"), Ok(4));
+        for (i, item) in items.iter().enumerate() {
+            chunk.locate_to(i).expect("locate");
+            assert_eq!(chunk.key(i), item.key.as_ref());
+            assert_eq!(&chunk.item(i), item);
+        }
+        // Reuse keeps nothing of the previous chunk.
+        chunk.reset(encode(&items[2..3]), 1);
+        chunk.locate_to(0).expect("locate");
+        assert_eq!(chunk.len(), 1);
+        assert_eq!(chunk.item(0), items[2]);
+    }
+
+    #[test]
+    fn malformed_items_are_errors() {
+        let good = encode(&[Item::put("k", "v")]);
+        let mut chunk = ChunkItems::default();
+        chunk.reset(good.clone(), 2);
+        assert!(chunk.locate_to(1).is_err(), "a count past the items");
+        let mut cases = Vec::new();
+        for (at, byte) in [(0, 2u8), (3, 0xff)] {
+            let mut bad = good.to_vec();
+            bad[at] = byte; // a bad op; a value overrunning the chunk
+            cases.push(bad);
+        }
+        let mut empty_key = good.to_vec();
+        empty_key[1] = 0;
+        cases.push(empty_key);
+        let mut tombstone_with_value = good.to_vec();
+        tombstone_with_value[0] = 0;
+        cases.push(tombstone_with_value);
+        for bad in cases {
+            chunk.reset(Bytes::from(bad.clone()), 1);
+            assert!(chunk.locate_to(0).is_err(), "{bad:?}");
+            chunk.reset(Bytes::from(bad.clone()), 1);
+            assert!(chunk.lower_bound(b"k").is_err(), "{bad:?}");
+        }
+    }
+}
