@@ -31,6 +31,12 @@ pub struct Iter {
     view: ReadView,
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
+    /// The last key `next` consumed (`None` before the first). A reused copy
+    /// rather than a `Bytes` bound, so that emitting an item costs no
+    /// reference-count traffic; it narrows `lower` where `lower` is read.
+    front_last: Option<Vec<u8>>,
+    /// The last key `next_back` consumed; narrows `upper` likewise.
+    back_last: Option<Vec<u8>>,
     front: Vec<Cursor>,
     back: Vec<Cursor>,
 }
@@ -113,7 +119,7 @@ impl Cursor {
     fn peek(
         &mut self,
         source: Source<'_>,
-        end: &Bound<Bytes>,
+        end: Bound<&[u8]>,
         seq: u64,
         dir: Direction,
     ) -> Result<Option<&Bytes>> {
@@ -122,8 +128,8 @@ impl Cursor {
             self.fetch_keys = (limit * 2).min(MAX_FETCH_KEYS);
             let mut out = Vec::with_capacity(limit);
             let range = match dir {
-                Direction::Forward => (as_ref(&self.resume), as_ref(end)),
-                Direction::Reverse => (as_ref(end), as_ref(&self.resume)),
+                Direction::Forward => (as_ref(&self.resume), end),
+                Direction::Reverse => (end, as_ref(&self.resume)),
             };
             source.scan(range, (seq, dir, limit), &mut self.tree, &mut out)?;
             self.exhausted = out.len() < limit;
@@ -189,7 +195,23 @@ fn is_empty_range(lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
     }
 }
 
-fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
+/// `bound` narrowed to exclude `last` and everything beyond it, where `last`
+/// is the key the other end of the iteration consumed last.
+fn narrowed<'a>(bound: &'a Bound<Bytes>, last: Option<&'a [u8]>) -> Bound<&'a [u8]> {
+    match last {
+        Some(key) => Bound::Excluded(key),
+        None => as_ref(bound),
+    }
+}
+
+/// Copies `key` into `slot`, reusing its allocation.
+fn remember(slot: &mut Option<Vec<u8>>, key: &[u8]) {
+    let last = slot.get_or_insert_with(Vec::new);
+    last.clear();
+    last.extend_from_slice(key);
+}
+
+fn below_upper(key: &[u8], upper: Bound<&[u8]>) -> bool {
     match upper {
         Bound::Included(u) => compare_keys(key, u).is_le(),
         Bound::Excluded(u) => compare_keys(key, u).is_lt(),
@@ -197,7 +219,7 @@ fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
     }
 }
 
-fn above_lower(key: &[u8], lower: &Bound<Bytes>) -> bool {
+fn above_lower(key: &[u8], lower: Bound<&[u8]>) -> bool {
     match lower {
         Bound::Included(l) => compare_keys(key, l).is_ge(),
         Bound::Excluded(l) => compare_keys(key, l).is_gt(),
@@ -218,6 +240,8 @@ impl Iter {
             view,
             lower,
             upper,
+            front_last: None,
+            back_last: None,
         }
     }
 
@@ -226,8 +250,14 @@ impl Iter {
     fn step(&mut self, dir: Direction) -> Result<Option<Versioned>> {
         let view = &self.view;
         let (cursors, end) = match dir {
-            Direction::Forward => (&mut self.front, &self.upper),
-            Direction::Reverse => (&mut self.back, &self.lower),
+            Direction::Forward => (
+                &mut self.front,
+                narrowed(&self.upper, self.back_last.as_deref()),
+            ),
+            Direction::Reverse => (
+                &mut self.back,
+                narrowed(&self.lower, self.front_last.as_deref()),
+            ),
         };
         for (cursor, source) in cursors.iter_mut().zip(sources(view)) {
             cursor.peek(source, end, view.seq, dir)?;
@@ -247,19 +277,23 @@ impl Iter {
                 best = Some((i, key));
             }
         }
-        let Some((winner, key)) = best.map(|(i, k)| (i, k.clone())) else {
+        let Some(winner) = best.map(|(i, _)| i) else {
             return Ok(None);
         };
-        let mut item = None;
-        for (i, cursor) in cursors.iter_mut().enumerate() {
-            if front(cursor).is_some_and(|k| compare_keys(k, &key).is_eq()) {
-                let popped = cursor.buf.pop_front();
-                if i == winner {
-                    item = popped;
-                }
+        // Ties go to the first (newest) source, so only later sources can
+        // hold older versions of the winning key; they are dropped by
+        // comparing with the popped key rather than with a clone of it.
+        let (upto_winner, later) = cursors.split_at_mut(winner + 1);
+        let item = upto_winner[winner]
+            .buf
+            .pop_front()
+            .expect("the winner was chosen for its front entry");
+        for cursor in later {
+            if front(cursor).is_some_and(|k| compare_keys(k, &item.0).is_eq()) {
+                cursor.buf.pop_front();
             }
         }
-        Ok(item)
+        Ok(Some(item))
     }
 
     /// Ends the iteration from both sides (after an error or when the ends meet).
@@ -282,11 +316,11 @@ impl Iterator for Iter {
                     return Some(Err(e));
                 }
             };
-            if !below_upper(&key, &self.upper) {
+            if !below_upper(&key, narrowed(&self.upper, self.back_last.as_deref())) {
                 self.finish();
                 return None;
             }
-            self.lower = Bound::Excluded(key.clone());
+            remember(&mut self.front_last, &key);
             if let Some(value) = value {
                 return Some(Ok((key, value)));
             }
@@ -305,11 +339,11 @@ impl DoubleEndedIterator for Iter {
                     return Some(Err(e));
                 }
             };
-            if !above_lower(&key, &self.lower) {
+            if !above_lower(&key, narrowed(&self.lower, self.front_last.as_deref())) {
                 self.finish();
                 return None;
             }
-            self.upper = Bound::Excluded(key.clone());
+            remember(&mut self.back_last, &key);
             if let Some(value) = value {
                 return Some(Ok((key, value)));
             }

@@ -15,11 +15,29 @@ enum Op {
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
     Get(Vec<u8>),
-    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, bool),
+    Range(Bound<Vec<u8>>, Bound<Vec<u8>>, Order),
     Prefix(Vec<u8>, bool),
     Snapshot,
     Reopen,
     Checkpoint,
+}
+
+/// How a range is consumed.
+#[derive(Debug, Clone, Copy)]
+enum Order {
+    Forward,
+    Reverse,
+    /// Both ends of one iterator: bit `i % 8` of the pattern picks the
+    /// front (set) or the back (clear) for the `i`-th item.
+    Zigzag(u8),
+}
+
+fn order() -> impl Strategy<Value = Order> {
+    prop_oneof![
+        Just(Order::Forward),
+        Just(Order::Reverse),
+        any::<u8>().prop_map(Order::Zigzag),
+    ]
 }
 
 /// Few distinct bytes, so keys collide, share prefixes and hit 0xff edges.
@@ -45,7 +63,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => key().prop_map(Op::Delete),
         2 => prop::collection::vec((key(), prop::option::of(value())), 0..6).prop_map(Op::Batch),
         3 => key().prop_map(Op::Get),
-        2 => (bound(), bound(), any::<bool>()).prop_map(|(l, u, r)| Op::Range(l, u, r)),
+        2 => (bound(), bound(), order()).prop_map(|(l, u, o)| Op::Range(l, u, o)),
         1 => (prop::collection::vec(prop::sample::select(vec![b'a', 0xff]), 0..3), any::<bool>())
             .prop_map(|(p, r)| Op::Prefix(p, r)),
         1 => Just(Op::Snapshot),
@@ -54,16 +72,48 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn collect(it: turtlekv::Iter, rev: bool) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let map = |kv: turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>| {
-        let (k, v) = kv.unwrap();
-        (k.to_vec(), v.to_vec())
-    };
+type Pair = (Vec<u8>, Vec<u8>);
+
+fn owned(kv: turtlekv::Result<(turtlekv::Bytes, turtlekv::Bytes)>) -> Pair {
+    let (k, v) = kv.unwrap();
+    (k.to_vec(), v.to_vec())
+}
+
+fn collect(it: turtlekv::Iter, rev: bool) -> Vec<Pair> {
     if rev {
-        it.rev().map(map).collect()
+        it.rev().map(owned).collect()
     } else {
-        it.map(map).collect()
+        it.map(owned).collect()
     }
+}
+
+/// Consumes `it` in `order`; a zigzag's items come back in forward order
+/// (the front's, then the back's reversed), so the ends must meet exactly.
+fn collect_in(mut it: turtlekv::Iter, order: Order) -> Vec<Pair> {
+    let pattern = match order {
+        Order::Forward => return collect(it, false),
+        Order::Reverse => return collect(it, true),
+        Order::Zigzag(pattern) => pattern,
+    };
+    let (mut front, mut back) = (Vec::new(), Vec::new());
+    for i in 0.. {
+        let from_front = pattern & (1 << (i % 8)) != 0;
+        let next = if from_front {
+            it.next()
+        } else {
+            it.next_back()
+        };
+        match next {
+            Some(kv) if from_front => front.push(owned(kv)),
+            Some(kv) => back.push(owned(kv)),
+            None => break,
+        }
+    }
+    // Once one end finds nothing, the other must too: the ends have met.
+    assert!(it.next().is_none() && it.next_back().is_none());
+    back.reverse();
+    front.extend(back);
+    front
 }
 
 fn model_range(
@@ -139,8 +189,9 @@ fn run(ops: Vec<Op>, options: Options) {
                     model.get(&k).cloned()
                 );
             }
-            Op::Range(lo, hi, rev) => {
-                let got = collect(db.range((lo.clone(), hi.clone())), rev);
+            Op::Range(lo, hi, order) => {
+                let got = collect_in(db.range((lo.clone(), hi.clone())), order);
+                let rev = matches!(order, Order::Reverse);
                 assert_eq!(got, model_range(&model, &lo, &hi, rev));
             }
             Op::Prefix(p, rev) => {
