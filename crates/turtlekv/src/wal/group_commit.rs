@@ -3,7 +3,6 @@
 //! one `write` (and at most one `fdatasync`) while the others wait.
 
 use std::collections::{HashMap, VecDeque};
-
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
