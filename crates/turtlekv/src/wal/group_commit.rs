@@ -3,7 +3,7 @@
 //! one `write` (and at most one `fdatasync`) while the others wait.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::{Condvar, Mutex, MutexGuard};
 
@@ -48,7 +48,7 @@ struct Queue {
 }
 
 /// The queue writers meet in.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct GroupCommit {
     queue: Mutex<Queue>,
     changed: Condvar,
@@ -56,6 +56,25 @@ pub(crate) struct GroupCommit {
     arrived: Condvar,
     /// Groups finished so far: what a spinning follower watches.
     groups_done: AtomicU64,
+    /// Followers spinning now, and how many may: one core fewer than the
+    /// process may use, so that spinners never take the leader's core.
+    /// With more writers than cores, the rest sleep at once.
+    spinners: AtomicUsize,
+    max_spinners: usize,
+}
+
+impl Default for GroupCommit {
+    fn default() -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        GroupCommit {
+            queue: Mutex::default(),
+            changed: Condvar::new(),
+            arrived: Condvar::new(),
+            groups_done: AtomicU64::new(0),
+            spinners: AtomicUsize::new(0),
+            max_spinners: cores - 1,
+        }
+    }
 }
 
 impl GroupCommit {
@@ -111,17 +130,22 @@ impl GroupCommit {
 
 impl GroupCommit {
     /// Spins until a group finishes after `seen` were, for at most
-    /// `FOLLOWER_SPIN`.
+    /// `FOLLOWER_SPIN`, if fewer than `max_spinners` spin already.
     fn spin_until_group_done(&self, seen: u64) {
+        if self.spinners.fetch_add(1, Ordering::Relaxed) >= self.max_spinners {
+            self.spinners.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
         let started = std::time::Instant::now();
         while self.groups_done.load(Ordering::Acquire) == seen {
             for _ in 0..32 {
                 std::hint::spin_loop();
             }
             if started.elapsed() > FOLLOWER_SPIN {
-                return;
+                break;
             }
         }
+        self.spinners.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// For a group that will sync: waits briefly for as many sync writers as
