@@ -57,6 +57,10 @@ pub struct Stats {
     pub last_checkpoint_nanos: u64,
     /// Duration of the longest checkpoint, in nanoseconds.
     pub max_checkpoint_nanos: u64,
+    /// Time the checkpoint thread spent handing the C allocator's free
+    /// memory back to the kernel after checkpoints, in nanoseconds (not
+    /// part of `checkpoint_nanos`).
+    pub heap_trim_nanos: u64,
 
     /// Memory budget shared by MemTables and page cache.
     pub memory_budget_bytes: u64,
@@ -188,6 +192,7 @@ pub(crate) struct Counters {
     pub write_stall_nanos: AtomicU64,
     pub last_checkpoint_nanos: AtomicU64,
     pub max_checkpoint_nanos: AtomicU64,
+    pub heap_trim_nanos: AtomicU64,
     pub get_disk_reads: AtomicU64,
     pub read_pressure_checkpoints: AtomicU64,
     pub record_cache_resizes: AtomicU64,
@@ -224,6 +229,7 @@ impl Counters {
             write_stall_nanos: read(&self.write_stall_nanos),
             last_checkpoint_nanos: read(&self.last_checkpoint_nanos),
             max_checkpoint_nanos: read(&self.max_checkpoint_nanos),
+            heap_trim_nanos: read(&self.heap_trim_nanos),
             get_disk_reads: read(&self.get_disk_reads),
             read_pressure_checkpoints: read(&self.read_pressure_checkpoints),
             record_cache_resizes: read(&self.record_cache_resizes),

@@ -304,6 +304,28 @@ fn values_too_large_for_small_leaves_are_refused_up_front() {
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
 }
 
+/// After each checkpoint the checkpoint thread hands the C allocator's free
+/// memory back (`io/heap.rs`); where glibc can do that, the time it took
+/// shows in `Stats`.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_checkpoint_thread_trims_the_heap_after_a_checkpoint() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    assert_eq!(db.stats().heap_trim_nanos, 0);
+    for i in 0..2_000 {
+        db.put(key(i), [3u8; 40]).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    // The trim follows the checkpoint's report, so it may still be running.
+    let started = std::time::Instant::now();
+    while db.stats().heap_trim_nanos == 0 {
+        assert!(started.elapsed().as_secs() < 20, "{:?}", db.stats());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(contents(&db).len(), 2_000);
+}
+
 #[test]
 fn read_pressure_checkpoints_a_big_memtable_early() {
     let fs = FaultFs::new();

@@ -103,6 +103,13 @@ impl DbInner {
             .fetch_max(nanos, Ordering::Relaxed);
         self.control.report_progress();
         release_unused(retired);
+        // After the writers are told, so no one waits for this.
+        let trim_started = Instant::now();
+        crate::io::release_free_heap_memory();
+        bump(
+            &self.stats.heap_trim_nanos,
+            trim_started.elapsed().as_nanos() as u64,
+        );
         Ok(())
     }
 

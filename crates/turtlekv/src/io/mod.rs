@@ -5,6 +5,7 @@
 mod aligned;
 mod batch;
 mod fault;
+mod heap;
 mod mapped;
 mod real;
 
@@ -17,6 +18,7 @@ use std::sync::Arc;
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+pub(crate) use heap::release_free_heap_memory;
 pub(crate) use mapped::{Mapping, mapped_copy, mapping_bytes};
 pub use real::RealFs;
 

@@ -1,0 +1,67 @@
+//! Handing the C allocator's free memory back to the kernel.
+//!
+//! A checkpoint allocates and frees up to a few hundred MiB (decoded spans
+//! of segments, merged runs, output leaves) on its own threads. glibc keeps
+//! what they free in those threads' arenas, where the client threads, which
+//! fill the caches, cannot reuse it: out of cache that free memory was
+//! 190-270 MiB of the process's resident set, on top of the memory budget
+//! (`docs/benchmarks.md`, "Handing free memory back after checkpoints").
+//! After each checkpoint the checkpoint thread asks glibc to return the
+//! whole pages inside its free chunks (`malloc_trim`). Elsewhere (another
+//! C library, or a global allocator other than the system's) this does
+//! nothing: those allocators return memory on their own terms.
+
+/// Returns the C allocator's free pages to the kernel, where that is
+/// possible; cheap when it holds little free memory.
+pub(crate) fn release_free_heap_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes the allocator's own locks and only releases
+    // pages no allocation uses; it has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn freed_heap_pages_leave_the_resident_set() {
+        // Blocks below the mmap threshold, so they live in an arena and
+        // stay there when freed; a live neighbour after each keeps glibc
+        // from shrinking the arena from its top on its own.
+        let mut freed: Vec<Vec<u8>> = Vec::new();
+        let mut kept: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..4096 {
+            freed.push(vec![1u8; 64 * 1024]);
+            kept.push(vec![1u8; 64]);
+        }
+        drop(freed);
+        let before = anon_resident_bytes();
+        release_free_heap_memory();
+        let after = anon_resident_bytes();
+        assert!(kept.iter().all(|k| k[0] == 1));
+        assert!(
+            after + (128 << 20) <= before,
+            "resident anonymous memory {before} B before the trim, {after} B after"
+        );
+    }
+
+    /// Anonymous resident bytes of this process (`RssAnon`).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn anon_resident_bytes() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
+        let line = status
+            .lines()
+            .find(|l| l.starts_with("RssAnon:"))
+            .expect("RssAnon line");
+        let kib: u64 = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|n| n.parse().ok())
+            .expect("RssAnon value");
+        kib * 1024
+    }
+}
