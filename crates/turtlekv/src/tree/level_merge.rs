@@ -14,6 +14,7 @@ use super::cut;
 use super::item::{Item, lower_bound, total_size_bytes};
 use super::merge::merge_runs;
 use super::node::{Flushed, LeafData, Node, Segment};
+use super::span::KeySpan;
 use super::update::Update;
 use super::write::SPILL_MIN_LEVEL;
 use crate::Result;
@@ -24,6 +25,10 @@ use crate::Result;
 const WINDOW_LEAVES: u64 = 4;
 /// New high-level segments a merge holds before it writes them together.
 const WRITE_BATCH_PAGES: usize = 4;
+/// A merge reads the unflushed spans of a segment that lie at most this far
+/// apart with one I/O, flushed items between them included: a few blocks
+/// more cost less than another read.
+const SPAN_GAP_READ_BYTES: u64 = 32 * 1024;
 
 /// A segment's items (whole or a span) and the ranges of them a window merges.
 type WindowRuns = (Arc<Vec<Item>>, Vec<Range<usize>>);
@@ -105,38 +110,37 @@ impl Update<'_> {
     ) -> Result<Vec<WindowRuns>> {
         let mut sources = Vec::new();
         for seg in merging {
-            let Some(first_active) = pivots.clone().find(|&p| seg.bounds[p].is_some()) else {
+            let active: Vec<usize> = pivots
+                .clone()
+                .filter(|&p| seg.bounds[p].is_some())
+                .collect();
+            if active.is_empty() {
                 continue;
-            };
-            let (items, first_index) = match self.decoded(&seg.data) {
-                Some(items) => (items, 0),
-                None => {
-                    let LeafData::Stored(r) = &seg.data else {
-                        unreachable!("new segments are always decoded")
-                    };
-                    let lo = node.pivot_range(first_active).0;
-                    let hi = node.pivot_range(pivots.end - 1).1;
-                    let (first_index, span) =
-                        self.tree.read_leaf_span(r, lo, hi.map(|h| h.as_ref()))?;
-                    (Arc::new(span), first_index)
-                }
-            };
-            let mut ranges: Vec<Range<usize>> = Vec::new();
-            for p in pivots.clone() {
-                let r = node.unflushed_range_in_span(seg, p, &items, first_index);
-                let bytes = total_size_bytes(&items[r.clone()]) as u64;
-                debug_assert!(
-                    node.pivots[p].pending_bytes >= bytes,
-                    "pending bytes undercount"
-                );
-                node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(bytes);
-                match ranges.last_mut() {
-                    Some(last) if last.end == r.start => last.end = r.end,
-                    _ if r.is_empty() => {}
-                    _ => ranges.push(r),
-                }
             }
-            sources.push((items, ranges));
+            if let Some(items) = self.decoded(&seg.data) {
+                let ranges = take_unflushed(node, seg, &active, &items, 0);
+                sources.push((items, ranges));
+                continue;
+            }
+            let LeafData::Stored(r) = &seg.data else {
+                unreachable!("new segments are always decoded")
+            };
+            let spans: Vec<KeySpan<'_>> = active
+                .iter()
+                .map(|&p| unflushed_span(node, seg, p))
+                .collect();
+            let reads = self.tree.read_leaf_spans(r, &spans, SPAN_GAP_READ_BYTES)?;
+            for read in reads {
+                let items = Arc::new(read.items);
+                let pivots = &active[read.spans];
+                let ranges = take_unflushed(node, seg, pivots, &items, read.first_index);
+                self.events.merge_read_item_bytes += total_size_bytes(&items) as u64;
+                self.events.merge_unflushed_item_bytes += ranges
+                    .iter()
+                    .map(|r| total_size_bytes(&items[r.clone()]) as u64)
+                    .sum::<u64>();
+                sources.push((items, ranges));
+            }
         }
         Ok(sources)
     }
@@ -206,4 +210,45 @@ fn pivot_windows(node: &Node, window_bytes: u64) -> Vec<Range<usize>> {
     }
     windows.push(start..node.pivots.len());
     windows
+}
+
+/// Pivot `p`'s unflushed keys in `seg`: from its flushed bound's key (which
+/// lies between the last flushed item and the first unflushed one) or the
+/// pivot's lower bound, whichever is higher, to the pivot's upper bound.
+fn unflushed_span<'a>(node: &'a Node, seg: &'a Segment, p: usize) -> KeySpan<'a> {
+    let (lo, hi) = node.pivot_range(p);
+    let lo = match &seg.bounds[p] {
+        Some(bound) if bound.index > 0 && bound.key > *lo => &bound.key,
+        _ => lo,
+    };
+    (lo.as_ref(), hi.map(|h| h.as_ref()))
+}
+
+/// The ranges of `items` (from leaf index `first_index` on) that hold the
+/// unflushed items of `pivots`, joined where they touch; their bytes come
+/// off the pivots' pending bytes. As for flushes, a flushed bound's index
+/// rules where it and its key disagree.
+fn take_unflushed(
+    node: &mut Node,
+    seg: &Segment,
+    pivots: &[usize],
+    items: &[Item],
+    first_index: usize,
+) -> Vec<Range<usize>> {
+    let mut ranges: Vec<Range<usize>> = Vec::new();
+    for &p in pivots {
+        let r = node.unflushed_range_in_span(seg, p, items, first_index);
+        let bytes = total_size_bytes(&items[r.clone()]) as u64;
+        debug_assert!(
+            node.pivots[p].pending_bytes >= bytes,
+            "pending bytes undercount"
+        );
+        node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(bytes);
+        match ranges.last_mut() {
+            Some(last) if last.end == r.start => last.end = r.end,
+            _ if r.is_empty() => {}
+            _ => ranges.push(r),
+        }
+    }
+    ranges
 }

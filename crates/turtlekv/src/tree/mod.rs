@@ -41,6 +41,7 @@ mod reshape;
 pub(crate) mod scan;
 mod scan_source;
 pub(crate) mod shape;
+mod span;
 pub(crate) mod update;
 mod write;
 
@@ -263,50 +264,6 @@ impl Tree {
             .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
         head.open_chunk(chunk, bytes, out)
             .map_err(|reason| corrupt(r.id, reason))
-    }
-
-    /// Reads the items of a stored leaf or segment with keys in `[lo, hi)`
-    /// (`hi: None` = to the end): only the chunks that can hold them, with
-    /// one uncached read (the page store verifies its blocks, as for
-    /// scans). Returns the leaf index of the first item returned and the
-    /// items. A flush needs one pivot's part of a segment, a small share.
-    fn read_leaf_span(
-        &self,
-        r: &node::LeafRef,
-        lo: &[u8],
-        hi: Option<&[u8]>,
-    ) -> Result<(usize, Vec<Item>)> {
-        let head = self.read_leaf_head(r)?;
-        if head.chunks.is_empty() {
-            return Ok((0, Vec::new()));
-        }
-        let first_chunk = head.chunk_for(lo);
-        let last_chunk = hi.map_or(head.chunks.len() - 1, |hi| head.chunk_for(hi));
-        let (offset, _) = head.chunk_range(first_chunk);
-        let (last_offset, last_len) = head.chunk_range(last_chunk);
-        let bytes = self
-            .io
-            .read_range_uncached(r.id, offset, last_offset + last_len - offset)?;
-        let mut items = Vec::new();
-        for c in first_chunk..=last_chunk {
-            let (chunk_offset, len) = head.chunk_range(c);
-            let at = (chunk_offset - offset) as usize;
-            let blocks = bytes.slice(at..at + len as usize);
-            let chunk = head
-                .decode_chunk_trusted(c, &blocks)
-                .map_err(|reason| corrupt(r.id, reason))?;
-            items.extend(chunk);
-        }
-        let first_index = head.chunk_items(first_chunk).0 as usize;
-        let start = item::lower_bound(&items, lo);
-        let end = hi.map_or(items.len(), |hi| item::lower_bound(&items, hi));
-        let sorted = items.windows(2).all(|w| w[0].key < w[1].key);
-        if !sorted || first_index + items.len() > head.item_count as usize {
-            return Err(corrupt(r.id, "leaf items out of order or miscounted"));
-        }
-        items.truncate(end.max(start));
-        items.drain(..start);
-        Ok((first_index + start, items))
     }
 
     /// Reads every item of a stored leaf.

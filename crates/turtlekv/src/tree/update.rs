@@ -62,6 +62,11 @@ pub(crate) struct UpdateEvents {
     /// Node pages written, and their content bytes.
     pub node_pages_written: u64,
     pub node_bytes_written: u64,
+    /// Item bytes buffer merges decoded from stored segments, and the
+    /// unflushed ones among them (the rest were read only because they lay
+    /// between or around those).
+    pub merge_read_item_bytes: u64,
+    pub merge_unflushed_item_bytes: u64,
 }
 
 impl UpdateEvents {
@@ -79,6 +84,8 @@ impl UpdateEvents {
         self.root_shrinks += other.root_shrinks;
         self.spills += other.spills;
         self.level_merge_writes += other.level_merge_writes;
+        self.merge_read_item_bytes += other.merge_read_item_bytes;
+        self.merge_unflushed_item_bytes += other.merge_unflushed_item_bytes;
         self.shared_segments_dropped += other.shared_segments_dropped;
         self.leaf_pages_written += other.leaf_pages_written;
         self.leaf_bytes_written += other.leaf_bytes_written;
