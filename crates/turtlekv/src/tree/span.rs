@@ -6,7 +6,10 @@
 
 use std::ops::Range;
 
+use bytes::Bytes;
+
 use super::leaf::LeafHead;
+use super::update::edge_key;
 use super::{Item, Tree, corrupt, item, node};
 use crate::Result;
 
@@ -87,6 +90,23 @@ impl Tree {
             s = e;
         }
         Ok(reads)
+    }
+
+    /// The first and last keys of a stored leaf or segment (empty when it
+    /// holds no items), read from its first and last chunks.
+    pub(super) fn read_leaf_edge_keys(&self, r: &node::LeafRef) -> Result<(Bytes, Bytes)> {
+        let head = self.read_leaf_head(r)?;
+        let Some(last_chunk) = head.chunks.len().checked_sub(1) else {
+            return Ok((Bytes::new(), Bytes::new()));
+        };
+        let (_, first_items) = self.read_chunk_run(r, &head, 0..1, &[], None)?;
+        let first = edge_key(first_items.first());
+        if last_chunk == 0 {
+            return Ok((first, edge_key(first_items.last())));
+        }
+        let (_, last_items) =
+            self.read_chunk_run(r, &head, last_chunk..last_chunk + 1, &[], None)?;
+        Ok((first, edge_key(last_items.last())))
     }
 
     /// The items of `chunks` with keys in `[lo, hi)`, read with one I/O, and

@@ -221,9 +221,11 @@ impl<'a> Update<'a> {
     pub(super) fn drop_segment(&mut self, seg: &Segment, height: u8) -> Result<()> {
         if let LeafData::Stored(r) = &seg.data {
             if seg.shared {
-                let items = self.items(&seg.data)?;
-                let first = items.first().map(|i| i.key.clone()).unwrap_or_default();
-                let last = items.last().map(|i| i.key.clone()).unwrap_or_default();
+                // Only its edge keys are needed: two chunks, not the page.
+                let (first, last) = match self.decoded(&seg.data) {
+                    Some(items) => (edge_key(items.first()), edge_key(items.last())),
+                    None => self.tree.read_leaf_edge_keys(r)?,
+                };
                 self.shared_dropped.push((r.id, height, first, last));
                 self.events.shared_segments_dropped += 1;
             } else {
@@ -232,6 +234,13 @@ impl<'a> Update<'a> {
         }
         Ok(())
     }
+}
+
+/// An item's key copied out, so that it does not keep its page's buffer
+/// alive; empty for no item.
+pub(super) fn edge_key(item: Option<&Item>) -> Bytes {
+    item.map(|i| Bytes::copy_from_slice(&i.key))
+        .unwrap_or_default()
 }
 
 fn empty_root() -> Node {
