@@ -45,7 +45,7 @@ impl Monitor {
             while !stopped.load(Ordering::Relaxed) {
                 if started.elapsed() < next {
                     std::thread::sleep(Duration::from_millis(250));
-                    peak_unbudgeted = peak_unbudgeted.max(unbudgeted_heap_bytes(&db.stats()));
+                    peak_unbudgeted = peak_unbudgeted.max(unbudgeted_resident_bytes(&db.stats()));
                     continue;
                 }
                 next += every;
@@ -72,15 +72,18 @@ impl Drop for Monitor {
     }
 }
 
-/// Heap in use beyond what the memory budget accounts for (page cache,
-/// record cache, MemTables): mostly a checkpoint's working set. Sampled
-/// four times a second, its peak is printed with each monitor line.
-fn unbudgeted_heap_bytes(stats: &turtlekv::Stats) -> u64 {
-    let Some((in_use, _)) = crate::measure::malloc_bytes() else {
+/// Resident anonymous memory beyond what the memory budget accounts for
+/// (page cache, record cache, MemTables): a checkpoint's working set, the
+/// allocator's free memory still resident, and everything else the process
+/// holds. Not the heap alone: the page cache keeps copies of written pages
+/// in mappings of their own, outside the allocator. Sampled four times a
+/// second, its peak is printed with each monitor line.
+fn unbudgeted_resident_bytes(stats: &turtlekv::Stats) -> u64 {
+    let Ok((anon, _)) = crate::measure::rss_bytes() else {
         return 0;
     };
     let budgeted = stats.cache_used_bytes + stats.record_cache_used_bytes + stats.memtable_bytes;
-    in_use.saturating_sub(budgeted)
+    anon.saturating_sub(budgeted)
 }
 
 /// One line of counters over an interval (deltas) and gauges (now).
