@@ -22,8 +22,23 @@ pub(crate) fn release_free_heap_memory() {
     }
 }
 
+/// A size field of `/proc/self/status` (`label` with its colon, such as
+/// `"RssAnon:"`), in bytes: tests that measure what memory the process
+/// holds.
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) fn process_status_bytes(label: &str) -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix(label))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {label} in /proc/self/status"));
+    kib * 1024
+}
+
 #[cfg(test)]
 mod tests {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     use super::*;
 
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -39,29 +54,13 @@ mod tests {
             kept.push(vec![1u8; 64]);
         }
         drop(freed);
-        let before = anon_resident_bytes();
+        let before = process_status_bytes("RssAnon:");
         release_free_heap_memory();
-        let after = anon_resident_bytes();
+        let after = process_status_bytes("RssAnon:");
         assert!(kept.iter().all(|k| k[0] == 1));
         assert!(
             after + (128 << 20) <= before,
             "resident anonymous memory {before} B before the trim, {after} B after"
         );
-    }
-
-    /// Anonymous resident bytes of this process (`RssAnon`).
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    fn anon_resident_bytes() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("RssAnon:"))
-            .expect("RssAnon line");
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|n| n.parse().ok())
-            .expect("RssAnon value");
-        kib * 1024
     }
 }

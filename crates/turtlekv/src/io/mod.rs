@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+#[cfg(all(test, target_os = "linux"))]
+pub(crate) use heap::process_status_bytes;
 pub(crate) use heap::release_free_heap_memory;
 pub(crate) use mapped::{Mapping, mapped_copy, mapping_bytes};
 pub use real::RealFs;

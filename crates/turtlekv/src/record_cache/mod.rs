@@ -566,18 +566,7 @@ mod probe {
     use super::*;
 
     fn resident_bytes() -> u64 {
-        let status = std::fs::read_to_string("/proc/self/status").expect("procfs");
-        let line = status
-            .lines()
-            .find(|l| l.starts_with("VmRSS"))
-            .expect("VmRSS line");
-        let kib: u64 = line
-            .split_whitespace()
-            .nth(1)
-            .expect("value")
-            .parse()
-            .expect("number");
-        kib * 1024
+        crate::io::process_status_bytes("VmRSS:")
     }
 
     #[test]
