@@ -39,6 +39,13 @@ impl Item {
 }
 
 /// Sum of item sizes.
+/// An item's key copied out, so that it does not keep its page's buffer
+/// alive; empty for no item.
+pub(crate) fn edge_key(item: Option<&Item>) -> Bytes {
+    item.map(|i| Bytes::copy_from_slice(&i.key))
+        .unwrap_or_default()
+}
+
 pub(crate) fn total_size_bytes(items: &[Item]) -> usize {
     items.iter().map(Item::size_bytes).sum()
 }

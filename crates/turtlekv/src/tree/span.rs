@@ -8,8 +8,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
+use super::item::edge_key;
 use super::leaf::LeafHead;
-use super::update::edge_key;
 use super::{Item, Tree, corrupt, item, node};
 use crate::Result;
 

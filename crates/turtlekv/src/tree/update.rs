@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::item::Item;
+use super::item::{Item, edge_key};
 use super::node::{Child, LeafData, Node, Pivot, Segment};
 use super::{Tree, corrupt, cut};
 use crate::Result;
@@ -234,13 +234,6 @@ impl<'a> Update<'a> {
         }
         Ok(())
     }
-}
-
-/// An item's key copied out, so that it does not keep its page's buffer
-/// alive; empty for no item.
-pub(super) fn edge_key(item: Option<&Item>) -> Bytes {
-    item.map(|i| Bytes::copy_from_slice(&i.key))
-        .unwrap_or_default()
 }
 
 fn empty_root() -> Node {
