@@ -38,7 +38,6 @@ impl Item {
     }
 }
 
-/// Sum of item sizes.
 /// An item's key copied out, so that it does not keep its page's buffer
 /// alive; empty for no item.
 pub(crate) fn edge_key(item: Option<&Item>) -> Bytes {
@@ -46,6 +45,7 @@ pub(crate) fn edge_key(item: Option<&Item>) -> Bytes {
         .unwrap_or_default()
 }
 
+/// Sum of item sizes.
 pub(crate) fn total_size_bytes(items: &[Item]) -> usize {
     items.iter().map(Item::size_bytes).sum()
 }
