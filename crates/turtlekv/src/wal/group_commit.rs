@@ -104,7 +104,7 @@ impl GroupCommit {
                 return result;
             }
             if q.leader_active {
-                if std::mem::take(&mut may_spin) {
+                if std::mem::take(&mut may_spin) && self.claim_spinner() {
                     let seen = self.groups_done.load(Ordering::Acquire);
                     MutexGuard::unlocked(&mut q, || self.spin_until_group_done(seen));
                 } else {
@@ -129,13 +129,19 @@ impl GroupCommit {
 }
 
 impl GroupCommit {
-    /// Spins until a group finishes after `seen` were, for at most
-    /// `FOLLOWER_SPIN`, if fewer than `max_spinners` spin already.
-    fn spin_until_group_done(&self, seen: u64) {
+    /// Counts the caller as a spinner, unless `max_spinners` spin already
+    /// (then it sleeps without unlocking the queue first).
+    fn claim_spinner(&self) -> bool {
         if self.spinners.fetch_add(1, Ordering::Relaxed) >= self.max_spinners {
             self.spinners.fetch_sub(1, Ordering::Relaxed);
-            return;
+            return false;
         }
+        true
+    }
+
+    /// Spins until a group finishes after `seen` were, for at most
+    /// `FOLLOWER_SPIN`; ends the spinner count `claim_spinner` took.
+    fn spin_until_group_done(&self, seen: u64) {
         let started = std::time::Instant::now();
         while self.groups_done.load(Ordering::Acquire) == seen {
             for _ in 0..32 {
