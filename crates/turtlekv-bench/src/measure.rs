@@ -5,6 +5,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::Duration;
 
 /// Bytes this process caused to be written to the storage device, from the
 /// `write_bytes` line of `/proc/self/io`. It counts page-cache writeback of
@@ -59,6 +60,26 @@ fn status_bytes(text: &str, label: &str) -> io::Result<u64> {
         .ok_or_else(|| io::Error::other(format!("no {label} in /proc/self/status")))
 }
 
+/// CPU time this process has used so far, user and system, over all its
+/// threads (`getrusage`). Across a phase it counts the engine's background
+/// threads (checkpoints, compactions) with the clients, and not the time
+/// the machine ran something else, which throughput on a shared machine
+/// does count.
+pub fn process_cpu_time() -> io::Result<Duration> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a whole `rusage` to the pointer it is given,
+    // which points at one.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: initialised by the successful call above (and zeroed before).
+    let usage = unsafe { usage.assume_init() };
+    let time = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    Ok(time(usage.ru_utime) + time(usage.ru_stime))
+}
+
 /// The C allocator's `(bytes in use, free bytes it keeps)` from `mallinfo2`:
 /// in use is arena chunks handed out plus mmapped blocks; free is arena
 /// chunks it holds for reuse. Set against RSS they separate live data from
@@ -111,6 +132,19 @@ mod tests {
         file.sync_all().unwrap();
         let allocated = allocated_bytes(dir.path()).unwrap();
         assert!(allocated >= 64 * 1024, "{allocated}");
+    }
+
+    #[test]
+    fn cpu_time_counts_work_done() {
+        let before = process_cpu_time().unwrap();
+        let spin_until = std::time::Instant::now() + Duration::from_millis(50);
+        let mut x = 0u64;
+        while std::time::Instant::now() < spin_until {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+        }
+        let spent = process_cpu_time().unwrap() - before;
+        // 50 ms of spinning on this thread; other tests' threads only add.
+        assert!(spent >= Duration::from_millis(40), "{spent:?}");
     }
 
     #[test]

@@ -166,6 +166,7 @@ mod tests {
             write_amp: None,
             space_amp: None,
             peak_rss_bytes: None,
+            cpu_us_per_op: None,
             ratio_to_turtlekv: None,
             per_op: vec![(
                 "read".into(),

@@ -54,6 +54,11 @@ pub struct PhaseResult {
     /// Bytes allocated on disk / user bytes of live records.
     pub space_amp: Option<f64>,
     pub peak_rss_bytes: Option<u64>,
+    /// Process CPU time (all threads, user and system) per operation, in
+    /// microseconds; `None` where it could not be read. Older result files
+    /// lack it.
+    #[serde(default)]
+    pub cpu_us_per_op: Option<f64>,
     /// This engine's throughput over TurtleKV's on the same workload.
     pub ratio_to_turtlekv: Option<f64>,
     /// Percentiles per operation kind (name, latency).
@@ -130,8 +135,9 @@ pub fn render_table(results: &[PhaseResult]) -> String {
         "write amp",
         "space amp",
         "peak RSS MiB",
+        "cpu us/op",
     ];
-    let mut rows: Vec<[String; 11]> = Vec::new();
+    let mut rows: Vec<[String; 12]> = Vec::new();
     for r in results {
         for (i, (op, lat)) in r.per_op.iter().enumerate() {
             let first = i == 0;
@@ -148,6 +154,7 @@ pub fn render_table(results: &[PhaseResult]) -> String {
                 phase(optional(r.write_amp, 2)),
                 phase(optional(r.space_amp, 2)),
                 phase(mebibytes(r.peak_rss_bytes)),
+                phase(optional(r.cpu_us_per_op, 1)),
             ]);
         }
     }
@@ -211,6 +218,7 @@ mod tests {
             write_amp: (workload == "load").then_some(1.5),
             space_amp: Some(1.25),
             peak_rss_bytes: Some(3 << 20),
+            cpu_us_per_op: Some(7.25),
             ratio_to_turtlekv: None,
             per_op: vec![
                 (
@@ -296,6 +304,7 @@ mod tests {
             "write_amp",
             "space_amp",
             "peak_rss_bytes",
+            "cpu_us_per_op",
         ] {
             assert!(obj.get(field).is_some(), "missing {field}");
         }
@@ -303,6 +312,12 @@ mod tests {
         assert_eq!(obj["ops_per_sec"], 1234.5);
         assert_eq!(obj["write_amp"], 1.5);
         assert_eq!(obj["peak_rss_bytes"], 3 << 20);
+        assert_eq!(obj["cpu_us_per_op"], 7.25);
+        // Result files written before the field existed still load.
+        let mut old = obj.clone();
+        old.as_object_mut().unwrap().remove("cpu_us_per_op");
+        let back: PhaseResult = serde_json::from_value(old).unwrap();
+        assert_eq!(back.cpu_us_per_op, None);
     }
 
     #[test]
@@ -317,6 +332,12 @@ mod tests {
         assert_eq!(lines.len(), 2 + 4, "{table}");
         assert!(lines[0].starts_with("engine"));
         assert!(lines[2].contains("turtlekv") && lines[2].contains("1,234,567"));
+        assert!(lines[0].ends_with("cpu us/op"), "{}", lines[0]);
+        assert!(
+            lines[2].ends_with("7.2") || lines[2].ends_with("7.3"),
+            "{}",
+            lines[2]
+        );
         assert!(
             lines[2].contains("1.50") && lines[2].contains("1.00"),
             "{}",
