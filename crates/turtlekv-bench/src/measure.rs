@@ -62,9 +62,7 @@ fn status_bytes(text: &str, label: &str) -> io::Result<u64> {
 
 /// CPU time this process has used so far, user and system, over all its
 /// threads (`getrusage`). Across a phase it counts the engine's background
-/// threads (checkpoints, compactions) with the clients, and not the time
-/// the machine ran something else, which throughput on a shared machine
-/// does count.
+/// threads (checkpoints, compactions) with the clients.
 pub fn process_cpu_time() -> io::Result<Duration> {
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
     // SAFETY: getrusage writes a whole `rusage` to the pointer it is given,
