@@ -9,9 +9,9 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::checkpoint::{TreeCursor, TreeVersion};
+use crate::key::compare_keys;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::state::ReadView;
-use crate::tree::item::compare_keys;
 
 /// Keys fetched from one source by its first refill. Small, because the
 /// merge needs from each source only the keys up to where the caller stops:

@@ -36,6 +36,7 @@ pub mod fuzz;
 mod ghost;
 pub mod io;
 mod iter;
+mod key;
 mod memtable;
 mod options;
 mod options_file;

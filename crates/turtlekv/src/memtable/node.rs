@@ -28,6 +28,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::AtomicPtr;
 
 use super::arena::{Arena, Place};
+use crate::key::key_prefix;
 
 /// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
 pub(crate) const MAX_HEIGHT: usize = 20;
@@ -65,13 +66,6 @@ impl<'a> KeyParts<'a> {
             seq,
         }
     }
-}
-
-pub(crate) fn key_prefix(key: &[u8]) -> u64 {
-    let mut buf = [0u8; 8];
-    let n = key.len().min(8);
-    buf[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(buf)
 }
 
 pub(crate) fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {

@@ -8,7 +8,8 @@
 
 use bytes::Bytes;
 
-use super::item::{ITEM_OVERHEAD_BYTES, Item, compare_keys};
+use super::item::{ITEM_OVERHEAD_BYTES, Item};
+use crate::key::compare_keys;
 
 /// Where one item's key and value lie in its chunk's bytes.
 #[derive(Debug, Clone, Copy)]

@@ -5,6 +5,8 @@ use std::collections::BinaryHeap;
 
 use bytes::Bytes;
 
+use crate::key::compare_keys;
+
 /// Bytes of an item's encoding besides key and value: op, key length, value length.
 pub(crate) const ITEM_OVERHEAD_BYTES: usize = 7;
 
@@ -90,24 +92,6 @@ impl Ord for HeapEntry<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
         compare_keys(&other.item.key, &self.item.key).then(other.run.cmp(&self.run))
     }
-}
-
-/// Byte-wise key order, as `<[u8]>::cmp`, with a shortcut for the common
-/// case of keys of 8 bytes or more that differ in their first 8 (one
-/// integer compare instead of a `memcmp` call); merges spend most of their
-/// time here.
-#[inline]
-pub(crate) fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
-    if let (Some(a8), Some(b8)) = (a.first_chunk::<8>(), b.first_chunk::<8>()) {
-        let order = u64::from_be_bytes(*a8).cmp(&u64::from_be_bytes(*b8));
-        if order != Ordering::Equal {
-            return order;
-        }
-        // Equal 8-byte prefixes: only the tails can differ (for 8-byte
-        // keys both are empty, and no memcmp call is made).
-        return a[8..].cmp(&b[8..]);
-    }
-    a.cmp(b)
 }
 
 /// Two-run merge (`newer` wins on equal keys): the common case of a batch

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use super::chunk::{ChunkItems, parse_item};
 use super::item::{ITEM_OVERHEAD_BYTES, Item};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC, VERSION};
+use crate::key::key_prefix;
 
 /// One chunk index entry.
 #[derive(Debug, Clone)]
@@ -31,17 +32,6 @@ pub(crate) struct LeafHead {
     /// prefixes tie.
     pub separator_prefixes: Vec<u64>,
     pub block_crcs: Vec<u32>,
-}
-
-/// The first 8 bytes of `key`, zero-padded, as a big-endian number. If
-/// `key_prefix(a) < key_prefix(b)` then `a < b`: the first differing byte
-/// is either a real byte of both, or a padding zero of the shorter key,
-/// which then is a prefix of the other. Equal prefixes decide nothing.
-pub(crate) fn key_prefix(key: &[u8]) -> u64 {
-    let mut bytes = [0u8; 8];
-    let n = key.len().min(8);
-    bytes[..n].copy_from_slice(&key[..n]);
-    u64::from_be_bytes(bytes)
 }
 
 pub(super) fn u32_at(bytes: &[u8], at: usize) -> u32 {
@@ -165,7 +155,13 @@ impl LeafHead {
         let key_prefix = key_prefix(key);
         // Below the key's prefix: below the key. Above it: above the key.
         let below = prefixes.partition_point(|&p| p < key_prefix);
-        let tied = prefixes[below..].partition_point(|&p| p == key_prefix);
+        // Usually no separator ties the key's prefix: check the next one
+        // before a second binary search, whose probes would each miss the
+        // CPU cache in a head of hundreds of chunks.
+        let tied = match prefixes.get(below) {
+            Some(&p) if p == key_prefix => prefixes[below..].partition_point(|&p| p == key_prefix),
+            _ => 0,
+        };
         let at_most = below
             + self.chunks[below..below + tied].partition_point(|c| c.separator.as_ref() <= key);
         at_most.saturating_sub(1)
@@ -189,6 +185,19 @@ impl LeafHead {
         self.chunks
             .partition_point(|c| c.first_item <= index)
             .saturating_sub(1)
+    }
+
+    /// The later of chunk `from` and the chunk holding item `index`. Most
+    /// often the item is in `from` or before it, which the next chunk's
+    /// entry tells without a search over the whole index (whose probes
+    /// each miss the CPU cache in a head of hundreds of chunks).
+    pub(crate) fn chunk_of_item_from(&self, from: usize, index: u32) -> usize {
+        match self.chunks.get(from + 1) {
+            Some(next) if next.first_item <= index => {
+                from + 1 + self.chunks[from + 1..].partition_point(|c| c.first_item <= index) - 1
+            }
+            _ => from,
+        }
     }
 
     /// Item index range of chunk `c`.

@@ -147,28 +147,23 @@ fn chunk_for_agrees_with_the_separators() {
     }
 }
 
+/// `chunk_of_item_from` looks at the next chunk before it searches; it
+/// must give what the full search and the starting chunk give together.
 #[test]
-fn key_prefix_order_implies_key_order() {
-    use crate::tree::leaf_head::key_prefix;
-    let keys: Vec<&[u8]> = vec![
-        b"",
-        b"\0",
-        b"\0\0",
-        b"a",
-        b"a\0",
-        b"a\0\x01",
-        b"ab",
-        b"abcdefgh",
-        b"abcdefgh\0",
-        b"abcdefghi",
-        b"abcdefgi",
-        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
-    ];
-    for a in &keys {
-        for b in &keys {
-            if key_prefix(a) < key_prefix(b) {
-                assert!(a < b, "{a:?} {b:?}");
-            }
+fn chunk_of_item_from_is_the_later_of_both() {
+    let items: Vec<Item> = (0..400u32)
+        .map(|i| Item::put(i.to_be_bytes().to_vec(), vec![1; 20 + (i % 50) as usize]))
+        .collect();
+    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX));
+    let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
+    assert!(head.chunks.len() > 20, "{} chunks", head.chunks.len());
+    for from in 0..head.chunks.len() {
+        for index in 0..=items.len() as u32 {
+            assert_eq!(
+                head.chunk_of_item_from(from, index),
+                from.max(head.chunk_of_item(index)),
+                "from chunk {from}, item {index}"
+            );
         }
     }
 }

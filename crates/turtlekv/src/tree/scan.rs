@@ -10,11 +10,11 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-use super::item::compare_keys;
 use super::probe::PivotTarget;
 use super::scan_source::Source;
 use super::{Tree, corrupt};
 use crate::Result;
+use crate::key::compare_keys;
 use crate::page::{CachePriority, PageId};
 
 /// Bytes of a leaf read at once when a scan opens it: 16 KiB holds about

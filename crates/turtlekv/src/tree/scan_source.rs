@@ -5,11 +5,11 @@
 use bytes::Bytes;
 
 use super::chunk::ChunkItems;
-use super::item::compare_keys;
 use super::leaf::LeafHead;
 use super::node::LeafRef;
 use super::scan::ScanCursor;
 use crate::Result;
+use crate::key::compare_keys;
 use crate::page::PageRange;
 use std::ops::Bound;
 
@@ -113,7 +113,7 @@ impl ScanCursor {
             // Items below `min_index` were flushed: start no earlier than
             // the chunk holding the first live one, rather than reading a
             // flushed chunk and then jumping.
-            source.chunk = source.chunk.max(source.head.chunk_of_item(min_index));
+            source.chunk = source.head.chunk_of_item_from(source.chunk, min_index);
         }
         Ok(Some((source, seek)))
     }
