@@ -6,7 +6,7 @@ use bytes::Bytes;
 use super::chunk::{ChunkItems, parse_item};
 use super::item::{ITEM_OVERHEAD_BYTES, Item};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC, VERSION};
-use crate::key::key_prefix;
+use crate::key::{compare_keys, key_prefix};
 
 /// One chunk index entry.
 #[derive(Debug, Clone)]
@@ -140,7 +140,7 @@ impl LeafHead {
         for index in first..end {
             let span = parse_item(blocks, at)
                 .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
-            match span.key(blocks).cmp(key) {
+            match compare_keys(span.key(blocks), key) {
                 std::cmp::Ordering::Less => at = span.end(),
                 std::cmp::Ordering::Equal => return Ok(Some((index, span.item(blocks)))),
                 std::cmp::Ordering::Greater => return Ok(None),

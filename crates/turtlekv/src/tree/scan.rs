@@ -134,7 +134,13 @@ impl ScanCursor {
             planned.push(source);
         }
         self.tree.io.prefetch(&ranges, CachePriority::LeafBlock)?;
+        // Every source's first chunk is read (and its bytes prefetched into
+        // the CPU cache) before any is searched: see `ChunkItems::prefetch`.
+        let mut read = Vec::with_capacity(planned.len());
         for source in planned {
+            read.push(self.read_first_chunk(source)?);
+        }
+        for source in read {
             self.open_source(source)?;
         }
         self.next_window = if self.reverse {

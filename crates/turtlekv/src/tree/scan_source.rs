@@ -31,8 +31,9 @@ pub(super) struct Source {
     pub(super) ready: bool,
 }
 
-/// A source whose first chunk is known but not read yet, and the key it
-/// starts from (`None`: the end, in a reverse scan).
+/// A source whose first chunk is known (and, once `read_first_chunk` has
+/// run, read) but not searched yet, and the key it starts from (`None`:
+/// the end, in a reverse scan).
 pub(super) type PlannedSource = (Source, Option<Bytes>);
 
 impl Source {
@@ -118,11 +119,20 @@ impl ScanCursor {
         Ok(Some((source, seek)))
     }
 
-    /// Reads a planned source's first chunk, positions it and readies its
-    /// first item for the merge.
-    pub(super) fn open_source(&mut self, (mut source, seek): PlannedSource) -> Result<()> {
+    /// Reads a planned source's first chunk and prefetches its bytes.
+    pub(super) fn read_first_chunk(
+        &self,
+        (mut source, seek): PlannedSource,
+    ) -> Result<PlannedSource> {
         self.tree
             .read_chunk(&source.leaf, &source.head, source.chunk, &mut source.items)?;
+        source.items.prefetch();
+        Ok((source, seek))
+    }
+
+    /// Positions a source whose first chunk is read and readies its first
+    /// item for the merge.
+    pub(super) fn open_source(&mut self, (mut source, seek): PlannedSource) -> Result<()> {
         let pos = match (&seek, self.reverse) {
             (Some(k), false) => source.items.lower_bound(k),
             // Reverse starts at the last item <= the upper bound (the
