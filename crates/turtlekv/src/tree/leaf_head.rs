@@ -178,16 +178,8 @@ impl LeafHead {
         (self.data_offset as u64 + first * bs, (end - first) * bs)
     }
 
-    /// The chunk holding item `index` (the last chunk for an index past
-    /// the end). The head must have chunks.
-    pub(crate) fn chunk_of_item(&self, index: u32) -> usize {
-        debug_assert!(!self.chunks.is_empty());
-        self.chunks
-            .partition_point(|c| c.first_item <= index)
-            .saturating_sub(1)
-    }
-
-    /// The later of chunk `from` and the chunk holding item `index`. Most
+    /// The later of chunk `from` and the chunk holding item `index` (the
+    /// last chunk for an index past the end). Most
     /// often the item is in `from` or before it, which the next chunk's
     /// entry tells without a search over the whole index (whose probes
     /// each miss the CPU cache in a head of hundreds of chunks).

@@ -193,7 +193,7 @@ impl ScanCursor {
             }
             if !reverse && index < s.min_index {
                 // Jump over flushed items without reading their chunks.
-                let target = s.head.chunk_of_item(s.min_index);
+                let target = s.head.chunk_of_item_from(s.chunk, s.min_index);
                 if target != s.chunk {
                     s.chunk = target;
                     tree.read_chunk(&s.leaf, &s.head, target, &mut s.items)?;
