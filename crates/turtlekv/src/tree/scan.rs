@@ -136,11 +136,10 @@ impl ScanCursor {
         self.tree.io.prefetch(&ranges, CachePriority::LeafBlock)?;
         // Every source's first chunk is read (and its bytes prefetched into
         // the CPU cache) before any is searched: see `ChunkItems::prefetch`.
-        let mut read = Vec::with_capacity(planned.len());
-        for source in planned {
-            read.push(self.read_first_chunk(source)?);
+        for source in &mut planned {
+            self.read_first_chunk(source)?;
         }
-        for source in read {
+        for source in planned {
             self.open_source(source)?;
         }
         self.next_window = if self.reverse {

@@ -120,14 +120,11 @@ impl ScanCursor {
     }
 
     /// Reads a planned source's first chunk and prefetches its bytes.
-    pub(super) fn read_first_chunk(
-        &self,
-        (mut source, seek): PlannedSource,
-    ) -> Result<PlannedSource> {
+    pub(super) fn read_first_chunk(&self, (source, _): &mut PlannedSource) -> Result<()> {
         self.tree
             .read_chunk(&source.leaf, &source.head, source.chunk, &mut source.items)?;
         source.items.prefetch();
-        Ok((source, seek))
+        Ok(())
     }
 
     /// Positions a source whose first chunk is read and readies its first
