@@ -24,10 +24,21 @@ pub fn allocated_bytes(path: &Path) -> io::Result<u64> {
     let mut total = meta.blocks() * 512;
     if meta.is_dir() {
         for entry in fs::read_dir(path)? {
-            total += allocated_bytes(&entry?.path())?;
+            total += allocated_bytes_if_present(&entry?.path())?;
         }
     }
     Ok(total)
+}
+
+/// `allocated_bytes` of a directory entry, 0 if it is gone: an engine's
+/// background work (a compaction, a WAL trim) may delete a file between
+/// listing the directory and reading the file's size, and a deleted file
+/// takes no space.
+fn allocated_bytes_if_present(path: &Path) -> io::Result<u64> {
+    match allocated_bytes(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+        other => other,
+    }
 }
 
 /// Resets the kernel's peak-RSS mark (`VmHWM`) to the current RSS, so that
@@ -130,6 +141,13 @@ mod tests {
         file.sync_all().unwrap();
         let allocated = allocated_bytes(dir.path()).unwrap();
         assert!(allocated >= 64 * 1024, "{allocated}");
+        // A file deleted while the directory is walked counts as 0; the
+        // directory itself must exist.
+        assert_eq!(
+            allocated_bytes_if_present(&dir.path().join("gone")).unwrap(),
+            0
+        );
+        assert!(allocated_bytes(&dir.path().join("gone")).is_err());
     }
 
     #[test]
