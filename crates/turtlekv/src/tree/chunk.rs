@@ -18,15 +18,6 @@ const CACHE_LINE_BYTES: usize = 64;
 /// block; a longer chunk holds one large item, whose key comes first.
 const PREFETCH_MAX_BYTES: usize = 4096;
 
-/// Asks the CPU to fetch (the first block of) a chunk's bytes into its
-/// caches; see `ChunkItems::prefetch`.
-fn prefetch_chunk(bytes: &[u8]) {
-    let bytes = &bytes[..bytes.len().min(PREFETCH_MAX_BYTES)];
-    for line in bytes.chunks(CACHE_LINE_BYTES) {
-        prefetch_line(line.as_ptr());
-    }
-}
-
 fn prefetch_line(at: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch never faults, whatever the address.
@@ -119,7 +110,10 @@ impl ChunkItems {
     /// each item header is a memory stall of its own; a scan prefetches
     /// the chunks of all its sources first, so those fetches overlap.
     pub(crate) fn prefetch(&self) {
-        prefetch_chunk(&self.bytes);
+        let first_block = &self.bytes[..self.bytes.len().min(PREFETCH_MAX_BYTES)];
+        for line in first_block.chunks(CACHE_LINE_BYTES) {
+            prefetch_line(line.as_ptr());
+        }
     }
 
     /// Items in the chunk, located or not.

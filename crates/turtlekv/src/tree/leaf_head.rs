@@ -179,10 +179,10 @@ impl LeafHead {
     }
 
     /// The later of chunk `from` and the chunk holding item `index` (the
-    /// last chunk for an index past the end). Most
-    /// often the item is in `from` or before it, which the next chunk's
-    /// entry tells without a search over the whole index (whose probes
-    /// each miss the CPU cache in a head of hundreds of chunks).
+    /// last chunk for an index past the end). Most often the item is in
+    /// `from` or before it, which the next chunk's entry tells without a
+    /// search over the whole index (whose probes each miss the CPU cache
+    /// in a head of hundreds of chunks).
     pub(crate) fn chunk_of_item_from(&self, from: usize, index: u32) -> usize {
         match self.chunks.get(from + 1) {
             Some(next) if next.first_item <= index => {
