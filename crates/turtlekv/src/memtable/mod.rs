@@ -6,6 +6,7 @@
 mod arena;
 mod bloom;
 mod node;
+mod parted;
 mod skiplist;
 #[cfg(test)]
 mod tests;
@@ -15,6 +16,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
+pub(crate) use parted::{PartedMemTable, merge_newest_first};
 pub(crate) use skiplist::SkipListMemTable;
 
 /// The newest visible version of one key: `None` is a tombstone.
@@ -62,4 +64,9 @@ pub(crate) trait MemTable: Send + Sync + Debug {
 
     /// Number of versions held.
     fn len(&self) -> usize;
+
+    /// The MemTable as parts holding disjoint ranges of sequence numbers,
+    /// oldest first (a plain skiplist is its one part). A checkpoint reads
+    /// each part on its own and merges them.
+    fn parts(&self) -> Vec<&dyn MemTable>;
 }
