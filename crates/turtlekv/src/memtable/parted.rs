@@ -67,7 +67,9 @@ impl PartedMemTable {
         Self::new(part_bytes, part_bytes, capacity_bytes)
     }
 
-    /// A MemTable whose parts hold `part_capacity_bytes` each.
+    /// A MemTable whose parts hold `part_capacity_bytes` each: small parts
+    /// for tests.
+    #[cfg(test)]
     pub fn with_part_capacity(part_capacity_bytes: u64) -> Self {
         let capacity_bytes = part_capacity_bytes * PARTS_PER_MEMTABLE;
         Self::new(part_capacity_bytes, part_capacity_bytes, capacity_bytes)
