@@ -305,6 +305,18 @@ proptest::proptest! {
 }
 
 #[test]
+#[should_panic(expected = "insert into a sealed MemTable")]
+fn parted_insert_after_seal_is_refused() {
+    let t = PartedMemTable::with_part_capacity(4096);
+    for i in 0..200u64 {
+        t.insert(Bytes::from(i.to_be_bytes().to_vec()), i + 1, None);
+    }
+    assert!(t.parts().len() > 1);
+    t.seal();
+    t.insert(b("late"), 1000, None);
+}
+
+#[test]
 fn readers_see_a_sorted_prefix_while_one_thread_writes() {
     readers_see_a_sorted_prefix(&SkipListMemTable::with_capacity(1 << 20));
 }
