@@ -2,15 +2,13 @@
 //! `cargo bench -p turtlekv-bench --bench memtable`. A MemTable of the
 //! default 64 MiB checkpoint distance holds about 400,000 entries of an
 //! 8-byte key and a 120-byte value; inserting into it in random order is
-//! bound by cache misses along the skiplist's search path. The engine's
-//! MemTable fills four skiplists of a quarter of that, one after the other
-//! ("in parts").
+//! bound by cache misses along the skiplist's search path.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use turtlekv::bench_hooks::{MemTableInput, memtable_fill, memtable_fill_parted};
+use turtlekv::bench_hooks::{MemTableInput, memtable_fill};
 
 const VALUE_SIZE_BYTES: usize = 120;
 
@@ -22,9 +20,6 @@ fn inserts(c: &mut Criterion) {
         let input = MemTableInput::random(entries, VALUE_SIZE_BYTES, 42);
         group.bench_function(format!("fill {entries} random keys"), |b| {
             b.iter(|| assert_eq!(memtable_fill(black_box(&input)), entries))
-        });
-        group.bench_function(format!("fill {entries} random keys, in parts"), |b| {
-            b.iter(|| assert_eq!(memtable_fill_parted(black_box(&input)), entries))
         });
     }
     group.finish();

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::memtable::{MemTable, PartedMemTable, SkipListMemTable};
+use crate::memtable::{MemTable, SkipListMemTable};
 
 /// Keys and a value for [`memtable_fill`], made once outside the timing.
 #[derive(Debug)]
@@ -36,22 +36,10 @@ impl MemTableInput {
     }
 }
 
-/// Inserts every key of `input` into a new skiplist, one version each;
+/// Inserts every key of `input` into a new MemTable, one version each;
 /// returns how many entries it holds.
 pub fn memtable_fill(input: &MemTableInput) -> usize {
-    fill(
-        &SkipListMemTable::with_capacity(input.capacity_bytes),
-        input,
-    )
-}
-
-/// The same into the MemTable the engine uses: skiplists of a quarter of
-/// the capacity each, filled one after the other.
-pub fn memtable_fill_parted(input: &MemTableInput) -> usize {
-    fill(&PartedMemTable::with_capacity(input.capacity_bytes), input)
-}
-
-fn fill(table: &dyn MemTable, input: &MemTableInput) -> usize {
+    let table = SkipListMemTable::with_capacity(input.capacity_bytes);
     for (seq, key) in (1..).zip(&input.keys) {
         table.insert(key.clone(), seq, Some(input.value.clone()));
     }

@@ -29,10 +29,6 @@ const MAX_FETCH_KEYS: usize = 64;
 #[derive(Debug)]
 pub struct Iter {
     view: ReadView,
-    /// The MemTables' parts this iterator reads, fixed when it is made
-    /// (`State::part_counts`): one cursor per part, in the same order on
-    /// every step.
-    part_counts: Vec<usize>,
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
     /// The last key `next` consumed (`None` before the first). A reused copy
@@ -104,11 +100,8 @@ impl Source<'_> {
     }
 }
 
-fn sources<'a>(view: &'a ReadView, part_counts: &'a [usize]) -> impl Iterator<Item = Source<'a>> {
-    let memtables = view
-        .state
-        .memtable_parts(part_counts)
-        .map(|m| Source::MemTable(m as &dyn MemTable));
+fn sources(view: &ReadView) -> impl Iterator<Item = Source<'_>> {
+    let memtables = view.state.memtables().map(|m| Source::MemTable(&**m));
     memtables.chain(view.state.tree.as_deref().map(Source::Tree))
 }
 
@@ -236,14 +229,12 @@ fn above_lower(key: &[u8], lower: Bound<&[u8]>) -> bool {
 
 impl Iter {
     pub(crate) fn new(view: ReadView, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Self {
-        let part_counts = view.state.part_counts();
         let sources = if is_empty_range(&lower, &upper) {
             0
         } else {
-            sources(&view, &part_counts).count()
+            sources(&view).count()
         };
         Iter {
-            part_counts,
             front: (0..sources).map(|_| Cursor::new(lower.clone())).collect(),
             back: (0..sources).map(|_| Cursor::new(upper.clone())).collect(),
             view,
@@ -268,7 +259,7 @@ impl Iter {
                 narrowed(&self.lower, self.front_last.as_deref()),
             ),
         };
-        for (cursor, source) in cursors.iter_mut().zip(sources(view, &self.part_counts)) {
+        for (cursor, source) in cursors.iter_mut().zip(sources(view)) {
             cursor.peek(source, end, view.seq, dir)?;
         }
         // Compared in place: no key is cloned while the winner is sought.

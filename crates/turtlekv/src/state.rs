@@ -7,13 +7,13 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::checkpoint::TreeVersion;
-use crate::memtable::{MemTable, PartedMemTable, SkipListMemTable};
+use crate::memtable::MemTable;
 use crate::page::WalPosition;
 
 /// A MemTable that takes no more writes, waiting for its checkpoint.
 #[derive(Debug)]
 pub(crate) struct Frozen {
-    pub memtable: Arc<PartedMemTable>,
+    pub memtable: Arc<dyn MemTable>,
     /// Highest sequence number in it (and in every older MemTable).
     pub last_seq: u64,
     /// Where the records of the MemTables after it start in the WAL.
@@ -24,7 +24,7 @@ pub(crate) struct Frozen {
 /// place; everything else is replaced by publishing a new `State`.
 #[derive(Debug)]
 pub(crate) struct State {
-    pub active: Arc<PartedMemTable>,
+    pub active: Arc<dyn MemTable>,
     /// Frozen MemTables, newest first.
     pub frozen: Vec<Arc<Frozen>>,
     /// The newest checkpoint, below every MemTable; `None` before the first.
@@ -45,26 +45,8 @@ impl State {
     }
 
     /// MemTables newest first: a key's first hit is its newest version.
-    pub fn memtables(&self) -> impl Iterator<Item = &Arc<PartedMemTable>> {
+    pub fn memtables(&self) -> impl Iterator<Item = &Arc<dyn MemTable>> {
         std::iter::once(&self.active).chain(self.frozen.iter().map(|f| &f.memtable))
-    }
-
-    /// How many parts each MemTable has now, for `memtable_parts`.
-    pub fn part_counts(&self) -> Vec<usize> {
-        self.memtables().map(|m| m.part_count()).collect()
-    }
-
-    /// The parts `part_counts` counted, newest first: what scans read, each
-    /// part as a source of its own (see `PartedMemTable`). The same counts
-    /// give the same parts in the same order every time.
-    pub fn memtable_parts<'a>(
-        &'a self,
-        part_counts: &'a [usize],
-    ) -> impl Iterator<Item = &'a SkipListMemTable> {
-        debug_assert_eq!(part_counts.len(), self.frozen.len() + 1);
-        self.memtables()
-            .zip(part_counts)
-            .flat_map(|(m, &count)| m.parts_newest_first(count))
     }
 }
 

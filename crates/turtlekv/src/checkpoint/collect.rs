@@ -1,16 +1,14 @@
 //! Reading a frozen MemTable for its checkpoint: the newest version of every
-//! key in key order, tombstones kept. The key range is cut into pieces that
+//! key in key order, tombstones kept. The key range is cut into parts that
 //! are scanned in parallel on the checkpoint pool (a skiplist walk is
-//! mostly cache misses, so two cores scan twice as fast), then joined. A
-//! MemTable of several parts has each piece read from every part and
-//! merged, the newest part winning.
+//! mostly cache misses, so two cores scan twice as fast), then joined.
 
 use std::ops::Bound;
 
 use bytes::Bytes;
 use rayon::prelude::*;
 
-use crate::memtable::{Direction, MemTable, Versioned, merge_newest_first};
+use crate::memtable::{Direction, MemTable, Versioned};
 
 /// Keys read per scan call.
 const CHUNK_KEYS: usize = 1024;
@@ -18,16 +16,14 @@ const CHUNK_KEYS: usize = 1024;
 /// Every key of `memtable` with its newest version, in key order, scanned
 /// in parallel on the current rayon pool.
 pub(crate) fn collect_latest(memtable: &dyn MemTable) -> Vec<Versioned> {
-    // Newest first, as `merge_newest_first` wants them.
-    let parts: Vec<&dyn MemTable> = memtable.parts().into_iter().rev().collect();
-    let edges = |direction| parts.iter().filter_map(move |p| edge(*p, direction));
     let (Some(first), Some(last)) = (
-        edges(Direction::Forward).min(),
-        edges(Direction::Reverse).max(),
+        edge(memtable, Direction::Forward),
+        edge(memtable, Direction::Reverse),
     ) else {
         return Vec::new();
     };
-    let splits = split_keys(&first, &last, rayon::current_num_threads() * 4);
+    let parts = rayon::current_num_threads() * 4;
+    let splits = split_keys(&first, &last, parts);
     let mut bounds = Vec::with_capacity(splits.len() + 1);
     let mut lower = Bound::Unbounded;
     for split in splits {
@@ -37,7 +33,7 @@ pub(crate) fn collect_latest(memtable: &dyn MemTable) -> Vec<Versioned> {
     bounds.push((lower, Bound::Unbounded));
     let pieces: Vec<Vec<Versioned>> = bounds
         .par_iter()
-        .map(|(lo, hi)| collect_parts(&parts, lo, hi))
+        .map(|(lo, hi)| collect_range(memtable, lo.clone(), hi.clone()))
         .collect();
     let mut out = Vec::with_capacity(pieces.iter().map(Vec::len).sum());
     for piece in pieces {
@@ -52,24 +48,6 @@ fn edge(memtable: &dyn MemTable, direction: Direction) -> Option<Bytes> {
     let all = Bound::Unbounded;
     memtable.scan(all, all, u64::MAX, direction, 1, &mut out);
     out.pop().map(|(key, _)| key)
-}
-
-/// Every key in `(lower, upper)` with its newest version in any part.
-fn collect_parts(
-    parts: &[&dyn MemTable],
-    lower: &Bound<Bytes>,
-    upper: &Bound<Bytes>,
-) -> Vec<Versioned> {
-    if let [only] = parts {
-        return collect_range(*only, lower.clone(), upper.clone());
-    }
-    let runs = parts
-        .iter()
-        .map(|p| collect_range(*p, lower.clone(), upper.clone()))
-        .collect();
-    let mut out = Vec::new();
-    merge_newest_first(runs, Direction::Forward, usize::MAX, &mut out);
-    out
 }
 
 /// Every key in `(lower, upper)` with its newest version.
@@ -134,47 +112,11 @@ fn split_keys(first: &[u8], last: &[u8], parts: usize) -> Vec<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::{PartedMemTable, SkipListMemTable};
+    use crate::memtable::SkipListMemTable;
 
     #[test]
     fn parallel_collection_equals_a_plain_scan() {
         let memtable = SkipListMemTable::new();
-        fill_three_rounds(&memtable);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        let collected = pool.install(|| collect_latest(&memtable));
-        let plain = collect_range(&memtable, Bound::Unbounded, Bound::Unbounded);
-        assert_eq!(collected.len(), 20_000);
-        assert_eq!(collected, plain);
-        assert!(collected.windows(2).all(|w| w[0].0 < w[1].0));
-    }
-
-    /// Each key's three versions land in different parts; the newest part's
-    /// version (or tombstone) is the one collected, as from one skiplist.
-    #[test]
-    fn parts_collect_like_one_skiplist() {
-        let whole = SkipListMemTable::with_capacity(16 << 20);
-        let parted = PartedMemTable::with_part_capacity(256 << 10);
-        fill_three_rounds(&whole);
-        fill_three_rounds(&parted);
-        assert!(parted.parts().len() >= 6);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(3)
-            .build()
-            .unwrap();
-        let collected = pool.install(|| collect_latest(&parted));
-        assert_eq!(collected.len(), 20_000);
-        assert_eq!(
-            collected,
-            collect_range(&whole, Bound::Unbounded, Bound::Unbounded)
-        );
-    }
-
-    /// 20,000 keys written three times; in round `r` every seventh key
-    /// (counting from `r`) is deleted instead.
-    fn fill_three_rounds(memtable: &dyn MemTable) {
         let mut seq = 0;
         for round in 0..3u64 {
             for i in 0..20_000u64 {
@@ -184,6 +126,15 @@ mod tests {
                 memtable.insert(key, seq, value);
             }
         }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let collected = pool.install(|| collect_latest(&memtable));
+        let plain = collect_range(&memtable, Bound::Unbounded, Bound::Unbounded);
+        assert_eq!(collected.len(), 20_000);
+        assert_eq!(collected, plain);
+        assert!(collected.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]

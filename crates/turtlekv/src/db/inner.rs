@@ -12,7 +12,6 @@ use parking_lot::Mutex;
 use crate::checkpoint::{CheckpointTarget, Control};
 use crate::db::budget::MemoryBudget;
 use crate::io::LockGuard;
-use crate::memtable::MemTable;
 use crate::record_cache::RecordCache;
 use crate::state::{ReadView, State};
 use crate::stats::{Counters, bump};

@@ -22,7 +22,6 @@ pub(crate) use inner::DbInner;
 use crate::checkpoint::{CheckpointTarget, TargetStats, TreeTarget, WorkerGuard};
 use crate::io::{FileSystem, RealFs};
 use crate::iter::{Iter, owned_bounds, prefix_bounds};
-use crate::memtable::MemTable;
 use crate::options::validate_entry;
 use crate::snapshot::Snapshot;
 use crate::stats::{Stats, bump};

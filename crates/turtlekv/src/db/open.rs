@@ -13,7 +13,7 @@ use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
-use crate::memtable::{MemTable, PartedMemTable};
+use crate::memtable::{MemTable, SkipListMemTable};
 use crate::options::record_cache_share;
 use crate::record_cache::RecordCache;
 use crate::state::State;
@@ -50,7 +50,7 @@ pub(crate) fn open(
     let tree = target.as_ref().map(|t| t.current());
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
     // Sized for the distance in force (see `effective_checkpoint_distance`).
-    let memtable = PartedMemTable::with_capacity(
+    let memtable = SkipListMemTable::with_capacity(
         options
             .checkpoint_distance_bytes
             .min(options.cache_capacity_bytes / 4),
@@ -73,7 +73,7 @@ pub(crate) fn open(
     bump(&stats.wal_records_replayed, replayed.records_applied);
     bump(&stats.wal_tail_bytes_dropped, replayed.tail_bytes_dropped);
     let state = State {
-        active: Arc::new(memtable),
+        active: Arc::new(memtable) as Arc<dyn MemTable>,
         frozen: Vec::new(),
         tree,
     };

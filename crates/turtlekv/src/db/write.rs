@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
-use crate::memtable::{MemTable, PartedMemTable};
+use crate::memtable::SkipListMemTable;
 use crate::state::{Frozen, State};
 use crate::stats::bump;
 use crate::wal::Request;
@@ -92,7 +92,7 @@ impl DbInner {
                 wal_replay_from,
             });
             State {
-                active: Arc::new(PartedMemTable::with_capacity(distance)),
+                active: Arc::new(SkipListMemTable::with_capacity(distance)),
                 frozen: std::iter::once(frozen)
                     .chain(current.frozen.iter().cloned())
                     .collect(),

@@ -6,7 +6,6 @@
 mod arena;
 mod bloom;
 mod node;
-mod parted;
 mod skiplist;
 #[cfg(test)]
 mod tests;
@@ -16,7 +15,6 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-pub(crate) use parted::{PartedMemTable, merge_newest_first};
 pub(crate) use skiplist::SkipListMemTable;
 
 /// The newest visible version of one key: `None` is a tombstone.
@@ -64,9 +62,4 @@ pub(crate) trait MemTable: Send + Sync + Debug {
 
     /// Number of versions held.
     fn len(&self) -> usize;
-
-    /// The MemTable as parts holding disjoint ranges of sequence numbers,
-    /// oldest first (a plain skiplist is its one part). A checkpoint reads
-    /// each part on its own and merges them.
-    fn parts(&self) -> Vec<&dyn MemTable>;
 }

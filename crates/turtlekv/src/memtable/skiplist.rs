@@ -22,7 +22,7 @@ use super::{Direction, MemTable, Versioned};
 
 /// Entry size the key filter is sized for: a small key and value plus the
 /// node's 40 or so bytes. Smaller entries only raise its false positives.
-pub(super) const ENTRY_ESTIMATE_BYTES: u64 = 128;
+const ENTRY_ESTIMATE_BYTES: u64 = 128;
 
 /// Versions of one key a forward scan steps over before seeking past the
 /// key instead (a hot key may hold many).
@@ -252,20 +252,6 @@ impl SkipListMemTable {
     }
 }
 
-impl SkipListMemTable {
-    /// The lowest and highest sequence number held, for checks.
-    pub(crate) fn seq_bounds(&self) -> Option<(u64, u64)> {
-        let mut bounds: Option<(u64, u64)> = None;
-        let mut node = self.load(&self.head[0]);
-        while let Some(n) = node {
-            let seq = n.seq();
-            bounds = Some(bounds.map_or((seq, seq), |(lo, hi)| (lo.min(seq), hi.max(seq))));
-            node = self.load(n.next(0));
-        }
-        bounds
-    }
-}
-
 /// `true` when `key` lies on the inner side of `bound`.
 pub(super) fn within(
     key: &[u8],
@@ -464,9 +450,5 @@ impl MemTable for SkipListMemTable {
 
     fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
-    }
-
-    fn parts(&self) -> Vec<&dyn MemTable> {
-        vec![self]
     }
 }

@@ -10,7 +10,7 @@ use bytes::Bytes;
 
 use super::node::{KeyParts, MAX_HEIGHT, compare};
 use super::skiplist::within;
-use super::{Direction, MemTable, PartedMemTable, SkipListMemTable, Versioned};
+use super::{Direction, MemTable, SkipListMemTable, Versioned};
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
@@ -193,145 +193,56 @@ fn bound(kind: u8, key: &[u8]) -> Bound<&[u8]> {
     }
 }
 
-type Writes = Vec<(Vec<u8>, Option<u8>)>;
-type Reads = Vec<(Vec<u8>, u64, u8, u8, usize)>;
-
-/// Applies `writes` (sequence numbers 1, 2, ...) to `t` and to a model, then
-/// checks gets and scans both ways against the model, before and after
-/// sealing.
-fn reads_match_model(
-    t: &dyn MemTable,
-    writes: &Writes,
-    reads: &Reads,
-) -> Result<(), proptest::test_runner::TestCaseError> {
-    let mut model = BTreeMap::new();
-    for (i, (key, value)) in writes.iter().enumerate() {
-        let seq = i as u64 + 1;
-        let value = value.map(|v| vec![v; v as usize % 17]);
-        t.insert(
-            Bytes::from(key.clone()),
-            seq,
-            value.clone().map(Bytes::from),
-        );
-        model.insert((key.clone(), Reverse(seq)), value);
-    }
-    proptest::prop_assert_eq!(t.check_structure(), Ok(()));
-    for sealed in [false, true] {
-        if sealed {
-            t.seal();
-        }
-        for (key, seq, lo, hi, limit) in reads {
-            let want = model_scan(
-                &model,
-                (Bound::Included(key), Bound::Included(key)),
-                *seq,
-                Direction::Forward,
-            );
-            let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
-            proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
-            let other = [key[0].wrapping_add(1)];
-            let (a, b) = if key.as_slice() <= other.as_slice() {
-                (&key[..], &other[..])
-            } else {
-                (&other[..], &key[..])
-            };
-            let bounds = (bound(*lo, a), bound(*hi, b));
-            for direction in [Direction::Forward, Direction::Reverse] {
-                let mut want = model_scan(&model, bounds, *seq, direction);
-                want.truncate(*limit);
-                let mut out = Vec::new();
-                t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
-                let got: Vec<_> = out
-                    .into_iter()
-                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
-                    .collect();
-                proptest::prop_assert_eq!(got, want);
-            }
-        }
-    }
-    Ok(())
-}
-
-fn writes_strategy() -> impl proptest::strategy::Strategy<Value = Writes> {
-    proptest::collection::vec(
-        (
-            proptest::collection::vec(0u8..4, 1..4),
-            proptest::option::of(0u8..255),
-        ),
-        1..200,
-    )
-}
-
-fn reads_strategy() -> impl proptest::strategy::Strategy<Value = Reads> {
-    proptest::collection::vec(
-        (
-            proptest::collection::vec(0u8..4, 1..4),
-            0u64..220,
-            0u8..3,
-            0u8..3,
-            1usize..8,
-        ),
-        1..20,
-    )
-}
-
 proptest::proptest! {
     #[test]
     fn reads_match_a_model_before_and_after_sealing(
-        writes in writes_strategy(),
-        reads in reads_strategy(),
+        writes in proptest::collection::vec(
+            (proptest::collection::vec(0u8..4, 1..4), proptest::option::of(0u8..255)),
+            1..200,
+        ),
+        reads in proptest::collection::vec(
+            (proptest::collection::vec(0u8..4, 1..4), 0u64..220, 0u8..3, 0u8..3, 1usize..8),
+            1..20,
+        ),
     ) {
-        reads_match_model(&SkipListMemTable::with_capacity(64 << 10), &writes, &reads)?;
+        let t = SkipListMemTable::with_capacity(64 << 10);
+        let mut model = BTreeMap::new();
+        for (i, (key, value)) in writes.iter().enumerate() {
+            let seq = i as u64 + 1;
+            let value = value.map(|v| vec![v; v as usize % 17]);
+            t.insert(Bytes::from(key.clone()), seq, value.clone().map(Bytes::from));
+            model.insert((key.clone(), Reverse(seq)), value);
+        }
+        proptest::prop_assert_eq!(t.check_structure(), Ok(()));
+        for sealed in [false, true] {
+            if sealed {
+                t.seal();
+            }
+            for (key, seq, lo, hi, limit) in &reads {
+                let want = model_scan(&model, (Bound::Included(key), Bound::Included(key)), *seq, Direction::Forward);
+                let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
+                proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
+                let other = [key[0].wrapping_add(1)];
+                let (a, b) = if key.as_slice() <= other.as_slice() { (&key[..], &other[..]) } else { (&other[..], &key[..]) };
+                let bounds = (bound(*lo, a), bound(*hi, b));
+                for direction in [Direction::Forward, Direction::Reverse] {
+                    let mut want = model_scan(&model, bounds, *seq, direction);
+                    want.truncate(*limit);
+                    let mut out = Vec::new();
+                    t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
+                    let got: Vec<_> = out.into_iter().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect();
+                    proptest::prop_assert_eq!(got, want);
+                }
+            }
+        }
     }
-
-    /// Parts of about ten entries: a key's versions spread over many parts,
-    /// and past the sixteenth part the last one takes the rest.
-    #[test]
-    fn parted_reads_match_a_model_before_and_after_sealing(
-        writes in writes_strategy(),
-        reads in reads_strategy(),
-    ) {
-        let t = PartedMemTable::with_part_capacity(1200);
-        reads_match_model(&t, &writes, &reads)?;
-        let parts = t.parts();
-        // An entry charges 48 bytes or more, so 40 fill a part.
-        proptest::prop_assert!(writes.len() < 40 || parts.len() >= 2);
-        proptest::prop_assert!(parts.len() <= 16);
-        let (last, full) = parts.split_last().expect("one part at least");
-        proptest::prop_assert!(full.iter().all(|p| p.size_bytes() >= 1200));
-        let held = full.iter().map(|p| p.len()).sum::<usize>() + last.len();
-        proptest::prop_assert_eq!(held, writes.len());
-    }
-}
-
-#[test]
-#[should_panic(expected = "insert into a sealed MemTable")]
-fn parted_insert_after_seal_is_refused() {
-    let t = PartedMemTable::with_part_capacity(4096);
-    for i in 0..200u64 {
-        t.insert(Bytes::from(i.to_be_bytes().to_vec()), i + 1, None);
-    }
-    assert!(t.parts().len() > 1);
-    t.seal();
-    t.insert(b("late"), 1000, None);
 }
 
 #[test]
 fn readers_see_a_sorted_prefix_while_one_thread_writes() {
-    readers_see_a_sorted_prefix(&SkipListMemTable::with_capacity(1 << 20));
-}
-
-/// Parts of about 1,000 entries roll over while readers read: 16 parts.
-#[test]
-fn readers_see_a_sorted_prefix_while_parts_fill() {
-    let t = PartedMemTable::with_part_capacity(64 << 10);
-    readers_see_a_sorted_prefix(&t);
-    assert_eq!(t.parts().len(), 16);
-}
-
-fn readers_see_a_sorted_prefix(t: &dyn MemTable) {
     use std::sync::atomic::AtomicU64;
     const KEYS: u64 = 20_000;
+    let t = SkipListMemTable::with_capacity(1 << 20);
     // Keys in a scrambled order; `written` says how many are in.
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let written = AtomicU64::new(0);
