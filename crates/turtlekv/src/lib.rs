@@ -41,6 +41,7 @@ mod memtable;
 mod options;
 mod options_file;
 mod page;
+mod prefetch;
 mod record_cache;
 mod snapshot;
 mod state;

@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicPtr;
 
 use super::arena::{Arena, Place};
 use crate::key::key_prefix;
+use crate::prefetch::{Locality, prefetch};
 
 /// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
 pub(crate) const MAX_HEIGHT: usize = 20;
@@ -84,14 +85,7 @@ pub(crate) fn prefetch_search_fields(node: *mut Node) {
     let at = node
         .cast::<u8>()
         .wrapping_add(std::mem::offset_of!(Node, prefix));
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T0>(at.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
+    prefetch(at, Locality::Nearest);
 }
 
 /// Where the key starts: after the header and a tower of `height`.

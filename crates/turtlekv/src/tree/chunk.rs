@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::item::{ITEM_OVERHEAD_BYTES, Item};
 use crate::key::compare_keys;
+use crate::prefetch::{Locality, prefetch};
 
 /// The CPU's cache line size (x86-64 and most ARM cores).
 const CACHE_LINE_BYTES: usize = 64;
@@ -17,17 +18,6 @@ const CACHE_LINE_BYTES: usize = 64;
 /// Most bytes of a chunk worth prefetching: a chunk of many items is one
 /// block; a longer chunk holds one large item, whose key comes first.
 const PREFETCH_MAX_BYTES: usize = 4096;
-
-fn prefetch_line(at: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch never faults, whatever the address.
-    unsafe {
-        use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
-        _mm_prefetch::<_MM_HINT_T1>(at.cast());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
 
 /// Where one item's key and value lie in its chunk's bytes.
 #[derive(Debug, Clone, Copy)]
@@ -112,7 +102,7 @@ impl ChunkItems {
     pub(crate) fn prefetch(&self) {
         let first_block = &self.bytes[..self.bytes.len().min(PREFETCH_MAX_BYTES)];
         for line in first_block.chunks(CACHE_LINE_BYTES) {
-            prefetch_line(line.as_ptr());
+            prefetch(line.as_ptr(), Locality::Near);
         }
     }
 
