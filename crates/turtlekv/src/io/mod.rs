@@ -8,6 +8,7 @@ mod fault;
 mod heap;
 mod mapped;
 mod real;
+mod write_map;
 
 use std::fmt::Debug;
 use std::io;
@@ -23,6 +24,7 @@ pub(crate) use heap::process_status_bytes;
 pub(crate) use heap::release_free_heap_memory;
 pub(crate) use mapped::{Mapping, mapped_copy, mapping_bytes};
 pub use real::RealFs;
+pub use write_map::WriteMapping;
 
 /// How to open a file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -128,6 +130,16 @@ pub trait File: Send + Sync + Debug {
     /// on that.
     fn batch_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    /// Maps the file's first `len_bytes` for writing in place, shared with
+    /// the kernel's page cache (`mmap(MAP_SHARED)`), for the WAL's appends
+    /// ([`WriteMapping`]). Only storage reserved with [`File::allocate`]
+    /// may be written through it. `None`, the default, keeps every write on
+    /// `write_at`; files that inject faults or simulate crashes rely on that.
+    fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<WriteMapping>> {
+        let _ = len_bytes;
+        Ok(None)
     }
 }
 

@@ -134,6 +134,10 @@ impl File for RealFile {
     fn batch_fd(&self) -> Option<std::os::fd::RawFd> {
         Some(self.0.as_raw_fd())
     }
+
+    fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<crate::io::WriteMapping>> {
+        crate::io::WriteMapping::new(self.0.as_raw_fd(), len_bytes).map(Some)
+    }
 }
 
 impl RealFile {

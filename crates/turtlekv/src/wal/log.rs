@@ -147,15 +147,16 @@ impl Wal {
         let synced_through = self.writer.synced_len_bytes();
         record::encode(&mut self.encode_buf, self.next_seq, synced_through, &[]);
         self.writer.append(&self.encode_buf)?;
-        self.writer.sync()?;
+        self.writer.finish()?;
         self.sealed = true;
         Ok(())
     }
 
-    /// Closes the current segment (synced) and starts the next, so that
-    /// segment boundaries can follow MemTable boundaries.
+    /// Closes the current segment (synced, cut to its last record) and
+    /// starts the next, so that segment boundaries can follow MemTable
+    /// boundaries.
     pub fn rotate(&mut self) -> io::Result<()> {
-        self.writer.sync()?;
+        self.writer.finish()?;
         let id = self.writer.segment_id() + 1;
         let mut next =
             SegmentWriter::create(self.fs.clone(), &self.dir, id, self.segment_size_bytes)?;
@@ -319,6 +320,64 @@ mod tests {
         let (wal, seen) = open(&fs, 6);
         assert_eq!(seen, vec![7, 8]);
         assert_eq!(wal.next_seq(), 9);
+    }
+
+    /// The real file system maps segments for appends: a process that dies
+    /// without closing leaves the newest segment with zeros reserved past
+    /// its last record, and rotated segments cut to their last record.
+    #[test]
+    fn mapped_segments_replay_after_a_crash() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs: Arc<dyn FileSystem> = Arc::new(crate::io::RealFs);
+        let open_real = |covered_seq| {
+            let mut seen = Vec::new();
+            let (wal, outcome) = Wal::open(
+                fs.clone(),
+                dir.path(),
+                covered_seq,
+                1 << 20,
+                &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+            )
+            .unwrap();
+            (wal, outcome, seen)
+        };
+        let (mut wal, _, _) = open_real(0);
+        // 3 groups of 100 batches, ~40 KiB each; a rotation after the first.
+        for group in 0..3 {
+            let batches: Vec<WriteBatch> = (0..100).map(|_| batch(3)).collect();
+            wal.append_group(batches.iter(), group == 1).unwrap();
+            if group == 0 {
+                wal.rotate().unwrap();
+            }
+        }
+        let lengths = wal.segment_lengths().unwrap();
+        // As if killed: no seal, nothing cut.
+        std::mem::forget(wal);
+        let file_len = |id| {
+            let path = dir.path().join(segment_file_name(id));
+            fs.open(&path, crate::io::OpenOptions::read_only())
+                .unwrap()
+                .len()
+                .unwrap()
+        };
+        let (old, newest) = (lengths[0], lengths[1]);
+        assert_eq!(
+            file_len(old.0),
+            old.1,
+            "a rotated segment ends with its last record"
+        );
+        assert!(file_len(newest.0) > newest.1, "storage was reserved ahead");
+        let (wal, outcome, seen) = open_real(0);
+        assert_eq!(seen, (1..=900).collect::<Vec<_>>());
+        assert_eq!(
+            outcome.tail_bytes_dropped, 0,
+            "unwritten zeros are no torn tail"
+        );
+        assert_eq!(file_len(newest.0), newest.1, "replay cut the zeros");
+        drop(wal);
+        let (_, outcome, seen) = open_real(0);
+        assert_eq!(seen.len(), 900);
+        assert_eq!(outcome.tail_bytes_dropped, 0);
     }
 
     #[test]

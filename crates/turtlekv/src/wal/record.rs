@@ -88,6 +88,18 @@ fn frame_crc(len_bytes: &[u8], payload: &[u8]) -> u32 {
 }
 
 /// Reads the frame at the start of `buf`.
+/// The length of the frame at the start of `buf` as its header gives it
+/// (magic and a possible payload length; nothing verified), if it does.
+pub(crate) fn frame_len_from_header(buf: &[u8]) -> Option<usize> {
+    if buf.len() < FRAME_HEADER_BYTES || u32_at(buf, 0) != FRAME_MAGIC {
+        return None;
+    }
+    let payload_len = u32_at(buf, 4) as usize;
+    (PAYLOAD_HEADER_BYTES..=MAX_PAYLOAD_BYTES)
+        .contains(&payload_len)
+        .then_some(FRAME_HEADER_BYTES + payload_len)
+}
+
 pub(crate) fn decode(buf: &[u8]) -> Frame {
     if buf.len() < FRAME_HEADER_BYTES {
         return Frame::Truncated;

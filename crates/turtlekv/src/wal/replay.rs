@@ -119,7 +119,7 @@ fn replay_segment(
                     return Err(Error::corruption(&path, offset as u64, reason));
                 }
                 cut_torn_tail(fs, &path, offset as u64)?;
-                progress.outcome.tail_bytes_dropped += (buf.len() - offset) as u64;
+                progress.outcome.tail_bytes_dropped += written_len(&buf[offset..]);
                 return Ok(());
             }
             Frame::Truncated => {
@@ -191,9 +191,42 @@ fn find_valid_frame(buf: &[u8], from: usize, wanted: impl Fn(&record::Record) ->
         .any(|at| matches!(record::decode(&buf[at..]), Frame::Valid(rec, _) if wanted(&rec)))
 }
 
+/// Bytes of a torn `tail` that were written: up to its last non-zero
+/// byte, or to the end of the frame that starts it if its header still
+/// gives a length (a record may end in zero bytes). The zeros after that
+/// are storage the writer reserved ahead of its appends and never wrote
+/// (`wal::segment`), not a torn write.
+fn written_len(tail: &[u8]) -> u64 {
+    let to_last_non_zero = tail
+        .iter()
+        .rposition(|&b| b != 0)
+        .map_or(0, |last| last + 1);
+    let frame = record::frame_len_from_header(tail).map_or(0, |len| len.min(tail.len()));
+    to_last_non_zero.max(frame) as u64
+}
+
 fn cut_torn_tail(fs: &dyn FileSystem, path: &Path, valid_len: u64) -> Result<()> {
     let file = fs.open(path, OpenOptions::read_write_create())?;
     file.set_len(valid_len)?;
     file.sync_data()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_tail_counts_its_written_bytes_not_the_reserved_zeros() {
+        assert_eq!(written_len(&[0u8; 4096]), 0, "reserved space only");
+        assert_eq!(written_len(&[7, 0, 3, 0, 0, 0]), 3);
+        // A seal ends in zero bytes (its count); its header gives its length.
+        let mut seal = Vec::new();
+        record::encode(&mut seal, 5, 0, &[]);
+        assert!(seal.ends_with(&[0, 0, 0, 0]));
+        let mut tail = seal.clone();
+        tail[14] ^= 1; // damaged payload, header intact
+        tail.resize(seal.len() + 1000, 0);
+        assert_eq!(written_len(&tail), seal.len() as u64);
+    }
 }
