@@ -143,9 +143,11 @@ impl DbInner {
         // Through the write path, like `checkpoint_now`, but without waiting
         // for the checkpoint (this thread runs it). A failure here is a
         // failed write, already recorded as poison.
-        let frozen = self.commit.submit(WriteBatch::new(), false, true, |group| {
-            self.commit_group(group)
-        });
+        let frozen = self
+            .commit
+            .submit(WriteBatch::new(), false, true, None, |group| {
+                self.commit_group(group)
+            });
         if frozen.is_ok() {
             bump(&self.stats.read_pressure_checkpoints, 1);
         }

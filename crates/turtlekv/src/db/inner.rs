@@ -29,7 +29,7 @@ pub(crate) struct DbInner {
     pub visible_seq: AtomicU64,
     /// The log; held by the group-commit leader while it writes.
     pub wal: Mutex<Wal>,
-    pub commit: GroupCommit,
+    pub commit: GroupCommit<Option<crate::db::write::PreparedInserts>>,
     /// Where checkpoints go; `None` keeps everything in MemTables.
     pub target: Option<Arc<dyn CheckpointTarget>>,
     pub checkpoint_distance_bytes: AtomicU64,

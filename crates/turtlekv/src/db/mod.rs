@@ -127,9 +127,12 @@ impl Db {
             };
         }
         let inner = &self.inner;
-        inner.commit.submit(batch, options.sync, false, |group| {
-            inner.commit_group(group)
-        })
+        let prepared = inner.prepare_inserts(&batch);
+        inner
+            .commit
+            .submit(batch, options.sync, false, prepared, |group| {
+                inner.commit_group(group)
+            })
     }
 
     /// The current value of `key`.
@@ -271,7 +274,7 @@ impl Db {
         let inner = &self.inner;
         inner
             .commit
-            .submit(WriteBatch::new(), false, true, |group| {
+            .submit(WriteBatch::new(), false, true, None, |group| {
                 inner.commit_group(group)
             })?;
         let frozen = inner.state.load().frozen.clone();

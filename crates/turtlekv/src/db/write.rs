@@ -6,11 +6,28 @@ use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
-use crate::memtable::SkipListMemTable;
+use crate::memtable::{InsertHint, MemTable, SkipListMemTable};
 use crate::state::{Frozen, State};
 use crate::stats::bump;
-use crate::wal::Request;
-use crate::{Error, Result};
+use crate::{Error, Result, WriteBatch};
+
+/// Batches of more ops than this queue without prepared inserts: a
+/// writer's searches pay off when they overlap the leader's turn, and a
+/// large batch's would mostly be stale by the time it is applied.
+const MAX_PREPARED_OPS: usize = 4;
+
+/// Where each op of a batch links into the active MemTable, searched for by
+/// its writer before it queued for the group commit
+/// (`MemTable::prepare_insert`), so that the leader's serial turn skips
+/// most of the search.
+#[derive(Debug)]
+pub(crate) struct PreparedInserts {
+    memtable: Arc<dyn MemTable>,
+    hints: Vec<InsertHint>,
+}
+
+/// A writer's request as the group commit carries it.
+pub(crate) type Request = crate::wal::Request<Option<PreparedInserts>>;
 
 impl DbInner {
     /// Leader work: freeze the MemTable if it is full (or a checkpoint was
@@ -40,14 +57,39 @@ impl DbInner {
         Ok(())
     }
 
+    /// Searches the active MemTable for where `batch`'s ops will go, in
+    /// the writer's thread before it queues (`PreparedInserts`).
+    pub fn prepare_inserts(&self, batch: &WriteBatch) -> Option<PreparedInserts> {
+        if batch.len() > MAX_PREPARED_OPS {
+            return None;
+        }
+        let memtable = self.state.load().active.clone();
+        let hints = batch
+            .ops
+            .iter()
+            .map(|op| memtable.prepare_insert(&op.key))
+            .collect();
+        Some(PreparedInserts { memtable, hints })
+    }
+
     fn apply_group(&self, group: &[Request], first_seq: u64) {
         let state = self.state.load();
         let mut batch_first_seq = first_seq;
         for req in group {
+            // Hints of a MemTable frozen since are of no use.
+            let hints = req
+                .prepared
+                .as_ref()
+                .filter(|p| std::ptr::addr_eq(Arc::as_ptr(&p.memtable), Arc::as_ptr(&state.active)))
+                .map(|p| &p.hints);
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
-            for (seq, op) in (batch_first_seq..).zip(&req.batch.ops) {
-                state.active.insert(op.key.clone(), seq, op.value.clone());
+            for (i, (seq, op)) in (batch_first_seq..).zip(&req.batch.ops).enumerate() {
+                let (key, value) = (op.key.clone(), op.value.clone());
+                match hints {
+                    Some(hints) => state.active.insert_prepared(key, seq, value, &hints[i]),
+                    None => state.active.insert(key, seq, value),
+                }
                 // Before the write is visible: see `record_cache`.
                 self.record_cache
                     .record_write(&op.key, op.value.as_ref(), seq);

@@ -15,7 +15,7 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
-pub(crate) use skiplist::SkipListMemTable;
+pub(crate) use skiplist::{InsertHint, SkipListMemTable};
 
 /// The newest visible version of one key: `None` is a tombstone.
 pub(crate) type Versioned = (Bytes, Option<Bytes>);
@@ -32,6 +32,16 @@ pub(crate) enum Direction {
 pub(crate) trait MemTable: Send + Sync + Debug {
     /// Adds a version. Sequence numbers of one key are unique.
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>);
+
+    /// Searches now, without the writer's lock, for where the next version
+    /// of `key` will go; `insert_prepared` then only checks what was linked
+    /// in since. Writers call it before they queue for the group commit,
+    /// so the search runs in parallel instead of in the leader's turn.
+    fn prepare_insert(&self, key: &[u8]) -> InsertHint;
+
+    /// `insert`, starting from `hint` when this MemTable made it, for a
+    /// version newer than every version of `key` already held.
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint);
 
     /// The newest version of `key` visible at `seq`: `None` when there is
     /// none, `Some(None)` for a tombstone.

@@ -28,6 +28,35 @@ const ENTRY_ESTIMATE_BYTES: u64 = 128;
 /// key instead (a hot key may hold many).
 const MAX_VERSION_STEPS: usize = 4;
 
+/// Nodes an insert steps over, at one level, from the predecessor an
+/// `InsertHint` found to the one that holds now, before it searches from
+/// the top instead (a hint is stale by the inserts of the groups between).
+const MAX_HINT_STEPS: usize = 16;
+
+/// Where a version of a key links in, as a search found it earlier: the
+/// last node below the key at each level (null: the head). Nodes are never
+/// unlinked, so each stays below the key and linked at its level; only
+/// nodes linked in since may lie between it and the new version.
+#[derive(Debug)]
+pub(crate) struct InsertHint {
+    /// The MemTable whose arena holds `preds`; any other ignores the hint.
+    owner: *const SkipListMemTable,
+    preds: [*mut Node; MAX_HEIGHT],
+}
+
+#[cfg(test)]
+impl InsertHint {
+    pub(crate) fn owner_for_tests(&self) -> *const SkipListMemTable {
+        self.owner
+    }
+}
+
+// SAFETY: plain addresses, dereferenced only by the MemTable that owns
+// them (checked in `insert_prepared`), which synchronises its own nodes.
+unsafe impl Send for InsertHint {}
+// SAFETY: as above; a hint is never written after it is made.
+unsafe impl Sync for InsertHint {}
+
 /// Concurrent skiplist of versions.
 pub(crate) struct SkipListMemTable {
     head: [AtomicPtr<Node>; MAX_HEIGHT],
@@ -198,6 +227,83 @@ impl SkipListMemTable {
     fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
         let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)), None);
         node.filter(|n| n.key() == key)
+    }
+}
+
+impl SkipListMemTable {
+    /// Links a new version in, from `hint`'s predecessors when it has one
+    /// of this MemTable (else with a search from the top).
+    fn insert_with(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: Option<&InsertHint>) {
+        // Before the entry: a get that finds the entry must pass the filter.
+        self.bloom.insert(&key);
+        let mut writer = self.writer.lock();
+        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
+        let height = writer.random_height();
+        let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
+        // SAFETY: just written in this MemTable's arena; published below.
+        let node = unsafe { NodeRef::new(node) };
+        let mut preds = [None; MAX_HEIGHT];
+        let edge = Edge::Version(node.parts());
+        let hinted = hint.is_some_and(|h| self.walk_from_hint(h, edge, height, &mut preds));
+        if !hinted {
+            self.seek(edge, Some(&mut preds));
+        }
+        debug_assert!(
+            self.load(self.link(preds[0], 0))
+                .is_none_or(|n| compare(n.parts(), node.parts()).is_gt()),
+            "sequence numbers of one key are unique, and grow"
+        );
+        self.link_in(node, height, &preds);
+        self.len.fetch_add(1, Ordering::Relaxed);
+        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
+        self.size_bytes.store(charged, Ordering::Relaxed);
+    }
+
+    /// Moves each level's predecessor from the hint's past the nodes linked
+    /// in since, for the levels of a tower of `height`. `false` when a level
+    /// takes more than `MAX_HINT_STEPS` (the caller searches instead).
+    /// Caller: `hint` belongs to this MemTable, and holds the writer lock.
+    fn walk_from_hint<'a>(
+        &'a self,
+        hint: &InsertHint,
+        edge: Edge<'_>,
+        height: usize,
+        preds: &mut [Option<NodeRef<'a>>; MAX_HEIGHT],
+    ) -> bool {
+        debug_assert!(std::ptr::eq(hint.owner, self));
+        for (level, pred_slot) in preds.iter_mut().enumerate().take(height) {
+            // SAFETY: the hint's nodes were linked in this MemTable's arena
+            // (its owner is `self`), which lives as long as `self`.
+            let mut pred = NonNull::new(hint.preds[level]).map(|p| unsafe { NodeRef::new(p) });
+            let mut steps = 0;
+            while let Some(n) = self
+                .load(self.link(pred, level))
+                .filter(|&n| edge.passes(n))
+            {
+                steps += 1;
+                if steps > MAX_HINT_STEPS {
+                    return false;
+                }
+                pred = Some(n);
+            }
+            *pred_slot = pred;
+        }
+        true
+    }
+
+    /// Links `node` after `preds` at each level of its tower: the whole
+    /// tower first, then publish bottom up, so a reader that reaches the
+    /// node at any level can go on from it at every level below. Levels
+    /// above the current height start at the head.
+    fn link_in(&self, node: NodeRef<'_>, height: usize, preds: &[Option<NodeRef<'_>>; MAX_HEIGHT]) {
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            let after = self.link(*pred, level).load(Ordering::Relaxed);
+            node.next(level).store(after, Ordering::Relaxed);
+        }
+        for (level, pred) in preds.iter().enumerate().take(height) {
+            self.link(*pred, level).store(node.ptr(), Ordering::Release);
+        }
+        self.height.fetch_max(height, Ordering::Release);
     }
 }
 
@@ -378,36 +484,22 @@ impl SkipListMemTable {
 
 impl MemTable for SkipListMemTable {
     fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
-        // Before the entry: a get that finds the entry must pass the filter.
-        self.bloom.insert(&key);
-        let mut writer = self.writer.lock();
-        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
-        let height = writer.random_height();
-        let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
-        // SAFETY: just written in this MemTable's arena; published below.
-        let node = unsafe { NodeRef::new(node) };
-        let mut preds = [None; MAX_HEIGHT];
-        let (_, next) = self.seek(Edge::Version(node.parts()), Some(&mut preds));
-        debug_assert!(
-            next.is_none_or(|n| compare(n.parts(), node.parts()).is_gt()),
-            "sequence numbers of one key are unique"
-        );
-        // The whole tower first, then publish bottom up: a reader that
-        // reaches the node at any level can go on from it at every level
-        // below. Levels above the current height start at the head.
-        for (level, pred) in preds.iter().enumerate().take(height) {
-            let after = self.link(*pred, level).load(Ordering::Relaxed);
-            node.next(level).store(after, Ordering::Relaxed);
-        }
-        for (level, pred) in preds.iter().enumerate().take(height) {
-            self.link(*pred, level).store(node.ptr(), Ordering::Release);
-        }
-        self.height.fetch_max(height, Ordering::Release);
-        self.len.fetch_add(1, Ordering::Relaxed);
-        let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
-        self.size_bytes.store(charged, Ordering::Relaxed);
+        self.insert_with(key, seq, value, None);
     }
 
+    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
+        let mut preds = [None; MAX_HEIGHT];
+        self.seek(Edge::below(key), Some(&mut preds));
+        InsertHint {
+            owner: self,
+            preds: preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr())),
+        }
+    }
+
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+        let hint = std::ptr::eq(hint.owner, self).then_some(hint);
+        self.insert_with(key, seq, value, hint);
+    }
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
         if !self.bloom.may_contain(key) {
             return None;

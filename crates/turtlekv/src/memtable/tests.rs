@@ -273,3 +273,113 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes() {
     assert_eq!(t.len() as u64, KEYS);
     assert_eq!(t.check_structure(), Ok(()));
 }
+
+proptest::proptest! {
+    /// Inserts from hints made some inserts earlier (stale by up to 40
+    /// nodes, past `MAX_HINT_STEPS`), or made by another MemTable, build
+    /// the same MemTable as plain inserts.
+    #[test]
+    fn prepared_inserts_match_a_model(
+        writes in proptest::collection::vec(
+            (proptest::collection::vec(0u8..6, 1..4), 0usize..40, proptest::bool::weighted(0.1)),
+            1..300,
+        ),
+    ) {
+        let t = SkipListMemTable::with_capacity(64 << 10);
+        let other = SkipListMemTable::with_capacity(64 << 10);
+        other.insert(b("x"), 1, None);
+        let mut model = BTreeMap::new();
+        // The hint of write j is made before write j - delay_j is inserted.
+        let made_at: Vec<usize> = writes.iter().enumerate().map(|(j, w)| j.saturating_sub(w.1)).collect();
+        let mut hints: Vec<Option<super::InsertHint>> = writes.iter().map(|_| None).collect();
+        for (i, (key, _, foreign)) in writes.iter().enumerate() {
+            for j in (i..writes.len()).filter(|&j| made_at[j] == i) {
+                let source = if writes[j].2 { &other } else { &t };
+                hints[j] = Some(source.prepare_insert(&writes[j].0));
+            }
+            let seq = i as u64 + 1;
+            let hint = hints[i].take().expect("made at or before its insert");
+            proptest::prop_assert_eq!(std::ptr::eq(hint.owner_for_tests(), &t), !foreign);
+            t.insert_prepared(Bytes::from(key.clone()), seq, Some(Bytes::from(vec![i as u8])), &hint);
+            model.insert((key.clone(), Reverse(seq)), Some(vec![i as u8]));
+        }
+        proptest::prop_assert_eq!(t.check_structure(), Ok(()));
+        let all = (Bound::Unbounded, Bound::Unbounded);
+        for seq in [1, writes.len() as u64 / 2, u64::MAX] {
+            let want = model_scan(&model, all, seq, Direction::Forward);
+            let mut out = Vec::new();
+            t.scan(all.0, all.1, seq, Direction::Forward, usize::MAX, &mut out);
+            let got: Vec<_> = out.into_iter().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+}
+
+/// Two writers search for their keys' places at the same time as each
+/// other's inserts, then insert in turn (as group-commit leaders do),
+/// while readers check that what they see stays sorted and whole.
+#[test]
+fn prepared_inserts_from_two_writers_beside_readers() {
+    use std::sync::atomic::AtomicU64;
+    const KEYS_PER_WRITER: u64 = 10_000;
+    let t = SkipListMemTable::with_capacity(1 << 20);
+    let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
+    let next_seq = parking_lot::Mutex::new(1u64);
+    let done = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..2 {
+            let (t, next_seq, done) = (&t, &next_seq, &done);
+            s.spawn(move || {
+                for i in 0..KEYS_PER_WRITER {
+                    let k = key(i * 2 + w);
+                    let hint = t.prepare_insert(&k);
+                    let mut seq = next_seq.lock();
+                    t.insert_prepared(k.clone(), *seq, Some(k), &hint);
+                    *seq += 1;
+                }
+                done.fetch_add(1, Ordering::Release);
+            });
+        }
+        for _ in 0..2 {
+            s.spawn(|| {
+                while done.load(Ordering::Acquire) < 2 {
+                    let mut out = Vec::new();
+                    let all = Bound::Unbounded;
+                    t.scan(all, all, u64::MAX, Direction::Forward, usize::MAX, &mut out);
+                    assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
+                    assert!(out.iter().all(|(k, v)| v.as_ref() == Some(k)));
+                }
+            });
+        }
+    });
+    assert_eq!(t.len() as u64, 2 * KEYS_PER_WRITER);
+    assert_eq!(t.check_structure(), Ok(()));
+    for i in 0..2 * KEYS_PER_WRITER {
+        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(key(i))));
+    }
+}
+
+/// A hint made before a hundred keys were linked in below its key: the
+/// insert walks past them or searches from the top, and lands right.
+#[test]
+fn a_hint_stale_by_many_inserts_still_lands_right() {
+    let t = SkipListMemTable::new();
+    t.insert(b("a"), 1, None);
+    let hint = t.prepare_insert(b"m");
+    for i in 0..100u64 {
+        t.insert(Bytes::from(format!("l{i:03}")), i + 2, None);
+    }
+    t.insert_prepared(b("m"), 200, Some(b("m")), &hint);
+    assert_eq!(t.check_structure(), Ok(()));
+    assert_eq!(t.get(b"m", u64::MAX), Some(Some(b("m"))));
+    let mut out = Vec::new();
+    t.scan(
+        Bound::Excluded(b"l099"),
+        Bound::Unbounded,
+        u64::MAX,
+        Direction::Forward,
+        5,
+        &mut out,
+    );
+    assert_eq!(out, vec![(b("m"), Some(b("m")))]);
+}

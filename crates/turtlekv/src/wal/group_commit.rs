@@ -27,30 +27,45 @@ const SYNC_GATHER_WAIT: std::time::Duration = std::time::Duration::from_micros(2
 /// threads together.
 const FOLLOWER_SPIN: std::time::Duration = std::time::Duration::from_micros(10);
 
-/// One writer's batch, waiting for a leader.
+/// One writer's batch, waiting for a leader, with whatever the writer
+/// prepared for the leader (`T`).
 #[derive(Debug)]
-pub(crate) struct Request {
+pub(crate) struct Request<T = ()> {
     ticket: u64,
     pub batch: WriteBatch,
     pub sync: bool,
     /// Freeze the MemTable before this group is applied (for `checkpoint_now`).
     pub freeze: bool,
+    pub prepared: T,
 }
 
-#[derive(Debug, Default)]
-struct Queue {
+#[derive(Debug)]
+struct Queue<T> {
     next_ticket: u64,
-    waiting: VecDeque<Request>,
+    waiting: VecDeque<Request<T>>,
     done: HashMap<u64, Result<()>>,
     leader_active: bool,
     /// Requests in the last group that asked for a sync.
     last_sync_group_len: usize,
 }
 
-/// The queue writers meet in.
+impl<T> Default for Queue<T> {
+    fn default() -> Self {
+        Queue {
+            next_ticket: 0,
+            waiting: VecDeque::new(),
+            done: HashMap::new(),
+            leader_active: false,
+            last_sync_group_len: 0,
+        }
+    }
+}
+
+/// The queue writers meet in; `T` is what each writer prepares for the
+/// leader with its batch.
 #[derive(Debug)]
-pub(crate) struct GroupCommit {
-    queue: Mutex<Queue>,
+pub(crate) struct GroupCommit<T = ()> {
+    queue: Mutex<Queue<T>>,
     changed: Condvar,
     /// Wakes a leader gathering sync writers when a request arrives.
     arrived: Condvar,
@@ -63,7 +78,7 @@ pub(crate) struct GroupCommit {
     max_spinners: usize,
 }
 
-impl Default for GroupCommit {
+impl<T> Default for GroupCommit<T> {
     fn default() -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         GroupCommit {
@@ -77,7 +92,7 @@ impl Default for GroupCommit {
     }
 }
 
-impl GroupCommit {
+impl<T> GroupCommit<T> {
     /// Queues `batch` and returns once a leader (perhaps this caller) has
     /// committed it. `lead` commits a whole group; only one runs at a time,
     /// so it can own the log and publish sequence numbers in order.
@@ -86,7 +101,8 @@ impl GroupCommit {
         batch: WriteBatch,
         sync: bool,
         freeze: bool,
-        lead: impl Fn(&[Request]) -> Result<()>,
+        prepared: T,
+        lead: impl Fn(&[Request<T>]) -> Result<()>,
     ) -> Result<()> {
         let mut q = self.queue.lock();
         let ticket = q.next_ticket;
@@ -96,6 +112,7 @@ impl GroupCommit {
             batch,
             sync,
             freeze,
+            prepared,
         });
         self.arrived.notify_one();
         let mut may_spin = !sync;
@@ -128,7 +145,7 @@ impl GroupCommit {
     }
 }
 
-impl GroupCommit {
+impl<T> GroupCommit<T> {
     /// Counts the caller as a spinner, unless `max_spinners` spin already
     /// (then it sleeps without unlocking the queue first).
     fn claim_spinner(&self) -> bool {
@@ -156,8 +173,8 @@ impl GroupCommit {
 
     /// For a group that will sync: waits briefly for as many sync writers as
     /// the last synced group had, and adds them (see `SYNC_GATHER_WAIT`).
-    fn gather_sync_writers(&self, q: &mut MutexGuard<'_, Queue>, group: &mut Vec<Request>) {
-        let syncing = |g: &[Request]| g.iter().filter(|r| r.sync).count();
+    fn gather_sync_writers(&self, q: &mut MutexGuard<'_, Queue<T>>, group: &mut Vec<Request<T>>) {
+        let syncing = |g: &[Request<T>]| g.iter().filter(|r| r.sync).count();
         let expected = q.last_sync_group_len;
         if syncing(group) > 0 && syncing(group) < expected {
             let deadline = std::time::Instant::now() + SYNC_GATHER_WAIT;
@@ -172,7 +189,7 @@ impl GroupCommit {
     }
 }
 
-fn take_group(waiting: &mut VecDeque<Request>) -> Vec<Request> {
+fn take_group<T>(waiting: &mut VecDeque<Request<T>>) -> Vec<Request<T>> {
     let mut group = Vec::new();
     let mut bytes = 0;
     while let Some(req) = waiting.front() {
@@ -213,7 +230,7 @@ mod tests {
     fn every_writer_returns_after_its_batch_was_committed_once() {
         const WRITERS: u32 = 4;
         const BATCHES: u32 = 500;
-        let commit = GroupCommit::default();
+        let commit = GroupCommit::<()>::default();
         let committed = Mutex::new(HashSet::new());
         let groups = AtomicU64::new(0);
         std::thread::scope(|s| {
@@ -224,7 +241,7 @@ mod tests {
                         let key = [writer.to_be_bytes(), i.to_be_bytes()].concat();
                         let mut batch = WriteBatch::new();
                         batch.put(&key, b"v");
-                        let lead = |group: &[Request]| {
+                        let lead = |group: &[Request<()>]| {
                             groups.fetch_add(1, Ordering::Relaxed);
                             // A leader's work takes a while, so followers
                             // both spin and sleep.
@@ -235,7 +252,7 @@ mod tests {
                             }
                             Ok(())
                         };
-                        commit.submit(batch, false, false, lead).unwrap();
+                        commit.submit(batch, false, false, (), lead).unwrap();
                         assert!(committed.lock().contains(&key));
                     }
                 });
