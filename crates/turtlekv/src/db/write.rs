@@ -22,7 +22,10 @@ const MAX_PREPARED_OPS: usize = 4;
 /// most of the search.
 #[derive(Debug)]
 pub(crate) struct PreparedInserts {
-    memtable: Arc<dyn MemTable>,
+    /// Held so that no other MemTable can take its address while the
+    /// hints live: that address is how a MemTable tells its own hints from
+    /// those of a MemTable frozen since, which it ignores.
+    _memtable: Arc<dyn MemTable>,
     hints: Vec<InsertHint>,
 }
 
@@ -69,19 +72,18 @@ impl DbInner {
             .iter()
             .map(|op| memtable.prepare_insert(&op.key))
             .collect();
-        Some(PreparedInserts { memtable, hints })
+        Some(PreparedInserts {
+            _memtable: memtable,
+            hints,
+        })
     }
 
     fn apply_group(&self, group: &[Request], first_seq: u64) {
         let state = self.state.load();
         let mut batch_first_seq = first_seq;
         for req in group {
-            // Hints of a MemTable frozen since are of no use.
-            let hints = req
-                .prepared
-                .as_ref()
-                .filter(|p| std::ptr::addr_eq(Arc::as_ptr(&p.memtable), Arc::as_ptr(&state.active)))
-                .map(|p| &p.hints);
+            // The active MemTable ignores hints of one frozen since.
+            let hints = req.prepared.as_ref().map(|p| &p.hints);
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
             for (i, (seq, op)) in (batch_first_seq..).zip(&req.batch.ops).enumerate() {
