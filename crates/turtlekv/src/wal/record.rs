@@ -87,7 +87,6 @@ fn frame_crc(len_bytes: &[u8], payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(len_bytes), payload)
 }
 
-/// Reads the frame at the start of `buf`.
 /// The length of the frame at the start of `buf` as its header gives it
 /// (magic and a possible payload length; nothing verified), if it does.
 pub(crate) fn frame_len_from_header(buf: &[u8]) -> Option<usize> {
@@ -100,6 +99,7 @@ pub(crate) fn frame_len_from_header(buf: &[u8]) -> Option<usize> {
         .then_some(FRAME_HEADER_BYTES + payload_len)
 }
 
+/// Reads the frame at the start of `buf`.
 pub(crate) fn decode(buf: &[u8]) -> Frame {
     if buf.len() < FRAME_HEADER_BYTES {
         return Frame::Truncated;

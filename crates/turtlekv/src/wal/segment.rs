@@ -206,10 +206,15 @@ impl SegmentWriter {
     /// pages written through the mapping as well.
     pub fn sync(&mut self) -> io::Result<()> {
         if self.synced_len_bytes < self.len_bytes {
-            self.file.sync_data()?;
-            self.synced_len_bytes = self.len_bytes;
-            self.unreported.syncs += 1;
+            self.sync_now()?;
         }
+        Ok(())
+    }
+
+    fn sync_now(&mut self) -> io::Result<()> {
+        self.file.sync_data()?;
+        self.synced_len_bytes = self.len_bytes;
+        self.unreported.syncs += 1;
         Ok(())
     }
 
@@ -221,11 +226,9 @@ impl SegmentWriter {
         if self.reserved_len_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
             self.reserved_len_bytes = self.len_bytes;
-            // `fdatasync` makes a changed length durable too.
-            self.file.sync_data()?;
-            self.synced_len_bytes = self.len_bytes;
-            self.unreported.syncs += 1;
-            return Ok(());
+            // `fdatasync` makes a changed length durable too, even when
+            // every record already was.
+            return self.sync_now();
         }
         self.sync()
     }
