@@ -17,6 +17,15 @@ pub fn device_write_bytes() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no write_bytes in /proc/self/io"))
 }
 
+/// Bytes this process caused to be read from the storage device, from the
+/// `read_bytes` line of `/proc/self/io`: direct reads and page-cache misses
+/// of all its threads. Reads the OS page cache answers are not counted.
+pub fn device_read_bytes() -> io::Result<u64> {
+    let text = fs::read_to_string("/proc/self/io")?;
+    field_value(&text, "read_bytes:")
+        .ok_or_else(|| io::Error::other("no read_bytes in /proc/self/io"))
+}
+
 /// Bytes allocated on disk under `path` (`st_blocks * 512`, summed over all
 /// files), which counts holes as free and preallocation as used.
 pub fn allocated_bytes(path: &Path) -> io::Result<u64> {
@@ -133,6 +142,7 @@ mod tests {
     #[test]
     fn readings_on_this_process() {
         assert!(device_write_bytes().is_ok());
+        assert!(device_read_bytes().is_ok());
         let before = peak_rss_bytes().unwrap();
         assert!(before > 0);
         let dir = tempfile::tempdir().unwrap();

@@ -167,6 +167,7 @@ mod tests {
             space_amp: None,
             peak_rss_bytes: None,
             cpu_us_per_op: None,
+            read_kib_per_op: None,
             ratio_to_turtlekv: None,
             per_op: vec![(
                 "read".into(),

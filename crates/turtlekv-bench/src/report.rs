@@ -59,6 +59,11 @@ pub struct PhaseResult {
     /// lack it.
     #[serde(default)]
     pub cpu_us_per_op: Option<f64>,
+    /// Device bytes read per operation, in KiB (`/proc/self/io`), which
+    /// shows how often each engine's cache missed. Older result files lack
+    /// it.
+    #[serde(default)]
+    pub read_kib_per_op: Option<f64>,
     /// This engine's throughput over TurtleKV's on the same workload.
     pub ratio_to_turtlekv: Option<f64>,
     /// Percentiles per operation kind (name, latency).
@@ -136,8 +141,9 @@ pub fn render_table(results: &[PhaseResult]) -> String {
         "space amp",
         "peak RSS MiB",
         "cpu us/op",
+        "read KiB/op",
     ];
-    let mut rows: Vec<[String; 12]> = Vec::new();
+    let mut rows: Vec<[String; 13]> = Vec::new();
     for r in results {
         for (i, (op, lat)) in r.per_op.iter().enumerate() {
             let first = i == 0;
@@ -155,6 +161,7 @@ pub fn render_table(results: &[PhaseResult]) -> String {
                 phase(optional(r.space_amp, 2)),
                 phase(mebibytes(r.peak_rss_bytes)),
                 phase(optional(r.cpu_us_per_op, 1)),
+                phase(optional(r.read_kib_per_op, 2)),
             ]);
         }
     }
@@ -219,6 +226,7 @@ mod tests {
             space_amp: Some(1.25),
             peak_rss_bytes: Some(3 << 20),
             cpu_us_per_op: Some(7.25),
+            read_kib_per_op: Some(0.5),
             ratio_to_turtlekv: None,
             per_op: vec![
                 (
@@ -305,6 +313,7 @@ mod tests {
             "space_amp",
             "peak_rss_bytes",
             "cpu_us_per_op",
+            "read_kib_per_op",
         ] {
             assert!(obj.get(field).is_some(), "missing {field}");
         }
@@ -316,8 +325,10 @@ mod tests {
         // Result files written before the field existed still load.
         let mut old = obj.clone();
         old.as_object_mut().unwrap().remove("cpu_us_per_op");
+        old.as_object_mut().unwrap().remove("read_kib_per_op");
         let back: PhaseResult = serde_json::from_value(old).unwrap();
         assert_eq!(back.cpu_us_per_op, None);
+        assert_eq!(back.read_kib_per_op, None);
     }
 
     #[test]
@@ -332,9 +343,9 @@ mod tests {
         assert_eq!(lines.len(), 2 + 4, "{table}");
         assert!(lines[0].starts_with("engine"));
         assert!(lines[2].contains("turtlekv") && lines[2].contains("1,234,567"));
-        assert!(lines[0].ends_with("cpu us/op"), "{}", lines[0]);
+        assert!(lines[0].ends_with("cpu us/op  read KiB/op"), "{}", lines[0]);
         assert!(
-            lines[2].ends_with("7.2") || lines[2].ends_with("7.3"),
+            lines[2].ends_with("7.2         0.50") || lines[2].ends_with("7.3         0.50"),
             "{}",
             lines[2]
         );

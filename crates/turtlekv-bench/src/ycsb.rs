@@ -97,11 +97,16 @@ fn run_engine(
         let progress = progress_bar(kind, workload, total);
         let rss_reset = measure::reset_peak_rss();
         let written_before = measure::device_write_bytes().ok();
+        let read_before = measure::device_read_bytes().ok();
         let cpu_before = measure::process_cpu_time().ok();
         let outcome = runner::run_phase(engine.as_ref(), workload, settings, &counter, &progress)
             .with_context(|| format!("{kind}, workload {workload}"))?;
         let cpu_spent = cpu_before
             .zip(measure::process_cpu_time().ok())
+            .map(|(before, after)| after.saturating_sub(before));
+        // Taken before `persist`, whose checkpoint reads are not the phase's.
+        let read = read_before
+            .zip(measure::device_read_bytes().ok())
             .map(|(before, after)| after.saturating_sub(before));
         // Durable before measuring, so every engine pays for its log.
         engine
@@ -144,6 +149,9 @@ fn run_engine(
             cpu_us_per_op: cpu_spent
                 .filter(|_| outcome.ops_done > 0)
                 .map(|cpu| cpu.as_secs_f64() * 1e6 / outcome.ops_done as f64),
+            read_kib_per_op: read
+                .filter(|_| outcome.ops_done > 0)
+                .map(|r| r as f64 / 1024.0 / outcome.ops_done as f64),
             ratio_to_turtlekv: None,
             per_op: report::per_op_latencies(&outcome.latencies_ns),
         });
