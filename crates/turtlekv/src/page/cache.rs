@@ -232,6 +232,15 @@ impl PageCache {
         }
     }
 
+    /// The cached bytes of `key`, leaving its CLOCK weight as it is.
+    pub fn peek(&self, key: CacheKey) -> Option<Bytes> {
+        let shard = self.shards[Self::shard_of(key)].read();
+        match &shard.entries[*shard.map.get(&key)?].as_ref()?.value {
+            Value::Bytes(bytes) => Some(bytes.clone()),
+            Value::Object(_) => None,
+        }
+    }
+
     fn get_value(&self, key: CacheKey) -> Option<Value> {
         let shard = self.shards[Self::shard_of(key)].read();
         let entry = shard.entries[*shard.map.get(&key)?].as_ref()?;

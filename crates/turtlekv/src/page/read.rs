@@ -64,7 +64,13 @@ impl PageStore {
             page: id.to_raw(),
             part: WHOLE_PAGE,
         };
-        if let Some(whole) = self.cache.get(whole_key) {
+        // A whole page is cached only as a checkpoint wrote it, while the
+        // cache had room. Reads of a range take from it without renewing
+        // it: every read of any of its ~15K records would otherwise keep a
+        // 2 MiB page cached for good, a random sample of blocks that pins
+        // the cache once it is full. Left to age, it goes at the hand's
+        // next pass, and the blocks reads then want come back one by one.
+        if let Some(whole) = self.cache.peek(whole_key) {
             bump(&self.counters.cache_hits, 1);
             let end = offset.checked_add(len).filter(|&e| e <= whole.len() as u64);
             let end = end.ok_or_else(beyond)?;

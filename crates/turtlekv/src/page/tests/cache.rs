@@ -301,3 +301,76 @@ fn written_leaves_are_cached_while_there_is_room() {
     );
     assert!(store.stats().cache_used_bytes <= 150_000);
 }
+
+/// A whole page cached as a checkpoint wrote it does not stay for good just
+/// because reads keep taking ranges from it: once the cache is full, it
+/// goes at the hand's next pass, and the blocks reads want come back one
+/// by one (before, a 2 MiB page read by any of its records never aged).
+#[test]
+fn a_written_page_read_by_ranges_ages_out_of_a_full_cache() {
+    // Room for ~30 blocks per shard, so that CLOCK's hand does not lap a
+    // shard within one eviction.
+    const CAPACITY_BYTES: u64 = 2_000_000;
+    let fs = FaultFs::new();
+    let options = PageStoreOptions {
+        cache_written_leaves: true,
+        cache_capacity_bytes: CAPACITY_BYTES,
+        ..small_options()
+    };
+    let (store, _) = open(&fs, &options).unwrap();
+    let written = leaf_bytes(1, 60_000);
+    let id = store
+        .write_page(crate::page::PageKind::Leaf, &written)
+        .unwrap();
+    let read_written = || {
+        let got = store
+            .read_range(id, 1000, 100, CachePriority::LeafBlock)
+            .unwrap();
+        assert_eq!(&got[..], &written[1000..1100]);
+    };
+    let before = store.stats();
+    read_written();
+    assert_eq!(store.stats().read_ios, before.read_ios, "whole page cached");
+    // Other leaves' blocks fill the cache and churn it, with a read of the
+    // written page between any two.
+    let others: Vec<_> = (2..50)
+        .map(|n| {
+            let bytes = leaf_bytes(n, 60_000);
+            let id = store
+                .write_page(crate::page::PageKind::Leaf, &bytes)
+                .unwrap();
+            (id, bytes)
+        })
+        .collect();
+    for round in 0..3 {
+        for (other, bytes) in &others {
+            for offset in (0..50_000).step_by(4096) {
+                let got = store
+                    .read_range(*other, offset, 100, CachePriority::LeafBlock)
+                    .unwrap();
+                assert_eq!(&got[..], &bytes[offset as usize..offset as usize + 100]);
+                read_written();
+            }
+        }
+        assert!(
+            store.stats().cache_used_bytes <= CAPACITY_BYTES,
+            "round {round}"
+        );
+    }
+    // The range read now comes from a cached block, not the whole page.
+    let before = store.stats();
+    let got = store.read_range_uncached(id, 0, 60_000).unwrap();
+    assert_eq!(&got[..], &written[..]);
+    assert_eq!(
+        store.stats().read_ios,
+        before.read_ios + 1,
+        "the whole page was evicted"
+    );
+    let before = store.stats();
+    read_written();
+    assert_eq!(
+        store.stats().read_ios,
+        before.read_ios,
+        "its block is cached"
+    );
+}
