@@ -439,6 +439,26 @@ impl PageCache {
         }
     }
 
+    /// Every whole leaf page the cache holds, with its raw page id.
+    #[cfg(test)]
+    pub fn whole_leaf_pages(&self) -> Vec<(u64, Bytes)> {
+        let mut pages = Vec::new();
+        for lock in self.shards.iter() {
+            let shard = lock.read();
+            for (key, &i) in &shard.map {
+                let leaf = super::PageId::from_raw(key.page).kind() == super::PageKind::Leaf;
+                if let (true, true, Some(Value::Bytes(bytes))) = (
+                    key.part == WHOLE_PAGE,
+                    leaf,
+                    shard.entries[i].as_ref().map(|e| &e.value),
+                ) {
+                    pages.push((key.page, bytes.clone()));
+                }
+            }
+        }
+        pages
+    }
+
     /// Changes the budget, evicting at once when it shrinks.
     pub fn set_capacity(&self, capacity_bytes: u64) {
         self.capacity_bytes.store(capacity_bytes, Relaxed);

@@ -158,6 +158,18 @@ pub(crate) struct Tree {
     config: TreeConfig,
 }
 
+/// A copy of bytes the page cache keeps as (part of) a decoded object.
+///
+/// Why: a range read may return a slice of a whole cached page, and a slice
+/// keeps all of its buffer alive. A head or filter cached as such a slice
+/// would, once the page cache evicts the 2 MiB page, hold it resident while
+/// charged only for its own ~20 KiB: measured out of cache, peak RSS rose
+/// from 530-690 MiB to 825-900 MiB when whole pages began to be evicted
+/// during reads.
+fn owned(bytes: Bytes) -> Bytes {
+    Bytes::copy_from_slice(&bytes)
+}
+
 fn corrupt(id: PageId, reason: impl std::fmt::Display) -> Error {
     Error::corruption(format!("page {:#x}", id.to_raw()), 0, reason.to_string())
 }
@@ -207,9 +219,10 @@ impl Tree {
                 return Ok(head);
             }
         }
-        let bytes = self
-            .io
-            .read_range_uncached(r.id, 0, u64::from(r.head_len))?;
+        let bytes = owned(
+            self.io
+                .read_range_uncached(r.id, 0, u64::from(r.head_len))?,
+        );
         let decoded = leaf::LeafHead::decode(&bytes).map_err(|reason| corrupt(r.id, reason))?;
         if decoded.filter_len != r.filter_len || decoded.head_len != r.head_len {
             return Err(corrupt(
@@ -237,9 +250,11 @@ impl Tree {
                 return Ok((*filter).clone());
             }
         }
-        let bytes =
-            self.io
-                .read_range_uncached(r.id, u64::from(r.head_len), u64::from(r.filter_len))?;
+        let bytes = owned(self.io.read_range_uncached(
+            r.id,
+            u64::from(r.head_len),
+            u64::from(r.filter_len),
+        )?);
         self.io.cache_object(
             r.id,
             ObjectKind::Filter,

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::harness::{Rng, random_batch};
+use super::leaf::LeafHead;
 use super::node_codec::referenced_pages;
 use super::{Tree, TreeConfig};
 use crate::Options;
 use crate::io::{FaultFs, FileSystem};
-use crate::page::{PageIo, PageStore, PageStoreOptions, SuperblockRecord, WalPosition};
+use crate::page::{ObjectKind, PageIo, PageStore, PageStoreOptions, SuperblockRecord, WalPosition};
 
 fn options() -> Options {
     Options {
@@ -100,4 +101,49 @@ fn tree_on_the_page_store_survives_reopen() {
     let (_, tree, root) = open(&fs);
     let stats = tree.check(root).unwrap();
     assert!(stats.height >= 2, "{stats:?}");
+}
+
+/// Heads and filters the cache keeps decoded hold no slice of a whole
+/// cached page: once the cache lets the page go, nothing else keeps its
+/// buffer (2 MiB at the default leaf size) resident.
+#[test]
+fn cached_heads_and_filters_do_not_pin_whole_pages() {
+    let fs = FaultFs::new();
+    let (store, tree, root) = open(&fs);
+    let mut rng = Rng::new(7);
+    let batch: Vec<(Bytes, Option<Bytes>)> = random_batch(&mut rng, 20_000, 3000, 0)
+        .into_iter()
+        .map(|(k, _)| (k, Some(Bytes::from(vec![9u8; 100]))))
+        .collect();
+    let outcome = tree.apply_batch(root, &batch).unwrap();
+    let record = SuperblockRecord {
+        root: outcome.root,
+        covered_seq: 1,
+        wal_replay_from: WalPosition {
+            segment_id: 1,
+            offset_bytes: 32,
+        },
+    };
+    store.commit(record, &outcome.dead_pages).unwrap();
+    // Every get reads its leaves' heads and filters from the whole pages
+    // the checkpoint cached as it wrote them.
+    for (k, v) in &batch {
+        assert_eq!(tree.get(outcome.root, k).unwrap().as_ref(), v.as_ref());
+    }
+    let pages = store.cached_leaf_pages();
+    assert!(pages.len() > 3, "the written leaves were cached whole");
+    let (mut heads, mut filters) = (0, 0);
+    for (id, page) in pages {
+        let within = |b: &Bytes| page.as_ptr_range().contains(&b.as_ptr());
+        if let Some(head) = store.cached_object(id, ObjectKind::LeafHead) {
+            let head = head.downcast::<LeafHead>().unwrap();
+            assert!(!head.chunks.iter().any(|c| within(&c.separator)), "{id:?}");
+            heads += 1;
+        }
+        if let Some(filter) = store.cached_object(id, ObjectKind::Filter) {
+            assert!(!within(&filter.downcast::<Bytes>().unwrap()), "{id:?}");
+            filters += 1;
+        }
+    }
+    assert!(heads > 3 && filters > 3, "{heads} heads, {filters} filters");
 }
