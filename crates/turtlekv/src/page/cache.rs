@@ -218,7 +218,7 @@ impl PageCache {
 
     /// The cached bytes of `key`, marking them recently used.
     pub fn get(&self, key: CacheKey) -> Option<Bytes> {
-        match self.get_value(key)? {
+        match self.lookup(key, true)? {
             Value::Bytes(bytes) => Some(bytes),
             Value::Object(_) => None,
         }
@@ -226,7 +226,7 @@ impl PageCache {
 
     /// The cached object of `key`, marking it recently used.
     pub fn get_object(&self, key: CacheKey) -> Option<CachedObject> {
-        match self.get_value(key)? {
+        match self.lookup(key, true)? {
             Value::Object(object) => Some(object),
             Value::Bytes(_) => None,
         }
@@ -234,19 +234,19 @@ impl PageCache {
 
     /// The cached bytes of `key`, leaving its CLOCK weight as it is.
     pub fn peek(&self, key: CacheKey) -> Option<Bytes> {
-        let shard = self.shards[Self::shard_of(key)].read();
-        match &shard.entries[*shard.map.get(&key)?].as_ref()?.value {
-            Value::Bytes(bytes) => Some(bytes.clone()),
+        match self.lookup(key, false)? {
+            Value::Bytes(bytes) => Some(bytes),
             Value::Object(_) => None,
         }
     }
 
-    fn get_value(&self, key: CacheKey) -> Option<Value> {
+    /// The value of `key`, marking it recently used if `renew`.
+    fn lookup(&self, key: CacheKey, renew: bool) -> Option<Value> {
         let shard = self.shards[Self::shard_of(key)].read();
         let entry = shard.entries[*shard.map.get(&key)?].as_ref()?;
         // Skip the store when the weight is already full: hits on hot
         // entries then only read the shared cache line.
-        if entry.weight.load(Relaxed) != entry.level {
+        if renew && entry.weight.load(Relaxed) != entry.level {
             entry.weight.store(entry.level, Relaxed);
         }
         Some(entry.value.clone())
