@@ -439,20 +439,19 @@ impl PageCache {
         }
     }
 
-    /// Every whole leaf page the cache holds, with its raw page id.
+    /// Every whole leaf page the cache holds.
     #[cfg(test)]
-    pub fn whole_leaf_pages(&self) -> Vec<(u64, Bytes)> {
+    pub fn whole_leaf_pages(&self) -> Vec<(super::PageId, Bytes)> {
         let mut pages = Vec::new();
         for lock in self.shards.iter() {
             let shard = lock.read();
             for (key, &i) in &shard.map {
-                let leaf = super::PageId::from_raw(key.page).kind() == super::PageKind::Leaf;
-                if let (true, true, Some(Value::Bytes(bytes))) = (
-                    key.part == WHOLE_PAGE,
-                    leaf,
-                    shard.entries[i].as_ref().map(|e| &e.value),
-                ) {
-                    pages.push((key.page, bytes.clone()));
+                let id = super::PageId::from_raw(key.page);
+                if key.part != WHOLE_PAGE || id.kind() != super::PageKind::Leaf {
+                    continue;
+                }
+                if let Some(Value::Bytes(bytes)) = shard.entries[i].as_ref().map(|e| &e.value) {
+                    pages.push((id, bytes.clone()));
                 }
             }
         }

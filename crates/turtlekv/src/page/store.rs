@@ -277,17 +277,13 @@ impl PageStore {
         self.cache.set_capacity(capacity_bytes);
     }
 
-    /// Bytes of recently evicted blocks the cache's ghost list covers.
     /// Every whole leaf page the cache holds.
     #[cfg(test)]
     pub(crate) fn cached_leaf_pages(&self) -> Vec<(PageId, bytes::Bytes)> {
-        let pages = self.cache.whole_leaf_pages();
-        pages
-            .into_iter()
-            .map(|(raw, bytes)| (PageId::from_raw(raw), bytes))
-            .collect()
+        self.cache.whole_leaf_pages()
     }
 
+    /// Bytes of recently evicted blocks the cache's ghost list covers.
     pub fn set_cache_ghost_window_bytes(&self, bytes: u64) {
         self.cache.set_ghost_window_bytes(bytes);
     }
