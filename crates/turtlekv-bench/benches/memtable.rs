@@ -1,4 +1,4 @@
-//! MemTable inserts without the rest of the write path:
+//! MemTable inserts and gets without the rest of the write or read path:
 //! `cargo bench -p turtlekv-bench --bench memtable`. A MemTable of the
 //! default 64 MiB checkpoint distance holds about 400,000 entries of an
 //! 8-byte key and a 120-byte value; inserting into it in random order is
@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use turtlekv::bench_hooks::{MemTableInput, memtable_fill};
+use turtlekv::bench_hooks::{FilledMemTable, MemTableInput, memtable_fill, memtable_get_all};
 
 const VALUE_SIZE_BYTES: usize = 120;
 
@@ -20,6 +20,10 @@ fn inserts(c: &mut Criterion) {
         let input = MemTableInput::random(entries, VALUE_SIZE_BYTES, 42);
         group.bench_function(format!("fill {entries} random keys"), |b| {
             b.iter(|| assert_eq!(memtable_fill(black_box(&input)), entries))
+        });
+        let filled = FilledMemTable::new(&input);
+        group.bench_function(format!("get {entries} random keys"), |b| {
+            b.iter(|| assert_eq!(memtable_get_all(black_box(&filled)), entries))
         });
     }
     group.finish();

@@ -45,3 +45,33 @@ pub fn memtable_fill(input: &MemTableInput) -> usize {
     }
     table.len()
 }
+
+/// A MemTable filled with every key of an input, for timing gets.
+#[derive(Debug)]
+pub struct FilledMemTable {
+    table: SkipListMemTable,
+    keys: Vec<Bytes>,
+}
+
+impl FilledMemTable {
+    pub fn new(input: &MemTableInput) -> Self {
+        let table = SkipListMemTable::with_capacity(input.capacity_bytes);
+        for (seq, key) in (1..).zip(&input.keys) {
+            table.insert(key.clone(), seq, Some(input.value.clone()));
+        }
+        FilledMemTable {
+            table,
+            keys: input.keys.clone(),
+        }
+    }
+}
+
+/// Gets every key of `filled`, in the order they were inserted, and
+/// returns how many were found.
+pub fn memtable_get_all(filled: &FilledMemTable) -> usize {
+    filled
+        .keys
+        .iter()
+        .filter(|k| filled.table.get(k, u64::MAX).is_some())
+        .count()
+}
