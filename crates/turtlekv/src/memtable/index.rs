@@ -1,6 +1,7 @@
 //! A B+-tree over the skiplist's tall nodes (towers of `INDEXED_HEIGHT` or
-//! more), so that a search starts near its position at the low levels
-//! instead of walking down from the top.
+//! more; of a key's tall versions, only the oldest), so that a search
+//! starts near its position at the low levels instead of walking down from
+//! the top.
 //!
 //! Why: in a MemTable far larger than the CPU's caches, a skiplist search
 //! misses the cache on most nodes it visits at its lowest few levels, one
@@ -13,6 +14,11 @@
 //! position; the skiplist walks on from there, so a stale answer (a node
 //! further left than the closest) costs steps, never correctness, and the
 //! skiplist checks that the answer lies before the position.
+//!
+//! One version per key keeps hot keys out of it: updates of a key that
+//! already has a tall version do not change the index, so readers of that
+//! key do not race the writer on the same index node, and a key with
+//! thousands of versions takes one entry.
 //!
 //! One writer (the MemTable's) changes the index; readers never lock. Every
 //! index node carries a version, odd while the writer changes it: a reader
@@ -37,7 +43,7 @@ const FANOUT: usize = 32;
 /// Retries before a reader gives up on the index (the caller then searches
 /// the skiplist from the top); a writer changes one node at a time, so a
 /// reader retries only when it raced that change.
-const MAX_RETRIES: usize = 64;
+const MAX_RETRIES: usize = 8;
 
 /// The part every index node starts with.
 #[repr(C)]

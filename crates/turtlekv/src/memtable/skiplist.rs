@@ -5,10 +5,10 @@
 //! stores, and nodes live as long as the MemTable.
 //!
 //! Searches start from an index over the nodes whose towers are two levels
-//! or taller, a quarter of them (`index.rs`), and walk only levels 1 and 0
-//! from there. An insert whose tower is taller than two (one in sixteen)
-//! searches from the top instead: it needs its predecessor at every level
-//! of its tower.
+//! or taller, a quarter of them, one per key (`index.rs`), and walk only
+//! levels 1 and 0 from there. An insert whose tower is taller than two (one
+//! in sixteen) searches from the top instead: it needs its predecessor at
+//! every level of its tower.
 
 use std::fmt;
 use std::ops::Bound;
@@ -86,12 +86,20 @@ pub(crate) struct SkipListMemTable {
 }
 
 /// Where a search starts: after `pred` (`None`: the head), at the levels
-/// below `level`.
+/// below `level`; it gives up (and searches from the top) after more than
+/// `step_limit` steps at its first level.
 #[derive(Clone, Copy)]
 struct Start<'a> {
     pred: Option<NodeRef<'a>>,
     level: usize,
+    step_limit: usize,
 }
+
+/// Steps a search from the index's start may take at level 1 before it
+/// searches from the top instead. The index holds one node per key, so a
+/// search for an old version of a key with many newer ones walks past
+/// them; the skiplist's upper levels skip most.
+const MAX_INDEX_WALK_STEPS: usize = 16;
 
 #[derive(Debug)]
 struct Writer {
@@ -191,6 +199,7 @@ impl SkipListMemTable {
         Start {
             pred: None,
             level: self.height.load(Ordering::Acquire),
+            step_limit: usize::MAX,
         }
     }
 
@@ -218,6 +227,7 @@ impl SkipListMemTable {
         Start {
             pred,
             level: INDEXED_HEIGHT,
+            step_limit: MAX_INDEX_WALK_STEPS,
         }
     }
 
@@ -233,23 +243,40 @@ impl SkipListMemTable {
     /// The last node `edge` passes (`None`: the head) and the first it does
     /// not, searching from the index's start.
     fn seek<'a>(&'a self, edge: Edge<'_>) -> (Option<NodeRef<'a>>, Option<NodeRef<'a>>) {
-        self.seek_from(self.start(edge), edge, None)
+        self.search(self.start(edge), edge, None)
     }
 
-    /// As `seek` from `start`; with `preds`, also the last node passed at
-    /// each level below `start.level`.
-    fn seek_from<'a>(
+    /// As `seek` from `start` (or from the top, if `start` gives up); with
+    /// `preds`, also the last node passed at each level below the start's.
+    fn search<'a>(
         &'a self,
         start: Start<'a>,
         edge: Edge<'_>,
         mut preds: Option<&mut [Option<NodeRef<'a>>; MAX_HEIGHT]>,
     ) -> (Option<NodeRef<'a>>, Option<NodeRef<'a>>) {
+        self.seek_from(start, edge, preds.as_deref_mut())
+            .or_else(|| self.seek_from(self.top(), edge, preds))
+            .expect("a search from the top has no step limit")
+    }
+
+    /// `search` without the fallback: `None` when `start`'s step limit ran
+    /// out.
+    fn seek_from<'a>(
+        &'a self,
+        start: Start<'a>,
+        edge: Edge<'_>,
+        mut preds: Option<&mut [Option<NodeRef<'a>>; MAX_HEIGHT]>,
+    ) -> Option<(Option<NodeRef<'a>>, Option<NodeRef<'a>>)> {
         let mut pred = start.pred;
         let mut level = start.level;
+        let mut steps_left = start.step_limit;
         loop {
             level -= 1;
             let mut next = self.load(self.link(pred, level));
             while let Some(n) = next.filter(|&n| edge.passes(n)) {
+                if level == start.level - 1 {
+                    steps_left = steps_left.checked_sub(1)?;
+                }
                 pred = Some(n);
                 if level > 0 {
                     // Where the level below starts if `n` is the last node
@@ -263,7 +290,7 @@ impl SkipListMemTable {
                 preds[level] = pred;
             }
             if level == 0 {
-                return (pred, next);
+                return Some((pred, next));
             }
         }
     }
@@ -312,7 +339,7 @@ impl SkipListMemTable {
         let edge = Edge::Version(node.parts());
         let hinted = hint.is_some_and(|h| self.walk_from_hint(h, edge, height, &mut preds));
         if !hinted {
-            self.seek_from(self.start_for(edge, height), edge, Some(&mut preds));
+            self.search(self.start_for(edge, height), edge, Some(&mut preds));
         }
         debug_assert!(
             self.load(self.link(preds[0], 0))
@@ -320,7 +347,13 @@ impl SkipListMemTable {
             "sequence numbers of one key are unique, and grow"
         );
         self.link_in(node, height, &preds);
-        if height >= INDEXED_HEIGHT {
+        // One tall node per key is indexed, its oldest: the newer ones are
+        // found from it, and updates of a hot key leave the index alone.
+        let older_tall_version = || {
+            self.load(node.next(INDEXED_HEIGHT - 1))
+                .is_some_and(|n| n.key() == node.key())
+        };
+        if height >= INDEXED_HEIGHT && !older_tall_version() {
             self.index.insert(&mut writer.arena, node);
         }
         self.len.fetch_add(1, Ordering::Relaxed);
@@ -421,15 +454,31 @@ impl SkipListMemTable {
                     self.len()
                 ));
             }
-            if level == INDEXED_HEIGHT - 1 && self.index.collect()? != level_nodes {
+            if level == INDEXED_HEIGHT - 1
+                && self.index.collect()? != oldest_of_each_key(&level_nodes)
+            {
                 return Err(format!(
-                    "the index does not hold level {level}'s nodes in order"
+                    "the index does not hold the oldest of level {level}'s nodes of each key, in order"
                 ));
             }
             below = level_nodes;
         }
         Ok(())
     }
+}
+
+/// Of nodes in version order, the last (oldest) of each key.
+fn oldest_of_each_key(nodes: &[*mut Node]) -> Vec<*mut Node> {
+    // SAFETY: the caller's nodes are linked in a MemTable it borrows.
+    let key = |p: *mut Node| unsafe { NodeRef::new(NonNull::new_unchecked(p)) }.key();
+    let mut oldest: Vec<*mut Node> = Vec::with_capacity(nodes.len());
+    for &n in nodes {
+        if oldest.last().is_some_and(|&last| key(last) == key(n)) {
+            oldest.pop();
+        }
+        oldest.push(n);
+    }
+    oldest
 }
 
 /// `true` when `key` lies on the inner side of `bound`.
@@ -565,7 +614,7 @@ impl MemTable for SkipListMemTable {
         let height = thread_height();
         let edge = Edge::below(key);
         let mut preds = [None; MAX_HEIGHT];
-        self.seek_from(self.start_for(edge, height), edge, Some(&mut preds));
+        self.search(self.start_for(edge, height), edge, Some(&mut preds));
         InsertHint {
             owner: self,
             preds: preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr())),
