@@ -27,6 +27,8 @@
 //! Nodes live in the MemTable's arena and are never freed before it, so a
 //! pointer a reader loads, stale or not, is always a node.
 
+use std::marker::PhantomData;
+use std::ops::Deref;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 
@@ -71,6 +73,86 @@ struct Inner {
     children: [AtomicPtr<Entries>; FANOUT],
 }
 
+/// An index node, as a pointer to its whole allocation: an `Inner`'s
+/// children lie past its `Entries`, so they are reached from the pointer
+/// rather than from a reference to the `Entries`.
+#[derive(Clone, Copy)]
+struct IndexNode<'a> {
+    ptr: NonNull<Entries>,
+    _arena: PhantomData<&'a Entries>,
+}
+
+impl<'a> IndexNode<'a> {
+    /// # Safety
+    /// `ptr` is an index node made by `new_node` in an arena that lives
+    /// for `'a`, its level written before it was published.
+    unsafe fn new(ptr: NonNull<Entries>) -> Self {
+        IndexNode {
+            ptr,
+            _arena: PhantomData,
+        }
+    }
+
+    /// An inner node's children; `None` for a leaf.
+    fn children(self) -> Option<&'a [AtomicPtr<Entries>; FANOUT]> {
+        // SAFETY: nodes of a level above 0 are allocated as `Inner`, and
+        // `ptr` covers the whole allocation.
+        (!self.is_leaf()).then(|| unsafe { &(*self.ptr.cast::<Inner>().as_ptr()).children })
+    }
+
+    fn child(self, i: usize, order: Ordering) -> *mut Entries {
+        self.children()
+            .map_or(std::ptr::null_mut(), |c| c[i].load(order))
+    }
+
+    fn slot(self, i: usize) -> Slot {
+        Slot {
+            prefix: self.prefixes[i].load(Ordering::Relaxed),
+            node: self.nodes[i].load(Ordering::Relaxed),
+            child: self.child(i, Ordering::Relaxed),
+        }
+    }
+
+    /// Writes `slots` as the node's entries. The caller is the writer; a
+    /// published node is changed inside `write_section`.
+    fn store(self, slots: &[Slot]) {
+        debug_assert!(slots.len() <= FANOUT);
+        for (i, &s) in slots.iter().enumerate() {
+            self.put(i, s);
+        }
+        self.header.len.store(slots.len() as u32, Ordering::Relaxed);
+    }
+
+    /// Writes entry `i`; as `store`.
+    fn put(self, i: usize, s: Slot) {
+        self.prefixes[i].store(s.prefix, Ordering::Relaxed);
+        self.nodes[i].store(s.node, Ordering::Relaxed);
+        if let Some(children) = self.children() {
+            children[i].store(s.child, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs the writer's change `f` with the version odd, so that readers
+    /// that overlap it start again.
+    fn write_section(self, f: impl FnOnce(Self)) {
+        let v = self.header.version.load(Ordering::Relaxed);
+        debug_assert!(v % 2 == 0);
+        self.header.version.store(v + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        f(self);
+        self.header.version.store(v + 2, Ordering::Release);
+    }
+}
+
+impl<'a> Deref for IndexNode<'a> {
+    type Target = Entries;
+
+    fn deref(&self) -> &Entries {
+        // SAFETY: as `new`'s contract; the arena outlives `'a`.
+        unsafe { self.ptr.as_ref() }
+    }
+}
+
 /// Deepest index: 32^12 entries are far more than a MemTable holds.
 const MAX_DEPTH: usize = 12;
 
@@ -78,18 +160,18 @@ const MAX_DEPTH: usize = 12;
 /// each.
 #[derive(Default)]
 struct Path<'a> {
-    steps: [Option<(&'a Entries, usize)>; MAX_DEPTH],
+    steps: [Option<(IndexNode<'a>, usize)>; MAX_DEPTH],
     len: usize,
 }
 
 impl<'a> Path<'a> {
-    fn push(&mut self, step: (&'a Entries, usize)) {
+    fn push(&mut self, step: (IndexNode<'a>, usize)) {
         assert!(self.len < MAX_DEPTH, "index deeper than {MAX_DEPTH} levels");
         self.steps[self.len] = Some(step);
         self.len += 1;
     }
 
-    fn pop(&mut self) -> Option<(&'a Entries, usize)> {
+    fn pop(&mut self) -> Option<(IndexNode<'a>, usize)> {
         self.len = self.len.checked_sub(1)?;
         self.steps[self.len].take()
     }
@@ -109,12 +191,6 @@ pub(crate) struct TallIndex {
     len: AtomicU64,
 }
 
-// SAFETY: the raw pointers are nodes in the owning MemTable's arena, which
-// outlives the index; all shared fields are atomics.
-unsafe impl Send for TallIndex {}
-// SAFETY: as above.
-unsafe impl Sync for TallIndex {}
-
 impl Entries {
     fn len(&self) -> usize {
         (self.header.len.load(Ordering::Relaxed) as usize).min(FANOUT)
@@ -122,14 +198,6 @@ impl Entries {
 
     fn is_leaf(&self) -> bool {
         self.header.level == 0
-    }
-
-    /// The inner node this is; the caller checked `!is_leaf()`.
-    fn inner(&self) -> &Inner {
-        debug_assert!(!self.is_leaf());
-        // SAFETY: inner nodes are allocated as `Inner`, whose first field is
-        // `Entries` (`repr(C)`), and their level is never 0.
-        unsafe { &*(self as *const Entries).cast::<Inner>() }
     }
 
     /// Where `edge` falls: in a leaf, how many entries it passes; in an
@@ -172,48 +240,6 @@ impl Entries {
         });
         (!torn).then_some(start + tied_passed)
     }
-
-    fn slot(&self, i: usize) -> Slot {
-        Slot {
-            prefix: self.prefixes[i].load(Ordering::Relaxed),
-            node: self.nodes[i].load(Ordering::Relaxed),
-            child: if self.is_leaf() {
-                std::ptr::null_mut()
-            } else {
-                self.inner().children[i].load(Ordering::Relaxed)
-            },
-        }
-    }
-
-    /// Writes `slots` as the node's entries. The caller is the writer; a
-    /// published node is changed inside `write_section`.
-    fn store(&self, slots: &[Slot]) {
-        debug_assert!(slots.len() <= FANOUT);
-        for (i, &s) in slots.iter().enumerate() {
-            self.put(i, s);
-        }
-        self.header.len.store(slots.len() as u32, Ordering::Relaxed);
-    }
-
-    /// Writes entry `i`; as `store`.
-    fn put(&self, i: usize, s: Slot) {
-        self.prefixes[i].store(s.prefix, Ordering::Relaxed);
-        self.nodes[i].store(s.node, Ordering::Relaxed);
-        if !self.is_leaf() {
-            self.inner().children[i].store(s.child, Ordering::Relaxed);
-        }
-    }
-
-    /// Runs the writer's change `f` with the version odd, so that readers
-    /// that overlap it start again.
-    fn write_section(&self, f: impl FnOnce(&Self)) {
-        let v = self.header.version.load(Ordering::Relaxed);
-        debug_assert!(v % 2 == 0);
-        self.header.version.store(v + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        f(self);
-        self.header.version.store(v + 2, Ordering::Release);
-    }
 }
 
 impl TallIndex {
@@ -247,36 +273,36 @@ impl TallIndex {
         let Some(mut node) = self.load_root() else {
             return Some(None);
         };
-        let mut version = stable_version(node)?;
+        let mut version = stable_version(&node)?;
         loop {
             let at = node.position(edge)?;
             if node.is_leaf() {
                 let found = at
                     .checked_sub(1)
                     .map(|i| node.nodes[i].load(Ordering::Acquire));
-                validate(node, version)?;
+                validate(&node, version)?;
                 return match found {
                     None => Some(None),
                     Some(p) => Some(Some(NonNull::new(p)?)),
                 };
             }
-            let child = node.inner().children[at].load(Ordering::Acquire);
-            validate(node, version)?;
+            let child = node.child(at, Ordering::Acquire);
+            validate(&node, version)?;
             // SAFETY: non-null child pointers are index nodes of the arena,
             // written in full before the release store that linked them.
-            let child = unsafe { NonNull::new(child)?.as_ref() };
-            let child_version = stable_version(child)?;
+            let child = unsafe { IndexNode::new(NonNull::new(child)?) };
+            let child_version = stable_version(&child)?;
             // The child was still the parent's when its version was read.
-            validate(node, version)?;
+            validate(&node, version)?;
             node = child;
             version = child_version;
         }
     }
 
-    fn load_root(&self) -> Option<&Entries> {
+    fn load_root(&self) -> Option<IndexNode<'_>> {
         // SAFETY: the root is null or an index node of the arena, written
         // in full before the release store that published it.
-        NonNull::new(self.root.load(Ordering::Acquire)).map(|p| unsafe { p.as_ref() })
+        NonNull::new(self.root.load(Ordering::Acquire)).map(|p| unsafe { IndexNode::new(p) })
     }
 
     /// Adds `node` (linked in the skiplist already). Only the MemTable's
@@ -292,8 +318,7 @@ impl TallIndex {
             // SAFETY: the index and the arena belong to one MemTable.
             let leaf = unsafe { new_node(arena, 0) };
             leaf.store(&[slot]);
-            self.root
-                .store(leaf as *const _ as *mut _, Ordering::Release);
+            self.root.store(leaf.ptr.as_ptr(), Ordering::Release);
             return;
         };
         let edge = Edge::Version(node.parts());
@@ -305,8 +330,9 @@ impl TallIndex {
         while !at.is_leaf() {
             let child = at.position(edge).expect("the writer reads whole slots");
             path.push((at, child));
-            // SAFETY: as in `try_floor`.
-            at = unsafe { &*at.inner().children[child].load(Ordering::Relaxed) };
+            let next = NonNull::new(at.child(child, Ordering::Relaxed));
+            // SAFETY: as in `try_floor`; the writer's own children are whole.
+            at = unsafe { IndexNode::new(next.expect("inner nodes have their children")) };
         }
         let pos = at.position(edge).expect("the writer reads whole slots");
         self.insert_at(arena, at, pos, slot, &mut path);
@@ -317,7 +343,7 @@ impl TallIndex {
     fn insert_at(
         &self,
         arena: &mut Arena,
-        at: &Entries,
+        at: IndexNode<'_>,
         pos: usize,
         slot: Slot,
         path: &mut Path<'_>,
@@ -343,7 +369,7 @@ impl TallIndex {
         let right = unsafe { new_node(arena, at.header.level) };
         right.store(&slots[keep..]);
         let separator = Slot {
-            child: right as *const _ as *mut _,
+            child: right.ptr.as_ptr(),
             ..slots[keep]
         };
         // The right node is linked before the left one shrinks, so readers
@@ -354,12 +380,11 @@ impl TallIndex {
                 // SAFETY: the index and the arena belong to one MemTable.
                 let root = unsafe { new_node(arena, at.header.level + 1) };
                 let left = Slot {
-                    child: at as *const _ as *mut _,
+                    child: at.ptr.as_ptr(),
                     ..slots[0]
                 };
                 root.store(&[left, separator]);
-                self.root
-                    .store(root as *const _ as *mut _, Ordering::Release);
+                self.root.store(root.ptr.as_ptr(), Ordering::Release);
             }
         }
         at.write_section(|n| n.store(&slots[..keep]));
@@ -379,7 +404,7 @@ impl TallIndex {
     }
 }
 
-fn collect_from(node: &Entries, out: &mut Vec<*mut Node>) -> Result<(), String> {
+fn collect_from(node: IndexNode<'_>, out: &mut Vec<*mut Node>) -> Result<(), String> {
     let len = node.len();
     if len == 0 || node.header.version.load(Ordering::Relaxed) % 2 == 1 {
         return Err("an index node is empty or mid-change".into());
@@ -396,7 +421,7 @@ fn collect_from(node: &Entries, out: &mut Vec<*mut Node>) -> Result<(), String> 
             continue;
         }
         // SAFETY: as above, for child index nodes.
-        let child = unsafe { NonNull::new(s.child).ok_or("a null index child")?.as_ref() };
+        let child = unsafe { IndexNode::new(NonNull::new(s.child).ok_or("a null index child")?) };
         if child.header.level + 1 != node.header.level {
             return Err("an index child's level is not one below its parent's".into());
         }
@@ -425,8 +450,8 @@ fn validate(node: &Entries, version: u64) -> Option<()> {
 /// A zeroed index node of `level` in `arena` (an `Inner` unless a leaf).
 ///
 /// # Safety
-/// The reference must not outlive `arena`.
-unsafe fn new_node<'a>(arena: &mut Arena, level: u32) -> &'a Entries {
+/// The node must not be used beyond `arena`'s life.
+unsafe fn new_node<'a>(arena: &mut Arena, level: u32) -> IndexNode<'a> {
     let bytes = if level == 0 {
         size_of::<Entries>()
     } else {
@@ -436,9 +461,9 @@ unsafe fn new_node<'a>(arena: &mut Arena, level: u32) -> &'a Entries {
     let node = place.ptr.cast::<Entries>();
     // SAFETY: the allocation is zeroed, 8-aligned and `bytes` long; zeroed
     // atomics are valid, and only `level` is set before the node is
-    // published. The caller keeps the reference within the arena's life.
+    // published. The caller keeps the node within the arena's life.
     unsafe {
         (*node.as_ptr()).header.level = level;
-        &*node.as_ptr()
+        IndexNode::new(node)
     }
 }
