@@ -5,10 +5,6 @@
 
 mod arena;
 mod bloom;
-mod edge;
-mod index;
-#[cfg(test)]
-mod index_tests;
 mod node;
 mod skiplist;
 #[cfg(test)]

@@ -163,10 +163,6 @@ impl<'a> NodeRef<'a> {
         unsafe { self.ptr.as_ref() }
     }
 
-    pub fn prefix(self) -> u64 {
-        self.header().prefix
-    }
-
     pub fn seq(self) -> u64 {
         self.header().seq
     }

@@ -3,12 +3,6 @@
 //! leader already serialises writes; a mutex makes it a rule). Readers never
 //! lock or count references: they follow pointers published with release
 //! stores, and nodes live as long as the MemTable.
-//!
-//! Searches start from an index over the nodes whose towers are two levels
-//! or taller, a quarter of them, one per key (`index.rs`), and walk only
-//! levels 1 and 0 from there. An insert whose tower is taller than two (one
-//! in sixteen) searches from the top instead: it needs its predecessor at
-//! every level of its tower.
 
 use std::fmt;
 use std::ops::Bound;
@@ -21,8 +15,6 @@ use parking_lot::Mutex;
 
 use super::arena::Arena;
 use super::bloom::KeyBloom;
-use super::edge::Edge;
-use super::index::{INDEXED_HEIGHT, TallIndex};
 use super::node::{
     KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
 };
@@ -50,9 +42,6 @@ pub(crate) struct InsertHint {
     /// The MemTable whose arena holds `preds`; any other ignores the hint.
     owner: *const SkipListMemTable,
     preds: [*mut Node; MAX_HEIGHT],
-    /// The new node's tower, drawn before the search: one no taller than
-    /// `INDEXED_HEIGHT` needs only the levels the index's start gives.
-    height: usize,
 }
 
 #[cfg(test)]
@@ -81,25 +70,7 @@ pub(crate) struct SkipListMemTable {
     size_bytes: AtomicU64,
     /// Every key inserted; gets of other keys skip the search.
     bloom: KeyBloom,
-    /// The nodes linked at level `INDEXED_HEIGHT - 1`, where searches start.
-    index: TallIndex,
 }
-
-/// Where a search starts: after `pred` (`None`: the head), at the levels
-/// below `level`; it gives up (and searches from the top) after more than
-/// `step_limit` steps at its first level.
-#[derive(Clone, Copy)]
-struct Start<'a> {
-    pred: Option<NodeRef<'a>>,
-    level: usize,
-    step_limit: usize,
-}
-
-/// Steps a search from the index's start may take at level 1 before it
-/// searches from the top instead. The index holds one node per key, so a
-/// search for an old version of a key with many newer ones walks past
-/// them; the skiplist's upper levels skip most.
-const MAX_INDEX_WALK_STEPS: usize = 16;
 
 #[derive(Debug)]
 struct Writer {
@@ -109,36 +80,14 @@ struct Writer {
 }
 
 impl Writer {
+    /// 1 + the number of times a 1-in-4 chance came up: a quarter of the
+    /// nodes reach level 2, a sixteenth level 3, and so on.
     fn random_height(&mut self) -> usize {
-        height_from(&mut self.rng)
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        1 + (self.rng.trailing_zeros() as usize / 2).min(MAX_HEIGHT - 1)
     }
-}
-
-/// 1 + the number of times a 1-in-4 chance came up: a quarter of the nodes
-/// reach level 2, a sixteenth level 3, and so on. Steps the xorshift `rng`.
-fn height_from(rng: &mut u64) -> usize {
-    *rng ^= *rng << 13;
-    *rng ^= *rng >> 7;
-    *rng ^= *rng << 17;
-    1 + (rng.trailing_zeros() as usize / 2).min(MAX_HEIGHT - 1)
-}
-
-/// A tower height drawn by the calling thread, for a prepared insert: its
-/// search then knows whether it must find the predecessors above the index.
-fn thread_height() -> usize {
-    thread_local! {
-        static RNG: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-    }
-    RNG.with(|cell| {
-        let mut rng = cell.get();
-        if rng == 0 {
-            // Any non-zero seed; the address differs between threads.
-            rng = (cell as *const _ as u64) | 1;
-        }
-        let height = height_from(&mut rng);
-        cell.set(rng);
-        height
-    })
 }
 
 impl fmt::Debug for SkipListMemTable {
@@ -148,6 +97,38 @@ impl fmt::Debug for SkipListMemTable {
             .field("size_bytes", &self.size_bytes())
             .field("sealed", &self.sealed.get().is_some())
             .finish_non_exhaustive()
+    }
+}
+
+/// Which nodes a search passes: those before a version, those whose key is
+/// below a key, or those whose key is at most a key.
+#[derive(Clone, Copy)]
+enum Edge<'k> {
+    Version(KeyParts<'k>),
+    Below(KeyParts<'k>),
+    UpTo(KeyParts<'k>),
+    All,
+}
+
+impl<'k> Edge<'k> {
+    /// Nodes of keys below `key` (every version of `key` is at or after
+    /// `(key, u64::MAX)`).
+    fn below(key: &'k [u8]) -> Self {
+        Edge::Below(KeyParts::new(key, u64::MAX))
+    }
+
+    /// Nodes of keys up to `key` (every version is at or before `(key, 0)`).
+    fn up_to(key: &'k [u8]) -> Self {
+        Edge::UpTo(KeyParts::new(key, 0))
+    }
+
+    fn passes(self, node: NodeRef<'_>) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            Edge::Version(p) | Edge::Below(p) => node.cmp_parts(p) == Less,
+            Edge::UpTo(p) => node.cmp_parts(p) != Greater,
+            Edge::All => true,
+        }
     }
 }
 
@@ -170,7 +151,6 @@ impl SkipListMemTable {
             len: AtomicUsize::new(0),
             size_bytes: AtomicU64::new(bloom.size_bytes()),
             bloom,
-            index: TallIndex::new(),
         }
     }
 
@@ -194,89 +174,19 @@ impl SkipListMemTable {
         NonNull::new(link.load(Ordering::Acquire)).map(|p| unsafe { NodeRef::new(p) })
     }
 
-    /// The top of the skiplist: every level's predecessor is found.
-    fn top(&self) -> Start<'_> {
-        Start {
-            pred: None,
-            level: self.height.load(Ordering::Acquire),
-            step_limit: usize::MAX,
-        }
-    }
-
-    /// The index's last tall node before `edge`, from which only the
-    /// bottom `INDEXED_HEIGHT` levels are walked; the top when the index
-    /// cannot help.
-    fn start(&self, edge: Edge<'_>) -> Start<'_> {
-        let top = self.top();
-        if top.level <= INDEXED_HEIGHT {
-            return top;
-        }
-        let pred = match self.index.floor(edge) {
-            // SAFETY: the index holds nodes of this MemTable's arena, each
-            // linked at its levels before it was indexed.
-            Ok(Some(p)) => Some(unsafe { NodeRef::new(p) }),
-            // No tall node passes: the head is the predecessor at the
-            // indexed level (a tall node linked since is walked past).
-            Ok(None) => None,
-            Err(()) => return top,
-        };
-        if pred.is_some_and(|p| !edge.passes(p)) {
-            debug_assert!(false, "the index answered a node past the search");
-            return top;
-        }
-        Start {
-            pred,
-            level: INDEXED_HEIGHT,
-            step_limit: MAX_INDEX_WALK_STEPS,
-        }
-    }
-
-    /// Where an insert of a tower of `height` searches: from the index's
-    /// start when that finds every level of the tower.
-    fn start_for(&self, edge: Edge<'_>, height: usize) -> Start<'_> {
-        if height > INDEXED_HEIGHT {
-            return self.top();
-        }
-        self.start(edge)
-    }
-
     /// The last node `edge` passes (`None`: the head) and the first it does
-    /// not, searching from the index's start.
-    fn seek<'a>(&'a self, edge: Edge<'_>) -> (Option<NodeRef<'a>>, Option<NodeRef<'a>>) {
-        self.search(self.start(edge), edge, None)
-    }
-
-    /// As `seek` from `start` (or from the top, if `start` gives up); with
-    /// `preds`, also the last node passed at each level below the start's.
-    fn search<'a>(
+    /// not. With `preds`, also the last one passed at every level in use.
+    fn seek<'a>(
         &'a self,
-        start: Start<'a>,
         edge: Edge<'_>,
         mut preds: Option<&mut [Option<NodeRef<'a>>; MAX_HEIGHT]>,
     ) -> (Option<NodeRef<'a>>, Option<NodeRef<'a>>) {
-        self.seek_from(start, edge, preds.as_deref_mut())
-            .or_else(|| self.seek_from(self.top(), edge, preds))
-            .expect("a search from the top has no step limit")
-    }
-
-    /// `search` without the fallback: `None` when `start`'s step limit ran
-    /// out.
-    fn seek_from<'a>(
-        &'a self,
-        start: Start<'a>,
-        edge: Edge<'_>,
-        mut preds: Option<&mut [Option<NodeRef<'a>>; MAX_HEIGHT]>,
-    ) -> Option<(Option<NodeRef<'a>>, Option<NodeRef<'a>>)> {
-        let mut pred = start.pred;
-        let mut level = start.level;
-        let mut steps_left = start.step_limit;
+        let mut pred = None;
+        let mut level = self.height.load(Ordering::Acquire);
         loop {
             level -= 1;
             let mut next = self.load(self.link(pred, level));
             while let Some(n) = next.filter(|&n| edge.passes(n)) {
-                if level == start.level - 1 {
-                    steps_left = steps_left.checked_sub(1)?;
-                }
                 pred = Some(n);
                 if level > 0 {
                     // Where the level below starts if `n` is the last node
@@ -290,7 +200,7 @@ impl SkipListMemTable {
                 preds[level] = pred;
             }
             if level == 0 {
-                return Some((pred, next));
+                return (pred, next);
             }
         }
     }
@@ -298,8 +208,8 @@ impl SkipListMemTable {
     /// The first node at or after `lower`.
     fn first_from(&self, lower: Bound<&[u8]>) -> Option<NodeRef<'_>> {
         match lower {
-            Bound::Included(k) => self.seek(Edge::below(k)).1,
-            Bound::Excluded(k) => self.seek(Edge::up_to(k)).1,
+            Bound::Included(k) => self.seek(Edge::below(k), None).1,
+            Bound::Excluded(k) => self.seek(Edge::up_to(k), None).1,
             Bound::Unbounded => self.load(&self.head[0]),
         }
     }
@@ -307,15 +217,15 @@ impl SkipListMemTable {
     /// The last node at or before `upper`.
     fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
         match upper {
-            Bound::Included(k) => self.seek(Edge::up_to(k)).0,
-            Bound::Excluded(k) => self.seek(Edge::below(k)).0,
-            Bound::Unbounded => self.seek(Edge::All).0,
+            Bound::Included(k) => self.seek(Edge::up_to(k), None).0,
+            Bound::Excluded(k) => self.seek(Edge::below(k), None).0,
+            Bound::Unbounded => self.seek(Edge::All, None).0,
         }
     }
 
     /// The newest version of `key` at or below `seq`.
     fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
-        let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)));
+        let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)), None);
         node.filter(|n| n.key() == key)
     }
 }
@@ -328,10 +238,7 @@ impl SkipListMemTable {
         self.bloom.insert(&key);
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
-        let height = match hint {
-            Some(h) => h.height,
-            None => writer.random_height(),
-        };
+        let height = writer.random_height();
         let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
         // SAFETY: just written in this MemTable's arena; published below.
         let node = unsafe { NodeRef::new(node) };
@@ -339,7 +246,7 @@ impl SkipListMemTable {
         let edge = Edge::Version(node.parts());
         let hinted = hint.is_some_and(|h| self.walk_from_hint(h, edge, height, &mut preds));
         if !hinted {
-            self.search(self.start_for(edge, height), edge, Some(&mut preds));
+            self.seek(edge, Some(&mut preds));
         }
         debug_assert!(
             self.load(self.link(preds[0], 0))
@@ -347,15 +254,6 @@ impl SkipListMemTable {
             "sequence numbers of one key are unique, and grow"
         );
         self.link_in(node, height, &preds);
-        // One tall node per key is indexed, its oldest: the newer ones are
-        // found from it, and updates of a hot key leave the index alone.
-        let older_tall_version = || {
-            self.load(node.next(INDEXED_HEIGHT - 1))
-                .is_some_and(|n| n.key() == node.key())
-        };
-        if height >= INDEXED_HEIGHT && !older_tall_version() {
-            self.index.insert(&mut writer.arena, node);
-        }
         self.len.fetch_add(1, Ordering::Relaxed);
         let charged = writer.arena.charged_bytes() + self.bloom.size_bytes();
         self.size_bytes.store(charged, Ordering::Relaxed);
@@ -454,31 +352,10 @@ impl SkipListMemTable {
                     self.len()
                 ));
             }
-            if level == INDEXED_HEIGHT - 1
-                && self.index.collect()? != oldest_of_each_key(&level_nodes)
-            {
-                return Err(format!(
-                    "the index does not hold the oldest of level {level}'s nodes of each key, in order"
-                ));
-            }
             below = level_nodes;
         }
         Ok(())
     }
-}
-
-/// Of nodes in version order, the last (oldest) of each key.
-fn oldest_of_each_key(nodes: &[*mut Node]) -> Vec<*mut Node> {
-    // SAFETY: the caller's nodes are linked in a MemTable it borrows.
-    let key = |p: *mut Node| unsafe { NodeRef::new(NonNull::new_unchecked(p)) }.key();
-    let mut oldest: Vec<*mut Node> = Vec::with_capacity(nodes.len());
-    for &n in nodes {
-        if oldest.last().is_some_and(|&last| key(last) == key(n)) {
-            oldest.pop();
-        }
-        oldest.push(n);
-    }
-    oldest
 }
 
 /// `true` when `key` lies on the inner side of `bound`.
@@ -611,14 +488,11 @@ impl MemTable for SkipListMemTable {
     }
 
     fn prepare_insert(&self, key: &[u8]) -> InsertHint {
-        let height = thread_height();
-        let edge = Edge::below(key);
         let mut preds = [None; MAX_HEIGHT];
-        self.search(self.start_for(edge, height), edge, Some(&mut preds));
+        self.seek(Edge::below(key), Some(&mut preds));
         InsertHint {
             owner: self,
             preds: preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr())),
-            height,
         }
     }
 
