@@ -1,8 +1,9 @@
 //! MemTable inserts and gets without the rest of the write or read path:
 //! `cargo bench -p turtlekv-bench --bench memtable`. A MemTable of the
 //! default 64 MiB checkpoint distance holds about 400,000 entries of an
-//! 8-byte key and a 120-byte value; inserting into it in random order is
-//! bound by cache misses along the skiplist's search path.
+//! 8-byte key and a 120-byte value; inserting into it in random order,
+//! and getting its keys, is bound by cache misses along the skiplist's
+//! search path.
 
 use std::hint::black_box;
 use std::time::Duration;

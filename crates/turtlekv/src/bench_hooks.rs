@@ -39,11 +39,15 @@ impl MemTableInput {
 /// Inserts every key of `input` into a new MemTable, one version each;
 /// returns how many entries it holds.
 pub fn memtable_fill(input: &MemTableInput) -> usize {
+    filled(input).len()
+}
+
+fn filled(input: &MemTableInput) -> SkipListMemTable {
     let table = SkipListMemTable::with_capacity(input.capacity_bytes);
     for (seq, key) in (1..).zip(&input.keys) {
         table.insert(key.clone(), seq, Some(input.value.clone()));
     }
-    table.len()
+    table
 }
 
 /// A MemTable filled with every key of an input, for timing gets.
@@ -55,12 +59,8 @@ pub struct FilledMemTable {
 
 impl FilledMemTable {
     pub fn new(input: &MemTableInput) -> Self {
-        let table = SkipListMemTable::with_capacity(input.capacity_bytes);
-        for (seq, key) in (1..).zip(&input.keys) {
-            table.insert(key.clone(), seq, Some(input.value.clone()));
-        }
         FilledMemTable {
-            table,
+            table: filled(input),
             keys: input.keys.clone(),
         }
     }
