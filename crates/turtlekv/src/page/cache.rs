@@ -57,6 +57,15 @@ enum Value {
     Object(CachedObject),
 }
 
+impl Value {
+    fn into_bytes(self) -> Option<Bytes> {
+        match self {
+            Value::Bytes(bytes) => Some(bytes),
+            Value::Object(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Debug for Value {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -218,10 +227,7 @@ impl PageCache {
 
     /// The cached bytes of `key`, marking them recently used.
     pub fn get(&self, key: CacheKey) -> Option<Bytes> {
-        match self.lookup(key, true)? {
-            Value::Bytes(bytes) => Some(bytes),
-            Value::Object(_) => None,
-        }
+        self.lookup(key, true)?.into_bytes()
     }
 
     /// The cached object of `key`, marking it recently used.
@@ -234,10 +240,7 @@ impl PageCache {
 
     /// The cached bytes of `key`, leaving its CLOCK weight as it is.
     pub fn peek(&self, key: CacheKey) -> Option<Bytes> {
-        match self.lookup(key, false)? {
-            Value::Bytes(bytes) => Some(bytes),
-            Value::Object(_) => None,
-        }
+        self.lookup(key, false)?.into_bytes()
     }
 
     /// The value of `key`, marking it recently used if `renew`.

@@ -245,18 +245,23 @@ fn the_ghost_list_recalls_recent_evictions_but_not_freed_pages() {
     assert_eq!(cache.counts().ghost_recalls, 5);
 }
 
+/// A new store on a fault-free file system whose cache of
+/// `cache_capacity_bytes` takes leaves as they are written.
+fn store_caching_written_leaves(cache_capacity_bytes: u64) -> crate::page::PageStore {
+    let options = PageStoreOptions {
+        cache_written_leaves: true,
+        cache_capacity_bytes,
+        ..small_options()
+    };
+    open(&FaultFs::new(), &options).unwrap().0
+}
+
 /// With `cache_written_leaves`, a leaf written while the cache has room is
 /// read back without a device read, and its bytes are the written ones; a
 /// leaf that does not fit without evicting is not cached.
 #[test]
 fn written_leaves_are_cached_while_there_is_room() {
-    let fs = FaultFs::new();
-    let options = PageStoreOptions {
-        cache_written_leaves: true,
-        cache_capacity_bytes: 150_000,
-        ..small_options()
-    };
-    let (store, _) = open(&fs, &options).unwrap();
+    let store = store_caching_written_leaves(150_000);
     let first = leaf_bytes(1, 60_000);
     let id = store
         .write_page(crate::page::PageKind::Leaf, &first)
@@ -311,13 +316,7 @@ fn a_written_page_read_by_ranges_ages_out_of_a_full_cache() {
     // Room for ~30 blocks per shard, so that CLOCK's hand does not lap a
     // shard within one eviction.
     const CAPACITY_BYTES: u64 = 2_000_000;
-    let fs = FaultFs::new();
-    let options = PageStoreOptions {
-        cache_written_leaves: true,
-        cache_capacity_bytes: CAPACITY_BYTES,
-        ..small_options()
-    };
-    let (store, _) = open(&fs, &options).unwrap();
+    let store = store_caching_written_leaves(CAPACITY_BYTES);
     let written = leaf_bytes(1, 60_000);
     let id = store
         .write_page(crate::page::PageKind::Leaf, &written)
