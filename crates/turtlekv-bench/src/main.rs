@@ -13,7 +13,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Ycsb(args) => {
-            let results = ycsb::run(&args)?;
+            let ycsb::Comparison { results, failures } = ycsb::run_all(&args)?;
             if !args.child {
                 print!("{}", report::render_table(&results));
             }
@@ -23,6 +23,13 @@ fn main() -> Result<()> {
             }
             if let Some(path) = &args.plot {
                 plot::plot_throughput(&results, path)?;
+            }
+            if !failures.is_empty() {
+                anyhow::bail!(
+                    "{} of the engines failed; the results above are the others':\n{}",
+                    failures.len(),
+                    failures.join("\n")
+                );
             }
             Ok(())
         }

@@ -17,8 +17,31 @@ use crate::runner::{self, PhaseSettings};
 use crate::workload::Workload;
 use crate::{cgroup, isolate};
 
-/// Runs the benchmark and returns one result per (engine, reported phase).
+/// What a comparison produced: the results of the engines that finished,
+/// and why each of the others did not.
+#[derive(Debug)]
+pub struct Comparison {
+    pub results: Vec<PhaseResult>,
+    /// One line per engine whose child process failed (killed at the
+    /// memory limit, say); the engines after it still ran.
+    pub failures: Vec<String>,
+}
+
+/// Runs the benchmark and returns one result per (engine, reported phase);
+/// fails if any engine failed.
 pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
+    let comparison = run_all(args)?;
+    if let Some(failure) = comparison.failures.first() {
+        anyhow::bail!("{failure}");
+    }
+    Ok(comparison.results)
+}
+
+/// Runs the benchmark. An engine that runs in a child process and fails
+/// does not stop the others: one engine killed at a memory limit should
+/// not cost the results of the rest. An engine run in this process stops
+/// the run with its error.
+pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
     let settings = PhaseSettings {
         records: args.records,
         ops: args.ops,
@@ -51,19 +74,26 @@ pub fn run(args: &YcsbArgs) -> Result<Vec<PhaseResult>> {
     }
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let mut results = Vec::new();
+    let mut failures = Vec::new();
     // One process per engine: peak RSS and /proc/self/io then measure that
     // engine alone, not memory an earlier engine left behind; and a memory
     // limit binds the engine's process, not the parent that removes it.
     let in_children = !args.child && (args.engines.len() > 1 || args.memory_limit_bytes.is_some());
     for &engine in &args.engines {
         if in_children {
-            results.extend(isolate::run_in_child(args, engine)?);
+            match isolate::run_in_child(args, engine) {
+                Ok(engine_results) => results.extend(engine_results),
+                Err(error) => {
+                    eprintln!("{error:#}; the other engines go on");
+                    failures.push(format!("{error:#}"));
+                }
+            }
         } else {
             results.extend(run_engine(engine, args, &settings, &config, &parent)?);
         }
     }
     report::compute_ratios(&mut results);
-    Ok(results)
+    Ok(Comparison { results, failures })
 }
 
 fn run_engine(

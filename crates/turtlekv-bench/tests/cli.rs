@@ -113,3 +113,44 @@ fn memory_limit_runs_the_engine_in_a_cgroup_that_is_removed() {
     assert!(!group.exists(), "{} left behind", group.display());
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+#[test]
+fn an_engine_that_fails_does_not_stop_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    // A leaf size TurtleKV refuses: each engine's child fails as it opens
+    // (as one killed at a memory limit would fail, only sooner).
+    let output = bench()
+        .args([
+            "ycsb",
+            "--engines",
+            "turtlekv,turtlekv",
+            "--workloads",
+            "load",
+        ])
+        .args(["--records", "1000", "--turtlekv-leaf-size-bytes", "5000"])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("leaf_size_bytes = 5000"), "{stderr}");
+    assert_eq!(
+        stderr.matches("the other engines go on").count(),
+        2,
+        "the second engine ran after the first failed: {stderr}"
+    );
+    assert!(stderr.contains("2 of the engines failed"), "{stderr}");
+    // The results there are (none here) are still written.
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        1,
+        "engine directories removed"
+    );
+}
