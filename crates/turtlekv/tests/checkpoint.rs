@@ -362,3 +362,32 @@ fn read_pressure_checkpoints_a_big_memtable_early() {
     assert!(stats.memtable_entries < 130, "{stats:?}");
     assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&[2u8; 40][..]));
 }
+
+/// Checkpoints that rewrite leaves free the pages they replace; the cache's
+/// copies of those go to its pool of mappings (charged to the cache), and
+/// later checkpoints copy their new pages into them. Data and budget hold.
+#[test]
+fn rewritten_leaves_leave_their_mappings_to_the_next_checkpoints() {
+    let fs = FaultFs::new();
+    let mut options = checkpointing_options();
+    options.cache_capacity_bytes = 4 << 20; // room for every written page
+    let db = open_fault(&fs, options).unwrap();
+    let mut pooled_seen = 0;
+    for round in 0..8u8 {
+        for i in 0..1_500 {
+            db.put(key(i), [round; 60]).unwrap();
+        }
+        db.checkpoint_now().unwrap();
+        let stats = db.stats();
+        assert!(
+            stats.cache_used_bytes <= stats.cache_capacity_bytes,
+            "{stats:?}"
+        );
+        pooled_seen = pooled_seen.max(stats.cache_pooled_bytes);
+    }
+    assert!(pooled_seen > 0, "replaced pages' mappings were kept");
+    db.check().unwrap();
+    let model = contents(&db);
+    assert_eq!(model.len(), 1_500);
+    assert!(model.values().all(|v| v[..] == [7u8; 60]));
+}

@@ -95,6 +95,13 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// Changes the page cache's byte budget.
     fn set_cache_capacity(&self, _capacity_bytes: u64) {}
 
+    /// The page cache's pool of mappings, for MemTable arenas: a dropped
+    /// MemTable's memory is kept there (charged to the cache, while it has
+    /// room) for the next MemTable.
+    fn mapping_pool(&self) -> Option<Arc<crate::io::MappingPool>> {
+        None
+    }
+
     /// Changes how many bytes of recently evicted blocks the page cache
     /// remembers, to measure what more memory would save it.
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}

@@ -135,6 +135,10 @@ impl CheckpointTarget for TreeTarget {
         self.store.set_cache_capacity(capacity_bytes);
     }
 
+    fn mapping_pool(&self) -> Option<Arc<crate::io::MappingPool>> {
+        Some(self.store.mapping_pool())
+    }
+
     fn set_cache_ghost_window_bytes(&self, bytes: u64) {
         self.store.set_cache_ghost_window_bytes(bytes);
     }

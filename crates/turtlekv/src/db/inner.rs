@@ -32,6 +32,8 @@ pub(crate) struct DbInner {
     pub commit: GroupCommit<Option<crate::db::write::PreparedInserts>>,
     /// Where checkpoints go; `None` keeps everything in MemTables.
     pub target: Option<Arc<dyn CheckpointTarget>>,
+    /// Where MemTable arenas take their chunks from (the target's).
+    pub memtable_pool: Option<Arc<crate::io::MappingPool>>,
     pub checkpoint_distance_bytes: AtomicU64,
     /// `Options::checkpoint_on_read_pressure`.
     pub checkpoint_on_read_pressure: bool,

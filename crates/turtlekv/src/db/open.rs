@@ -50,10 +50,12 @@ pub(crate) fn open(
     let tree = target.as_ref().map(|t| t.current());
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
     // Sized for the distance in force (see `effective_checkpoint_distance`).
-    let memtable = SkipListMemTable::with_capacity(
+    let memtable_pool = target.as_ref().and_then(|t| t.mapping_pool());
+    let memtable = SkipListMemTable::with_capacity_in(
         options
             .checkpoint_distance_bytes
             .min(options.cache_capacity_bytes / 4),
+        memtable_pool.clone(),
     );
     let (mut wal, replayed) = Wal::open(
         fs.clone(),
@@ -86,6 +88,7 @@ pub(crate) fn open(
         wal: Mutex::new(wal),
         commit: GroupCommit::default(),
         target: target.clone(),
+        memtable_pool,
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
         checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
         budget: MemoryBudget::new(options.cache_capacity_bytes),

@@ -136,7 +136,10 @@ impl DbInner {
                 wal_replay_from,
             });
             State {
-                active: Arc::new(SkipListMemTable::with_capacity(distance)),
+                active: Arc::new(SkipListMemTable::with_capacity_in(
+                    distance,
+                    self.memtable_pool.clone(),
+                )),
                 frozen: std::iter::once(frozen)
                     .chain(current.frozen.iter().cloned())
                     .collect(),

@@ -7,6 +7,7 @@ mod batch;
 mod fault;
 mod heap;
 mod mapped;
+mod mapping_pool;
 mod real;
 mod write_map;
 
@@ -22,7 +23,8 @@ pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use heap::process_status_bytes;
 pub(crate) use heap::release_free_heap_memory;
-pub(crate) use mapped::{Mapping, mapped_copy, mapping_bytes};
+pub(crate) use mapped::{Mapping, mapping_bytes, page_bytes};
+pub(crate) use mapping_pool::MappingPool;
 pub use real::RealFs;
 pub use write_map::WriteMapping;
 

@@ -6,14 +6,16 @@
 //! cross-thread frees contend on the allocator's locks with the writers and
 //! leave the freed memory in arenas the page cache's threads cannot reuse.
 //! Chunks from `mmap` cost one call each way and give the memory back to the
-//! kernel when the MemTable is dropped.
+//! kernel when the MemTable is dropped, or to the page cache's pool of
+//! mappings (`io::mapping_pool`) while the cache has room for it; the next
+//! MemTable's chunks then come from there, already faulted in.
 
 use std::ptr::NonNull;
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::{Mapping as Chunk, mapping_bytes};
+use crate::io::{Mapping as Chunk, MappingPool, mapping_bytes, page_bytes};
 
 /// Alignment of every allocation: nodes hold `u64`s and pointers.
 pub(crate) const ALIGN_BYTES: usize = 8;
@@ -32,6 +34,8 @@ pub(crate) struct Arena {
     mapped_bytes: u64,
     /// Bytes handed out, plus the tails of chunks left behind.
     charged_bytes: u64,
+    /// Where chunks come from and go back to, if not straight the kernel.
+    pool: Option<Arc<MappingPool>>,
 }
 
 /// Where an allocation is: its address and the chunk it is in.
@@ -43,8 +47,9 @@ pub(crate) struct Place {
 
 impl Arena {
     /// An arena that maps chunks of `chunk_bytes` (rounded up to pages);
-    /// allocations over a quarter of that get a chunk of their own.
-    pub fn new(chunk_bytes: usize) -> Self {
+    /// allocations over a quarter of that get a chunk of their own. With a
+    /// pool, chunks are taken from it and go back to it.
+    pub fn new(chunk_bytes: usize, pool: Option<Arc<MappingPool>>) -> Self {
         Arena {
             chunks: Vec::new(),
             current: None,
@@ -52,10 +57,12 @@ impl Arena {
             chunk_bytes: chunk_bytes.next_multiple_of(page_bytes()),
             mapped_bytes: 0,
             charged_bytes: 0,
+            pool,
         }
     }
 
-    /// `len_bytes` of zeroed memory aligned to `ALIGN_BYTES`.
+    /// `len_bytes` of memory aligned to `ALIGN_BYTES`. Not zeroed: a chunk
+    /// from the pool holds what its last user wrote.
     pub fn alloc(&mut self, len_bytes: usize) -> Place {
         let len_bytes = len_bytes.next_multiple_of(ALIGN_BYTES);
         if len_bytes > self.chunk_bytes / 4 {
@@ -83,7 +90,11 @@ impl Arena {
     }
 
     fn map(&mut self, len_bytes: usize) -> usize {
-        self.chunks.push(Arc::new(Chunk::new(len_bytes)));
+        let chunk = match &self.pool {
+            Some(pool) => pool.map(len_bytes),
+            None => Chunk::new(len_bytes),
+        };
+        self.chunks.push(Arc::new(chunk));
         self.mapped_bytes += len_bytes as u64;
         self.chunks.len() - 1
     }
@@ -122,19 +133,13 @@ impl Arena {
     }
 }
 
-fn page_bytes() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(size).unwrap_or(4096)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn allocations_are_aligned_zeroed_and_disjoint() {
-        let mut arena = Arena::new(4096);
+        let mut arena = Arena::new(4096, None);
         let mut places = Vec::new();
         for len in [1, 7, 8, 100, 3000, 5000, 13] {
             let place = arena.alloc(len);
@@ -158,7 +163,7 @@ mod tests {
 
     #[test]
     fn shared_chunks_outlive_the_arena() {
-        let mut arena = Arena::new(4096);
+        let mut arena = Arena::new(4096, None);
         let place = arena.alloc(5);
         // SAFETY: 5 bytes were just allocated at `place`.
         unsafe { std::ptr::copy_nonoverlapping(b"hello".as_ptr(), place.ptr.as_ptr(), 5) };

@@ -121,10 +121,15 @@ pub(crate) fn write_node(
         prefix: key_prefix(key),
     };
     // SAFETY: the allocation is 8-aligned and `node_bytes` long: the header,
-    // a zeroed (null) tower, then room for the key and the value. Nothing
-    // else refers to it until the caller publishes it.
+    // the tower, then room for the key and the value. Nothing else refers
+    // to it until the caller publishes it.
     unsafe {
         node.as_ptr().write(header);
+        // Null links: arena memory may be reused, not zeroed.
+        let tower = ptr.as_ptr().add(HEADER_BYTES).cast::<AtomicPtr<Node>>();
+        for level in 0..height {
+            tower.add(level).write(AtomicPtr::new(std::ptr::null_mut()));
+        }
         let key_at = ptr.as_ptr().add(key_offset(height));
         key_at.copy_from_nonoverlapping(key.as_ptr(), key.len());
         let value_at = key_at.add(key.len());

@@ -7,8 +7,8 @@
 use std::fmt;
 use std::ops::Bound;
 use std::ptr::NonNull;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
@@ -19,6 +19,7 @@ use super::node::{
     KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
 };
 use super::{Direction, MemTable, Versioned};
+use crate::io::MappingPool;
 
 /// Entry size the key filter is sized for: a small key and value plus the
 /// node's 40 or so bytes. Smaller entries only raise its false positives.
@@ -137,6 +138,11 @@ impl SkipListMemTable {
     /// `capacity_bytes` of entries (it stays correct beyond, with more false
     /// positives). The filter's memory is charged to the MemTable's size.
     pub fn with_capacity(capacity_bytes: u64) -> Self {
+        Self::with_capacity_in(capacity_bytes, None)
+    }
+
+    /// As `with_capacity`, with arena chunks from `pool` (see `Arena`).
+    pub fn with_capacity_in(capacity_bytes: u64, pool: Option<Arc<MappingPool>>) -> Self {
         let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
         // About 64 chunks per MemTable: few map calls, little unused tail.
         let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
@@ -144,7 +150,7 @@ impl SkipListMemTable {
             head: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             height: AtomicUsize::new(1),
             writer: Mutex::new(Writer {
-                arena: Arena::new(chunk_bytes),
+                arena: Arena::new(chunk_bytes, pool),
                 rng: 0x2545_f491_4f6c_dd1d,
             }),
             sealed: OnceLock::new(),

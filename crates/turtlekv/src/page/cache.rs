@@ -22,6 +22,7 @@ use parking_lot::RwLock;
 
 use super::CachePriority;
 use crate::ghost::Ghost;
+use crate::io::MappingPool;
 
 const SHARDS: usize = 16;
 /// Priority levels, one per [`CachePriority`].
@@ -133,6 +134,9 @@ struct ShardInner {
 pub(crate) struct CacheCounts {
     pub used_bytes: u64,
     pub capacity_bytes: u64,
+    /// Kept mappings of written pages (see `mapping_pool`), part of
+    /// `used_bytes`.
+    pub pooled_bytes: u64,
     pub entries: u64,
     pub evictions: u64,
     /// Disk reads of blocks the cache had evicted shortly before (see
@@ -148,8 +152,11 @@ pub(crate) struct CacheCounts {
 #[derive(Debug)]
 pub(crate) struct PageCache {
     shards: Box<[RwLock<ShardInner>]>,
-    capacity_bytes: AtomicU64,
-    used_bytes: AtomicU64,
+    /// Shared with `pool`, which charges what it keeps to the same budget.
+    capacity_bytes: Arc<AtomicU64>,
+    used_bytes: Arc<AtomicU64>,
+    /// Mappings of written pages the cache let go, for the next ones.
+    pool: Arc<MappingPool>,
     evictions: AtomicU64,
     /// Bytes charged per priority level (see [`CacheCounts::bytes_by_level`]).
     level_bytes: [AtomicU64; LEVELS],
@@ -188,10 +195,13 @@ impl CacheCounts {
 impl PageCache {
     /// An empty cache holding at most `capacity_bytes`.
     pub fn new(capacity_bytes: u64) -> PageCache {
+        let capacity_bytes = Arc::new(AtomicU64::new(capacity_bytes));
+        let used_bytes = Arc::new(AtomicU64::new(0));
         PageCache {
             shards: (0..SHARDS).map(|_| RwLock::default()).collect(),
-            capacity_bytes: AtomicU64::new(capacity_bytes),
-            used_bytes: AtomicU64::new(0),
+            pool: Arc::new(MappingPool::new(capacity_bytes.clone(), used_bytes.clone())),
+            capacity_bytes,
+            used_bytes,
             evictions: AtomicU64::new(0),
             level_bytes: Default::default(),
             ghost: Ghost::new(0),
@@ -253,6 +263,25 @@ impl PageCache {
             entry.weight.store(entry.level, Relaxed);
         }
         Some(entry.value.clone())
+    }
+
+    /// A copy of a written page to cache, in a mapping of its own (reused
+    /// from pages the cache let go, while it has room for them): dropped,
+    /// its memory goes back to the pool or the kernel, not the allocator.
+    pub fn mapped_copy(&self, bytes: &[u8]) -> Bytes {
+        let mapping = self.pool.map(bytes.len());
+        // SAFETY: the mapping is `bytes.len()` writable bytes, new to us and
+        // not shared yet, so it cannot overlap `bytes`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), mapping.base().as_ptr(), bytes.len());
+        }
+        crate::io::mapping_bytes(Arc::new(mapping))
+    }
+
+    /// The pool of mappings charged to this cache, for other users of
+    /// mappings whose memory the cache may then reuse (MemTable arenas).
+    pub fn mapping_pool(&self) -> Arc<MappingPool> {
+        self.pool.clone()
     }
 
     /// Whether an entry of `len_bytes` fits without evicting anything.
@@ -342,7 +371,8 @@ impl PageCache {
                 }
                 continue;
             }
-            if !self.evict_one(home) {
+            // Kept mappings are free memory: they go before any entry.
+            if !self.pool.release_one() && !self.evict_one(home) {
                 return false;
             }
         }
@@ -466,7 +496,7 @@ impl PageCache {
         self.capacity_bytes.store(capacity_bytes, Relaxed);
         let mut shard = 0;
         while self.used_bytes.load(Relaxed) > self.capacity_bytes.load(Relaxed) {
-            if !self.evict_one(shard) {
+            if !self.pool.release_one() && !self.evict_one(shard) {
                 break;
             }
             shard = (shard + 1) % SHARDS;
@@ -478,6 +508,7 @@ impl PageCache {
         CacheCounts {
             used_bytes: self.used_bytes.load(Relaxed),
             capacity_bytes: self.capacity_bytes.load(Relaxed),
+            pooled_bytes: self.pool.kept_bytes(),
             entries: self.shards.iter().map(|s| s.read().map.len() as u64).sum(),
             evictions: self.evictions.load(Relaxed),
             ghost_recalls: self.ghost.recalls(),
@@ -485,7 +516,8 @@ impl PageCache {
         }
     }
 
-    /// Deep check: the charges of the entries add up to the used total,
+    /// Deep check: the charges of the entries and the pool's kept mappings
+    /// add up to the used total,
     /// which is within budget, and every map slot points at its entry.
     /// An insert reserves its bytes just before it takes its shard's lock,
     /// so a pass that runs beside one (the checkpoint thread's, during
@@ -522,11 +554,12 @@ impl PageCache {
                 return Err(format!("shard {n}: slots and map disagree"));
             }
         }
+        let pooled = self.pool.kept_bytes();
         let used = self.used_bytes.load(Relaxed);
         let capacity = self.capacity_bytes.load(Relaxed);
-        if charged != used || used > capacity {
+        if charged + pooled != used || used > capacity {
             return Err(format!(
-                "charged {charged}, used {used}, capacity {capacity}"
+                "charged {charged}, pooled {pooled}, used {used}, capacity {capacity}"
             ));
         }
         let by_level = self.level_bytes.each_ref().map(|b| b.load(Relaxed));

@@ -74,6 +74,8 @@ pub(crate) struct PageStoreStats {
     pub cache_ghost_recalls: u64,
     /// Bytes the cache holds, entry overhead included.
     pub cache_used_bytes: u64,
+    /// Of those, kept mappings of written pages.
+    pub cache_pooled_bytes: u64,
     /// Of those, decoded leaf and segment heads.
     pub cache_leaf_head_bytes: u64,
     /// Of those, leaf and segment filters.

@@ -273,6 +273,11 @@ impl PageStore {
     }
 
     /// Changes the cache budget; shrinking evicts at once.
+    /// The cache's pool of mappings (see `io::mapping_pool`).
+    pub fn mapping_pool(&self) -> Arc<crate::io::MappingPool> {
+        self.cache.mapping_pool()
+    }
+
     pub fn set_cache_capacity(&self, capacity_bytes: u64) {
         self.cache.set_capacity(capacity_bytes);
     }
@@ -303,6 +308,7 @@ impl PageStore {
             cache_evictions: cache.evictions,
             cache_ghost_recalls: cache.ghost_recalls,
             cache_used_bytes: cache.used_bytes,
+            cache_pooled_bytes: cache.pooled_bytes,
             cache_leaf_head_bytes: cache.bytes_of(CachePriority::LeafHead),
             cache_filter_bytes: cache.bytes_of(CachePriority::Filter),
             cache_node_bytes: cache.bytes_of(CachePriority::Node),
@@ -372,8 +378,9 @@ impl PageIo for PageStore {
             // or warming up), leaves and segments go in as they are written,
             // so reads after a checkpoint do not go to disk for them. A full
             // cache keeps what reads put there. The copy is mapped, so its
-            // memory goes back to the kernel when it is evicted.
-            let copy = crate::io::mapped_copy(bytes);
+            // memory goes back to the kernel when it is evicted (or to the
+            // next copy, while the cache has room for it).
+            let copy = self.cache.mapped_copy(bytes);
             self.cache.insert(key, copy, CachePriority::LeafBlock);
         }
         Ok(id)

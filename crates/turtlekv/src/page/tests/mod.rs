@@ -7,5 +7,6 @@ mod corruption;
 mod crash;
 mod gate;
 mod harness;
+mod mapping_pool;
 mod prefetch;
 mod space;
