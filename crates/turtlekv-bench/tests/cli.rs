@@ -7,21 +7,27 @@ fn bench() -> Command {
     Command::new(env!("CARGO_BIN_EXE_turtlekv-bench"))
 }
 
+/// `ycsb` with TurtleKV twice: the only engine every build has, run in two
+/// child processes as a comparison of engines is.
+fn turtlekv_twice(workloads: &str) -> Command {
+    let mut command = bench();
+    command.args([
+        "ycsb",
+        "--engines",
+        "turtlekv,turtlekv",
+        "--workloads",
+        workloads,
+    ]);
+    command
+}
+
 #[test]
 fn two_engine_run_writes_table_json_and_plot() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("out.json");
     let plot = dir.path().join("out.png");
-    // The same engine twice: the only one every build has, and a check
-    // that the per-engine child processes are merged in order.
-    let output = bench()
-        .args([
-            "ycsb",
-            "--engines",
-            "turtlekv,turtlekv",
-            "--workloads",
-            "load,b,e",
-        ])
+    // Also a check that the per-engine child processes are merged in order.
+    let output = turtlekv_twice("load,b,e")
         .args(["--records", "3000", "--ops", "500", "--threads", "2"])
         .arg("--dir")
         .arg(dir.path())
@@ -120,14 +126,7 @@ fn an_engine_that_fails_does_not_stop_the_others() {
     let json = dir.path().join("out.json");
     // A leaf size TurtleKV refuses: each engine's child fails as it opens
     // (as one killed at a memory limit would fail, only sooner).
-    let output = bench()
-        .args([
-            "ycsb",
-            "--engines",
-            "turtlekv,turtlekv",
-            "--workloads",
-            "load",
-        ])
+    let output = turtlekv_twice("load")
         .args(["--records", "1000", "--turtlekv-leaf-size-bytes", "5000"])
         .arg("--dir")
         .arg(dir.path())
