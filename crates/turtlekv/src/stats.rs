@@ -68,8 +68,9 @@ pub struct Stats {
     pub cache_capacity_bytes: u64,
     /// Bytes the page cache holds.
     pub cache_used_bytes: u64,
-    /// Of those, mappings of written pages the cache let go, kept (while
-    /// it has room) for the pages checkpoints write next.
+    /// Of those, mappings of written pages the cache let go and of dropped
+    /// MemTables' chunks, kept (while it has room) for the next page copies
+    /// and MemTable chunks.
     pub cache_pooled_bytes: u64,
     /// Of those, decoded leaf and segment heads (charged size).
     pub cache_leaf_head_bytes: u64,

@@ -64,13 +64,8 @@ impl MappingPool {
         if self.kept_bytes() == 0 {
             return false;
         }
-        match self.take() {
-            Some(mapping) => {
-                drop(mapping);
-                true
-            }
-            None => false,
-        }
+        // The taken mapping has no home: dropped here, it is unmapped.
+        self.take().is_some()
     }
 
     /// The most recently kept mapping (its pages the likeliest to be in the

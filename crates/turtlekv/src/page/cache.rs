@@ -134,8 +134,8 @@ struct ShardInner {
 pub(crate) struct CacheCounts {
     pub used_bytes: u64,
     pub capacity_bytes: u64,
-    /// Kept mappings of written pages (see `mapping_pool`), part of
-    /// `used_bytes`.
+    /// Kept mappings of written pages and MemTable arena chunks (see
+    /// `io::mapping_pool`), part of `used_bytes`.
     pub pooled_bytes: u64,
     pub entries: u64,
     pub evictions: u64,
@@ -155,7 +155,8 @@ pub(crate) struct PageCache {
     /// Shared with `pool`, which charges what it keeps to the same budget.
     capacity_bytes: Arc<AtomicU64>,
     used_bytes: Arc<AtomicU64>,
-    /// Mappings of written pages the cache let go, for the next ones.
+    /// Mappings of written pages the cache let go and of dropped MemTables'
+    /// chunks, for the next ones.
     pool: Arc<MappingPool>,
     evictions: AtomicU64,
     /// Bytes charged per priority level (see [`CacheCounts::bytes_by_level`]).

@@ -74,7 +74,7 @@ pub(crate) struct PageStoreStats {
     pub cache_ghost_recalls: u64,
     /// Bytes the cache holds, entry overhead included.
     pub cache_used_bytes: u64,
-    /// Of those, kept mappings of written pages.
+    /// Of those, kept mappings of written pages and MemTable chunks.
     pub cache_pooled_bytes: u64,
     /// Of those, decoded leaf and segment heads.
     pub cache_leaf_head_bytes: u64,
