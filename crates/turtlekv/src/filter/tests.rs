@@ -95,3 +95,14 @@ fn in_place_probe_agrees_with_decoded_filter() {
     }
     assert!(may_contain(&[8; 40], 1).is_err());
 }
+
+#[test]
+fn looked_up_slot_counts_match_the_formula() {
+    for n in 0..SLOT_TABLE_KEYS + 3 {
+        assert_eq!(
+            fingerprint_slots(n),
+            fingerprint_slots_computed(n),
+            "{n} keys"
+        );
+    }
+}

@@ -5,7 +5,7 @@ use std::collections::BinaryHeap;
 
 use bytes::Bytes;
 
-use crate::key::compare_keys;
+use crate::key::{compare_keys, key_prefix};
 
 /// Bytes of an item's encoding besides key and value: op, key length, value length.
 pub(crate) const ITEM_OVERHEAD_BYTES: usize = 7;
@@ -56,11 +56,17 @@ pub(crate) fn total_size_bytes(items: &[Item]) -> usize {
 /// Used for pivot keys and chunk index entries: short separators keep nodes
 /// and leaf heads small.
 pub(crate) fn shortest_separator(prev: &[u8], next: &[u8]) -> Bytes {
+    Bytes::copy_from_slice(&next[..separator_len(prev, next)])
+}
+
+/// Length of `shortest_separator(prev, next)`, without making it: leaf
+/// sizing needs only the length, once per chunk of every leaf it sizes.
+pub(crate) fn separator_len(prev: &[u8], next: &[u8]) -> usize {
     debug_assert!(prev < next, "separator needs prev < next");
     let common = prev.iter().zip(next).take_while(|(a, b)| a == b).count();
     // next[..common + 1] is > prev (it differs at `common` with a larger byte,
     // or prev is a prefix of it) and <= next.
-    Bytes::copy_from_slice(&next[..(common + 1).min(next.len())])
+    (common + 1).min(next.len())
 }
 
 /// Index of the first item whose key is >= `key`.
@@ -70,6 +76,10 @@ pub(crate) fn lower_bound(items: &[Item], key: &[u8]) -> usize {
 
 #[derive(Clone, Copy)]
 struct HeapEntry<'a> {
+    /// The key's first 8 bytes (`key_prefix`), kept beside the reference:
+    /// most comparisons end on it without loading the key's bytes, which
+    /// lie in another buffer per run.
+    prefix: u64,
     item: &'a Item,
     run: usize,
     pos: usize,
@@ -90,7 +100,11 @@ impl Ord for HeapEntry<'_> {
     // BinaryHeap is a max-heap: reverse so the smallest key, then the newest
     // run (lowest index), comes out first.
     fn cmp(&self, other: &Self) -> Ordering {
-        compare_keys(&other.item.key, &self.item.key).then(other.run.cmp(&self.run))
+        other
+            .prefix
+            .cmp(&self.prefix)
+            .then_with(|| compare_keys(&other.item.key, &self.item.key))
+            .then(other.run.cmp(&self.run))
     }
 }
 
@@ -151,6 +165,7 @@ fn merge(runs: &[&[Item]], drop_tombstones: bool, max_bytes: usize) -> (Vec<Item
         .enumerate()
         .filter(|(_, r)| !r.is_empty())
         .map(|(run, r)| HeapEntry {
+            prefix: key_prefix(&r[0].key),
             item: &r[0],
             run,
             pos: 0,
@@ -159,11 +174,12 @@ fn merge(runs: &[&[Item]], drop_tombstones: bool, max_bytes: usize) -> (Vec<Item
     let mut bytes = 0usize;
     let mut last_key: Option<&Bytes> = None;
     while let Some(mut top) = heap.peek_mut() {
-        let HeapEntry { item, run, pos } = *top;
+        let HeapEntry { item, run, pos, .. } = *top;
         // Advance this run in place: one sift instead of a pop and a push.
         match runs[run].get(pos + 1) {
             Some(next) => {
                 *top = HeapEntry {
+                    prefix: key_prefix(&next.key),
                     item: next,
                     run,
                     pos: pos + 1,

@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::item::{Item, shortest_separator};
+use super::item::{Item, separator_len, shortest_separator};
 pub(crate) use super::leaf_head::LeafHead;
 #[cfg(test)]
 use super::leaf_head::u32_at;
@@ -66,7 +66,7 @@ impl<'a> LeafSizer<'a> {
         let (start, new_chunk) = place(self.data_end, size, self.block_size);
         if new_chunk {
             let sep_len = match &self.last_key {
-                Some(prev) => shortest_separator(prev, &item.key).len(),
+                Some(prev) => separator_len(prev, &item.key),
                 None => 0,
             };
             self.index_bytes += INDEX_ENTRY_FIXED_BYTES + sep_len;
