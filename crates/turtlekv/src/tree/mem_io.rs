@@ -9,7 +9,7 @@ use std::io;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::page::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind};
+use crate::page::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageRange};
 use crate::{Error, Result};
 
 /// Reads that missed the simulated cache.
@@ -29,6 +29,10 @@ struct Inner {
     cached: HashMap<(u64, u64, u64), CachePriority>,
     objects: HashMap<(u64, ObjectKind), CachedObject>,
     misses: IoCounts,
+    /// While set, the ranges prefetched so far (`track_prefetches`).
+    prefetched: Option<Vec<PageRange>>,
+    /// Leaf block reads outside every prefetched range, while tracking.
+    reads_not_prefetched: u64,
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +47,20 @@ impl MemPageIo {
 
     pub(super) fn reset_misses(&self) {
         self.inner.lock().misses = IoCounts::default();
+    }
+
+    /// Starts recording prefetched ranges anew, and counting the leaf block
+    /// reads that none of them covers: reads a scan waits on one by one.
+    pub(super) fn track_prefetches(&self) {
+        let mut inner = self.inner.lock();
+        inner.prefetched = Some(Vec::new());
+        inner.reads_not_prefetched = 0;
+    }
+
+    /// Leaf block reads since `track_prefetches` that no prefetched range
+    /// covered.
+    pub(super) fn reads_not_prefetched(&self) -> u64 {
+        self.inner.lock().reads_not_prefetched
     }
 
     /// Empties the simulated cache; filters survive if `keep_filters`.
@@ -164,7 +182,29 @@ impl PageIo for MemPageIo {
         len: u64,
         priority: CachePriority,
     ) -> Result<Bytes> {
+        if priority == CachePriority::LeafBlock {
+            let mut inner = self.inner.lock();
+            let Inner {
+                prefetched,
+                reads_not_prefetched,
+                ..
+            } = &mut *inner;
+            let covered = |&(p, o, l): &PageRange| p == id && o <= offset && offset + len <= o + l;
+            if prefetched
+                .as_ref()
+                .is_some_and(|ranges| !ranges.iter().any(covered))
+            {
+                *reads_not_prefetched += 1;
+            }
+        }
         self.read(id, offset, Some(len), priority)
+    }
+
+    fn prefetch(&self, ranges: &[PageRange], _priority: CachePriority) -> Result<()> {
+        if let Some(prefetched) = self.inner.lock().prefetched.as_mut() {
+            prefetched.extend_from_slice(ranges);
+        }
+        Ok(())
     }
 
     /// The tree reads only leaf heads (at offset 0) and filters (right

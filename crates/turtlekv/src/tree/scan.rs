@@ -2,20 +2,21 @@
 //! cursor per active segment on the path and one on the leaf (each bounded by
 //! the leaf's key range and its flushed bound), merge them (newest source
 //! wins), then re-descend at the leaf's range boundary.
-//! Cursors read one chunk at a time, so `k` items cost about `k/B` reads;
-//! the first chunks of a window's cursors are prefetched together, so
-//! their disk reads overlap.
+//! When a window opens, every cursor's first chunks are read together, so
+//! their disk reads overlap: the leaf's next 16 KiB, and each segment's
+//! chunks as far in keys as that reaches. Past that reach cursors read one
+//! chunk at a time, so `k` more items cost about `k/B` reads.
 
 use std::ops::Bound;
 
 use bytes::Bytes;
 
 use super::probe::PivotTarget;
-use super::scan_source::Source;
+use super::scan_source::{PlannedSource, Source};
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::key::compare_keys;
-use crate::page::{CachePriority, PageId};
+use crate::page::{CachePriority, PageId, PageRange};
 
 /// Bytes of a leaf read at once when a scan opens it: 16 KiB holds about
 /// 110 records of 128 bytes, the longest YCSB E scan from any point of its
@@ -23,6 +24,12 @@ use crate::page::{CachePriority, PageId};
 /// costs on this machine's disk; reading them block by block as the scan
 /// advances cost a dependent read each.
 const LEAF_READAHEAD_BYTES: u64 = 16 * 1024;
+
+/// Most chunks a segment's cursor reads ahead when its window opens. A
+/// YCSB E scan (at most 100 records) takes a few of a segment's chunks at
+/// most; the cap bounds the bytes read for nothing when segments are dense
+/// and the scan is short.
+const SEGMENT_READAHEAD_MAX_CHUNKS: usize = 4;
 
 /// Iterates live `(key, value)` pairs of a stored tree within a key range,
 /// forward or in reverse.
@@ -116,23 +123,17 @@ impl ScanCursor {
             }
         }
         let mut planned = Vec::with_capacity(path.len());
-        let mut ranges = Vec::with_capacity(path.len());
+        let mut leaf = None;
         let leaf_at = path.len() - 1; // pushed last, before the loop ended
         for (i, (r, bound)) in path.into_iter().enumerate() {
-            let Some(source) = self.plan_source(r, bound, &lo, &hi)? else {
-                continue;
-            };
-            // Every source needs its first chunk before the merge can start:
-            // read the uncached ones together rather than one after another.
-            // The leaf holds most of the window's items, so a scan usually
-            // goes on into its next chunks: read ahead there in the same I/O.
-            ranges.push(if i == leaf_at {
-                source.0.readahead_range(self.reverse, LEAF_READAHEAD_BYTES)
-            } else {
-                source.0.chunk_range()
-            });
-            planned.push(source);
+            if let Some(source) = self.plan_source(r, bound, &lo, &hi)? {
+                if i == leaf_at {
+                    leaf = Some(planned.len());
+                }
+                planned.push(source);
+            }
         }
+        let ranges = self.window_reads(&planned, leaf);
         self.tree.io.prefetch(&ranges, CachePriority::LeafBlock)?;
         // Every source's first chunk is read (and its bytes prefetched into
         // the CPU cache) before any is searched: see `ChunkItems::prefetch`.
@@ -148,6 +149,34 @@ impl ScanCursor {
             hi.map(Bound::Included)
         };
         Ok(())
+    }
+
+    /// What a window reads at once. Every source needs its first chunk
+    /// before the merge can start: the uncached ones are read together
+    /// rather than one after another. The leaf holds most of the window's
+    /// items, so a scan usually goes on into its next chunks: its read
+    /// goes on ahead in the same I/O. The segments' reads go on as far in
+    /// keys as the leaf's does, so that a scan crossing from one of a
+    /// segment's chunks into the next, within that reach, does not wait on
+    /// a read of its own halfway.
+    fn window_reads(&self, planned: &[PlannedSource], leaf: Option<usize>) -> Vec<PageRange> {
+        let (leaf_range, reach) = match leaf {
+            Some(l) => {
+                let (range, reach) = planned[l]
+                    .0
+                    .readahead_range(self.reverse, LEAF_READAHEAD_BYTES);
+                (Some(range), reach)
+            }
+            None => (None, None),
+        };
+        planned
+            .iter()
+            .enumerate()
+            .map(|(i, (source, _))| match leaf_range {
+                Some(range) if Some(i) == leaf => range,
+                _ => source.range_to(self.reverse, &reach, SEGMENT_READAHEAD_MAX_CHUNKS),
+            })
+            .collect()
     }
 
     fn next_item(&mut self) -> Result<Option<(Bytes, Bytes)>> {

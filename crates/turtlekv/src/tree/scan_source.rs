@@ -37,27 +37,97 @@ pub(super) struct Source {
 pub(super) type PlannedSource = (Source, Option<Bytes>);
 
 impl Source {
-    /// `(page, offset, len)` of the chunk the source reads next.
-    pub(super) fn chunk_range(&self) -> PageRange {
-        let (offset, len) = self.head.chunk_range(self.chunk);
-        (self.leaf.id, offset, len)
-    }
-
     /// The next chunk's range extended to at least `bytes` in scan order,
-    /// within the page's data.
-    pub(super) fn readahead_range(&self, reverse: bool, bytes: u64) -> PageRange {
+    /// within the page's data, and how far in keys it reaches.
+    pub(super) fn readahead_range(&self, reverse: bool, bytes: u64) -> (PageRange, Reach) {
         let (offset, len) = self.head.chunk_range(self.chunk);
         let want = bytes.max(len);
-        if reverse {
+        let (start, end) = if reverse {
             let data_start = self.head.chunk_range(0).0;
-            let start = (offset + len).saturating_sub(want).max(data_start);
-            (self.leaf.id, start, offset + len - start)
+            (
+                (offset + len).saturating_sub(want).max(data_start),
+                offset + len,
+            )
         } else {
             let (last_offset, last_len) = self.head.chunk_range(self.head.chunks.len() - 1);
-            let end = (offset + want).min(last_offset + last_len);
-            (self.leaf.id, offset, end - offset)
+            (offset, (offset + want).min(last_offset + last_len))
+        };
+        (
+            (self.leaf.id, start, end - start),
+            self.reach(reverse, start, end),
+        )
+    }
+
+    /// The key bound of the chunks that lie wholly within `start..end` of
+    /// the page (the next chunk counts whatever its size).
+    fn reach(&self, reverse: bool, start: u64, end: u64) -> Reach {
+        let chunks = &self.head.chunks;
+        let within = |c: usize| {
+            let (offset, len) = self.head.chunk_range(c);
+            start <= offset && offset + len <= end
+        };
+        if reverse {
+            let mut first = self.chunk;
+            while first > 0 && within(first - 1) {
+                first -= 1;
+            }
+            // Chunk 0's separator is empty: the read reaches the page's start.
+            (first > 0).then(|| chunks[first].separator.clone())
+        } else {
+            let mut last = self.chunk;
+            while last + 1 < chunks.len() && within(last + 1) {
+                last += 1;
+            }
+            chunks.get(last + 1).map(|c| c.separator.clone())
         }
     }
+
+    /// The next chunk's range, extended in scan order over the chunks that
+    /// may hold keys short of `reach` (at most `max_chunks` in all), within
+    /// the source's window and its unflushed items.
+    pub(super) fn range_to(&self, reverse: bool, reach: &Reach, max_chunks: usize) -> PageRange {
+        let chunks = &self.head.chunks;
+        let (mut first, mut last) = (self.chunk, self.chunk);
+        if reverse {
+            // Chunk `first` holds keys from its separator up: an earlier
+            // chunk is needed while that separator lies above both bounds.
+            while first > 0
+                && last - first + 1 < max_chunks
+                && above(&chunks[first].separator, reach.as_ref())
+                && compare_keys(&chunks[first].separator, &self.lo).is_gt()
+                && self.head.chunk_items(first - 1).1 > self.min_index
+            {
+                first -= 1;
+            }
+        } else {
+            // The next chunk is needed while it starts below both bounds.
+            while last + 1 < chunks.len()
+                && last - first + 1 < max_chunks
+                && below(&chunks[last + 1].separator, reach.as_ref())
+                && below(&chunks[last + 1].separator, self.hi.as_ref())
+            {
+                last += 1;
+            }
+        }
+        let (offset, _) = self.head.chunk_range(first);
+        let (last_offset, last_len) = self.head.chunk_range(last);
+        (self.leaf.id, offset, last_offset + last_len - offset)
+    }
+}
+
+/// How far a window's leaf readahead reaches in keys, in scan order: below
+/// this key going forward, at or above it in reverse; `None`: to the leaf's
+/// end in that direction.
+pub(super) type Reach = Option<Bytes>;
+
+/// `key` below `bound` (`None`: no bound).
+fn below(key: &[u8], bound: Option<&Bytes>) -> bool {
+    bound.is_none_or(|b| compare_keys(key, b).is_lt())
+}
+
+/// `key` above `bound` (`None`: no bound).
+fn above(key: &[u8], bound: Option<&Bytes>) -> bool {
+    bound.is_none_or(|b| compare_keys(key, b).is_gt())
 }
 
 impl Source {
@@ -163,6 +233,18 @@ impl ScanCursor {
                 };
                 if reverse && s.head.chunk_items(c).1 <= s.min_index {
                     return Ok(()); // everything earlier is flushed
+                }
+                // A chunk's separator bounds the keys on either side of it:
+                // when it lies at or past the window's edge, so do the
+                // chunks beyond, and reading one would only show that.
+                let past_window = if reverse {
+                    compare_keys(&s.head.chunks[s.chunk].separator, &s.lo).is_le()
+                } else {
+                    s.hi.as_ref()
+                        .is_some_and(|h| compare_keys(&s.head.chunks[c].separator, h).is_ge())
+                };
+                if past_window {
+                    return Ok(());
                 }
                 s.chunk = c;
                 tree.read_chunk(&s.leaf, &s.head, c, &mut s.items)?;

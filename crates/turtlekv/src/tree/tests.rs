@@ -348,3 +348,56 @@ fn items_up_to_the_leaf_limit_fit() {
         h.assert_scans_match(&mut rng, 3);
     }
 }
+
+/// A short scan waits on no read once its window is open: the window's
+/// first read covers the leaf's readahead and, in every segment on the
+/// path, the chunks that hold keys within its reach, instead of each
+/// segment's first chunk only (a scan crossing into a segment's next chunk
+/// then read it on its own, one more disk latency out of cache).
+#[test]
+fn short_scans_read_each_window_at_once() {
+    let mut rng = Rng::new(23);
+    let mut h = Harness::new(small_config(512));
+    // No deletes: a scan steps over tombstones without emitting them, so
+    // a short scan could reach beyond any readahead.
+    for _ in 0..60 {
+        h.apply(random_batch(&mut rng, 6000, 400, 0));
+    }
+    assert!(h.max_height >= 2, "height {}", h.max_height);
+    h.io.track_prefetches();
+    let mut scans = 0;
+    for reverse in [false, true] {
+        for _ in 0..300 {
+            let at = key(rng.below(6000));
+            let (lower, upper) = if reverse {
+                (Bound::Unbounded, Bound::Included(at.clone()))
+            } else {
+                (Bound::Included(at.clone()), Bound::Unbounded)
+            };
+            // 12 records: at most 4 of a segment's chunks of 256 bytes,
+            // the most a window reads ahead in one segment.
+            let got: Vec<(Bytes, Bytes)> = h
+                .tree
+                .scan(h.root, lower.clone(), upper.clone(), reverse)
+                .take(12)
+                .map(Result::unwrap)
+                .collect();
+            let range = h.model.range((lower, upper));
+            let want: Vec<(Bytes, Bytes)> = if reverse {
+                range
+                    .rev()
+                    .take(12)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            } else {
+                range
+                    .take(12)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            assert_eq!(got, want, "scan from {at:?}, reverse {reverse}");
+            scans += 1;
+        }
+    }
+    assert_eq!(h.io.reads_not_prefetched(), 0, "over {scans} scans");
+}
