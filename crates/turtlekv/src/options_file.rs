@@ -76,12 +76,13 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
 
 fn format(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,
         o.record_cache_capacity_bytes,
         o.record_cache_auto_split,
         o.checkpoint_distance_bytes,
         o.checkpoint_on_read_pressure,
+        o.checkpoint_io_idle,
         o.checkpoint_threads,
         o.filter_bits_per_key,
         o.direct_io,
@@ -110,6 +111,9 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
             "checkpoint_distance_bytes" => o.checkpoint_distance_bytes = number()?,
             "checkpoint_on_read_pressure" => {
                 o.checkpoint_on_read_pressure = value.parse().map_err(|_| bad("not true/false"))?
+            }
+            "checkpoint_io_idle" => {
+                o.checkpoint_io_idle = value.parse().map_err(|_| bad("not true/false"))?
             }
             "checkpoint_threads" => {
                 o.checkpoint_threads = usize::try_from(number()?).map_err(|_| bad("too large"))?

@@ -102,6 +102,12 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
         None
     }
 
+    /// The I/O priority of the threads the target runs checkpoints on (its
+    /// merge pool), which the checkpoint thread joins too.
+    fn io_priority(&self) -> Option<Arc<crate::io::CheckpointIoPriority>> {
+        None
+    }
+
     /// Changes how many bytes of recently evicted blocks the page cache
     /// remembers, to measure what more memory would save it.
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}

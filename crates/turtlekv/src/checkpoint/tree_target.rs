@@ -17,6 +17,7 @@ use parking_lot::Mutex;
 
 use super::target::{Coverage, TargetStats, TreeCheck, TreeCursor};
 use super::{CheckpointTarget, TreeVersion};
+use crate::io::CheckpointIoPriority;
 use crate::io::FileSystem;
 use crate::memtable::{Direction, MemTable};
 use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
@@ -33,6 +34,8 @@ pub(crate) struct TreeTarget {
     /// Runs the data-parallel parts of a checkpoint (merges, leaf
     /// serialisation) on `Options::checkpoint_threads` threads.
     pool: rayon::ThreadPool,
+    /// The pool's threads' I/O class (`io::CheckpointIoPriority`).
+    io_priority: Arc<CheckpointIoPriority>,
     /// Sums of what every checkpoint of this handle wrote, and the shape of
     /// the newest version (computed once per checkpoint from node pages).
     progress: Mutex<(UpdateEvents, crate::tree::TreeShape)>,
@@ -59,9 +62,12 @@ impl TreeTarget {
         let store = Arc::new(store);
         let io: Arc<dyn PageIo> = store.clone();
         let tree = Tree::new(io, TreeConfig::from_options(options));
+        let io_priority = Arc::new(CheckpointIoPriority::default());
+        let joining = io_priority.clone();
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.checkpoint_threads)
             .thread_name(|i| format!("turtlekv-merge-{i}"))
+            .start_handler(move |_| joining.join_current_thread())
             .build()
             .map_err(|e| crate::Error::Io(std::io::Error::other(e.to_string())))?;
         let version = StoredVersion {
@@ -75,6 +81,7 @@ impl TreeTarget {
             tree,
             current: ArcSwap::from_pointee(version),
             pool,
+            io_priority,
             progress: Mutex::new((UpdateEvents::default(), shape)),
         })
     }
@@ -137,6 +144,10 @@ impl CheckpointTarget for TreeTarget {
 
     fn mapping_pool(&self) -> Option<Arc<crate::io::MappingPool>> {
         Some(self.store.mapping_pool())
+    }
+
+    fn io_priority(&self) -> Option<Arc<CheckpointIoPriority>> {
+        Some(self.io_priority.clone())
     }
 
     fn set_cache_ghost_window_bytes(&self, bytes: u64) {

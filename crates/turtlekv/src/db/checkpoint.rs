@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::WriteBatch;
-use crate::checkpoint::{CheckpointTarget, Coverage};
+use crate::checkpoint::{CheckpointTarget, Coverage, MAX_FROZEN_MEMTABLES};
 use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
 use crate::db::read_pressure::{Monitor, Pressure, Sample};
@@ -58,9 +58,19 @@ impl DbInner {
         retired: &mut Vec<Arc<dyn MemTable>>,
     ) -> Result<()> {
         let started = Instant::now();
-        let Some(oldest) = self.state.load().frozen.last().cloned() else {
+        let frozen = self.state.load().frozen.clone();
+        let Some(oldest) = frozen.last().cloned() else {
             return Ok(());
         };
+        // Idle I/O while writers have room for another frozen MemTable and
+        // nobody waits; with no room left, the checkpoint is what writers
+        // will wait on next.
+        if let Some(io) = &self.checkpoint_io {
+            io.set_idle_when(|| {
+                frozen.len() < MAX_FROZEN_MEMTABLES
+                    && self.checkpoint_waiters.load(Ordering::Acquire) == 0
+            });
+        }
 
         let coverage = Coverage {
             covered_seq: oldest.last_seq,
@@ -155,6 +165,7 @@ impl DbInner {
 
     /// Waits until the given frozen MemTables are all in durable checkpoints.
     pub fn wait_for_checkpoints(&self, waiting_for: &[Arc<Frozen>]) -> Result<()> {
+        let _waiting = self.wait_on_checkpoints();
         let mut control = self.control.lock();
         loop {
             let state = self.state.load();
@@ -174,6 +185,18 @@ impl DbInner {
         }
     }
 
+    /// Marks the caller as waiting for a checkpoint until the guard drops,
+    /// and raises the checkpoint's threads to the normal I/O class
+    /// (`io::CheckpointIoPriority`): no checkpoint runs idle while anyone
+    /// waits for one.
+    pub fn wait_on_checkpoints(&self) -> CheckpointWaiter<'_> {
+        self.checkpoint_waiters.fetch_add(1, Ordering::AcqRel);
+        if let Some(io) = &self.checkpoint_io {
+            io.set_idle(false);
+        }
+        CheckpointWaiter(self)
+    }
+
     /// Sequence number covered by the newest durable checkpoint.
     pub fn covered_seq(&self) -> u64 {
         self.state
@@ -191,4 +214,13 @@ const RETIRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// Frees the retired MemTables that only this thread still references.
 fn release_unused(retired: &mut Vec<Arc<dyn MemTable>>) {
     retired.retain(|m| Arc::strong_count(m) > 1);
+}
+
+/// A thread waiting for a checkpoint (`DbInner::wait_on_checkpoints`).
+pub(crate) struct CheckpointWaiter<'a>(&'a DbInner);
+
+impl Drop for CheckpointWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.checkpoint_waiters.fetch_sub(1, Ordering::AcqRel);
+    }
 }

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -34,6 +34,12 @@ pub(crate) struct DbInner {
     pub target: Option<Arc<dyn CheckpointTarget>>,
     /// Where MemTable arenas take their chunks from (the target's).
     pub memtable_pool: Option<Arc<crate::io::MappingPool>>,
+    /// The checkpoint's threads' I/O class; `None` when
+    /// `Options::checkpoint_io_idle` is off (they keep the default).
+    pub checkpoint_io: Option<Arc<crate::io::CheckpointIoPriority>>,
+    /// Threads waiting for a checkpoint (writers held back, callers of
+    /// `checkpoint_now`): checkpoints do not go idle while any does.
+    pub checkpoint_waiters: AtomicUsize,
     pub checkpoint_distance_bytes: AtomicU64,
     /// `Options::checkpoint_on_read_pressure`.
     pub checkpoint_on_read_pressure: bool,

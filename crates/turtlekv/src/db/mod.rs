@@ -4,6 +4,8 @@ mod budget;
 mod cache_split;
 mod checkpoint;
 mod inner;
+#[cfg(all(test, target_os = "linux"))]
+mod io_priority_tests;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;

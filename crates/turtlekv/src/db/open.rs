@@ -2,7 +2,7 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::{Arc, OnceLock};
 
 use arc_swap::ArcSwap;
@@ -89,6 +89,11 @@ pub(crate) fn open(
         commit: GroupCommit::default(),
         target: target.clone(),
         memtable_pool,
+        checkpoint_io: target
+            .as_ref()
+            .filter(|_| options.checkpoint_io_idle)
+            .and_then(|t| t.io_priority()),
+        checkpoint_waiters: AtomicUsize::new(0),
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
         checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
         budget: MemoryBudget::new(options.cache_capacity_bytes),
@@ -112,7 +117,12 @@ pub(crate) fn open(
             let inner = inner.clone();
             let thread = std::thread::Builder::new()
                 .name("turtlekv-checkpoint".into())
-                .spawn(move || inner.run_checkpoints(&*target))?;
+                .spawn(move || {
+                    if let Some(io) = &inner.checkpoint_io {
+                        io.join_current_thread();
+                    }
+                    inner.run_checkpoints(&*target)
+                })?;
             Some(thread)
         }
         None => None,

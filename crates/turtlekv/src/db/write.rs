@@ -158,6 +158,7 @@ impl DbInner {
             return Ok(());
         }
         let started = Instant::now();
+        let _waiting = self.wait_on_checkpoints();
         let mut control = self.control.lock();
         while self.state.load().frozen.len() >= MAX_FROZEN_MEMTABLES {
             if let Some(failure) = &control.failure {

@@ -6,6 +6,7 @@ mod aligned;
 mod batch;
 mod fault;
 mod heap;
+pub(crate) mod ioprio;
 mod mapped;
 mod mapping_pool;
 mod real;
@@ -23,6 +24,7 @@ pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use heap::process_status_bytes;
 pub(crate) use heap::release_free_heap_memory;
+pub(crate) use ioprio::CheckpointIoPriority;
 pub(crate) use mapped::{Mapping, mapping_bytes, page_bytes};
 pub(crate) use mapping_pool::MappingPool;
 pub use real::RealFs;

@@ -1,0 +1,93 @@
+//! The checkpoint's threads run in the idle I/O class while nobody waits
+//! for a checkpoint, and in the normal one as soon as anyone does
+//! (`io::CheckpointIoPriority`). Linux only: elsewhere nothing changes.
+
+use std::time::{Duration, Instant};
+
+use crate::io::ioprio::class_of;
+use crate::{Db, Options};
+
+const CLASS_NONE: libc::c_long = 0;
+const CLASS_IDLE: libc::c_long = 3;
+
+fn options() -> Options {
+    Options {
+        checkpoint_io_idle: true,
+        checkpoint_distance_bytes: 1 << 20,
+        cache_capacity_bytes: 64 << 20,
+        checkpoint_threads: 2,
+        ..Options::default()
+    }
+}
+
+/// The I/O class of every thread that runs checkpoints.
+fn classes(db: &Db) -> Vec<libc::c_long> {
+    let io = db.inner.checkpoint_io.as_ref().expect("turned on");
+    io.thread_ids().into_iter().map(class_of).collect()
+}
+
+/// Writes until a checkpoint the writes started has been running long
+/// enough to have set its class, and returns whether it went idle.
+fn checkpoint_in_background_goes_idle(db: &Db) -> bool {
+    let io = db.inner.checkpoint_io.clone().expect("turned on");
+    let value = [7u8; 100];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut i = 0u64;
+    while Instant::now() < deadline {
+        db.put(i.to_be_bytes(), value).unwrap();
+        i += 1;
+        if io.is_idle() {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn checkpoints_run_idle_unless_someone_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options()).unwrap();
+    // The merge pool's threads and the checkpoint thread.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while classes(&db).len() < 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(classes(&db).len(), 3);
+
+    // A caller of `checkpoint_now` waits: its checkpoint runs normal.
+    db.put(b"k", b"v").unwrap();
+    db.checkpoint_now().unwrap();
+    let io = db.inner.checkpoint_io.clone().unwrap();
+    assert!(!io.is_idle());
+    assert!(classes(&db).iter().all(|&c| c == CLASS_NONE));
+
+    // Writes that fill MemTables start checkpoints nobody waits for.
+    assert!(checkpoint_in_background_goes_idle(&db));
+    assert!(classes(&db).iter().all(|&c| c == CLASS_IDLE));
+
+    // Someone about to wait raises every thread at once.
+    let waiting = db.inner.wait_on_checkpoints();
+    assert!(!io.is_idle());
+    assert!(classes(&db).iter().all(|&c| c == CLASS_NONE));
+    drop(waiting);
+    db.check().unwrap();
+}
+
+#[test]
+fn off_by_default_leaves_the_threads_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            checkpoint_io_idle: Options::default().checkpoint_io_idle,
+            ..options()
+        },
+    )
+    .unwrap();
+    assert!(db.inner.checkpoint_io.is_none());
+    for i in 0..30_000u64 {
+        db.put(i.to_be_bytes(), [1u8; 100]).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    assert!(db.stats().checkpoints >= 2);
+}
