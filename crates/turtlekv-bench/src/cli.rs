@@ -63,6 +63,10 @@ pub struct YcsbArgs {
     /// and page cache as reads show (`Options::record_cache_auto_split`).
     #[arg(long)]
     pub turtlekv_record_cache_auto_split: bool,
+    /// TurtleKV only: run checkpoints in the idle I/O class while nobody
+    /// waits for one (`Options::checkpoint_io_idle`).
+    #[arg(long)]
+    pub turtlekv_checkpoint_io_idle: bool,
     /// TurtleKV only: leaf and buffer-segment page size in bytes; default:
     /// the engine's own default.
     #[arg(long)]
@@ -157,6 +161,9 @@ impl YcsbArgs {
         if self.turtlekv_record_cache_auto_split {
             args.push("--turtlekv-record-cache-auto-split".into());
         }
+        if self.turtlekv_checkpoint_io_idle {
+            args.push("--turtlekv-checkpoint-io-idle".into());
+        }
         if let Some(bytes) = self.turtlekv_leaf_size_bytes {
             args.push(format!("--turtlekv-leaf-size-bytes={bytes}").into());
         }
@@ -219,7 +226,8 @@ mod tests {
             "turtlekv-bench ycsb --engines turtlekv,fjall --workloads load,d \
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
-             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split"
+             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
+             --turtlekv-checkpoint-io-idle"
                 .split_whitespace(),
         )
         .unwrap();
@@ -246,6 +254,7 @@ mod tests {
             (77, 5, 3, 64, 99999, 4)
         );
         assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
+        assert!(child.turtlekv_checkpoint_io_idle);
         assert_eq!(child.distribution, Distribution::Uniform);
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);

@@ -62,6 +62,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             leaf_size_bytes: args.turtlekv_leaf_size_bytes,
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,
             record_cache_auto_split: args.turtlekv_record_cache_auto_split,
+            checkpoint_io_idle: args.turtlekv_checkpoint_io_idle,
         },
     };
     // Fail before any work if an engine was left out of the build.

@@ -48,6 +48,8 @@ pub struct TurtlekvKnobs {
     pub filter_bits_per_key: Option<u32>,
     /// Let the engine move memory between its record cache and page cache.
     pub record_cache_auto_split: bool,
+    /// Checkpoints in the idle I/O class while nobody waits for one.
+    pub checkpoint_io_idle: bool,
 }
 
 /// A key-value store as the driver sees it. All methods may be called from

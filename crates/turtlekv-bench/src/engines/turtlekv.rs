@@ -138,6 +138,7 @@ impl TurtleKv {
             options.record_cache_capacity_bytes = bytes;
         }
         options.record_cache_auto_split = knobs.record_cache_auto_split;
+        options.checkpoint_io_idle = knobs.checkpoint_io_idle;
         if let Some(bytes) = knobs.leaf_size_bytes {
             options.leaf_size_bytes = bytes;
         }
