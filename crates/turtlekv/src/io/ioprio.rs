@@ -53,12 +53,15 @@ impl CheckpointIoPriority {
         // class and no two calls interleave their per-thread changes.
         let threads = self.threads.lock();
         let idle = decide();
-        if self.idle.swap(idle, Ordering::AcqRel) == idle {
+        if self.idle.load(Ordering::Acquire) == idle {
             return;
         }
         for &tid in threads.iter() {
             set_class(tid, idle);
         }
+        // Published once every thread has its class: `is_idle` never runs
+        // ahead of the threads themselves.
+        self.idle.store(idle, Ordering::Release);
     }
 
     /// Whether the joined threads are (asked to be) idle.
