@@ -90,21 +90,20 @@ impl Source {
         let (mut first, mut last) = (self.chunk, self.chunk);
         if reverse {
             // Chunk `first` holds keys from its separator up: an earlier
-            // chunk is needed while that separator lies above both bounds.
+            // chunk is needed while that separator lies above the reach.
             while first > 0
                 && last - first + 1 < max_chunks
                 && above(&chunks[first].separator, reach.as_ref())
-                && compare_keys(&chunks[first].separator, &self.lo).is_gt()
-                && self.head.chunk_items(first - 1).1 > self.min_index
+                && self.may_hold_live_items(first - 1, true)
             {
                 first -= 1;
             }
         } else {
-            // The next chunk is needed while it starts below both bounds.
+            // The next chunk is needed while it starts below the reach.
             while last + 1 < chunks.len()
                 && last - first + 1 < max_chunks
                 && below(&chunks[last + 1].separator, reach.as_ref())
-                && below(&chunks[last + 1].separator, self.hi.as_ref())
+                && self.may_hold_live_items(last + 1, false)
             {
                 last += 1;
             }
@@ -112,6 +111,23 @@ impl Source {
         let (offset, _) = self.head.chunk_range(first);
         let (last_offset, last_len) = self.head.chunk_range(last);
         (self.leaf.id, offset, last_offset + last_len - offset)
+    }
+}
+
+impl Source {
+    /// Whether chunk `c`, the neighbour the source would step into next in
+    /// scan order, may hold items it emits: not when its keys lie past the
+    /// window's edge (a chunk's separator bounds the keys on either side of
+    /// it, so the chunks beyond lie past it too), nor, going in reverse,
+    /// when all of them were flushed.
+    fn may_hold_live_items(&self, c: usize, reverse: bool) -> bool {
+        let chunks = &self.head.chunks;
+        if reverse {
+            compare_keys(&chunks[c + 1].separator, &self.lo).is_gt()
+                && self.head.chunk_items(c).1 > self.min_index
+        } else {
+            below(&chunks[c].separator, self.hi.as_ref())
+        }
     }
 }
 
@@ -231,19 +247,7 @@ impl ScanCursor {
                 let Some(c) = next_chunk else {
                     return Ok(());
                 };
-                if reverse && s.head.chunk_items(c).1 <= s.min_index {
-                    return Ok(()); // everything earlier is flushed
-                }
-                // A chunk's separator bounds the keys on either side of it:
-                // when it lies at or past the window's edge, so do the
-                // chunks beyond, and reading one would only show that.
-                let past_window = if reverse {
-                    compare_keys(&s.head.chunks[s.chunk].separator, &s.lo).is_le()
-                } else {
-                    s.hi.as_ref()
-                        .is_some_and(|h| compare_keys(&s.head.chunks[c].separator, h).is_ge())
-                };
-                if past_window {
+                if !s.may_hold_live_items(c, reverse) {
                     return Ok(());
                 }
                 s.chunk = c;
