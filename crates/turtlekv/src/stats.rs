@@ -78,6 +78,13 @@ pub struct Stats {
     pub cache_filter_bytes: u64,
     /// Of those, node pages.
     pub cache_node_bytes: u64,
+    /// Resident memory of the page frames that hold the cache's copies of
+    /// blocks read from disk, in use or kept free for the next reads (not
+    /// part of `cache_used_bytes`, which charges what the entries hold).
+    pub cache_frame_bytes: u64,
+    /// Page frames handed back to the kernel as the cache let go of them
+    /// (a shrinking cache gives its memory back).
+    pub cache_frames_released: u64,
     /// Page reads served by the cache.
     pub cache_hits: u64,
     /// Page reads that went to the page files.

@@ -25,6 +25,10 @@ pub(crate) struct MemoryTarget {
     /// Time each checkpoint takes, to provoke write stalls.
     pub delay: Mutex<Duration>,
     pub checkpoints: AtomicU64,
+    /// The page cache capacity the database gave last.
+    pub cache_capacity_bytes: AtomicU64,
+    /// The capacity in force as each checkpoint started.
+    pub cache_capacity_at_checkpoints: Mutex<Vec<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -73,6 +77,9 @@ impl CheckpointTarget for MemoryTarget {
         coverage: Coverage,
     ) -> Result<Arc<dyn TreeVersion>> {
         let covered_seq = coverage.covered_seq;
+        self.cache_capacity_at_checkpoints
+            .lock()
+            .push(self.cache_capacity_bytes.load(Ordering::SeqCst));
         std::thread::sleep(*self.delay.lock());
         let done = self.checkpoints.load(Ordering::SeqCst);
         if self.fail_after.lock().is_some_and(|n| done >= n) {
@@ -97,5 +104,10 @@ impl CheckpointTarget for MemoryTarget {
         *self.current.lock() = version.clone();
         self.checkpoints.fetch_add(1, Ordering::SeqCst);
         Ok(version)
+    }
+
+    fn set_cache_capacity(&self, capacity_bytes: u64) {
+        self.cache_capacity_bytes
+            .store(capacity_bytes, Ordering::SeqCst);
     }
 }

@@ -1,6 +1,9 @@
 //! One memory budget for the MemTables and the page cache (DESIGN.md §3):
 //! the page cache gets what the MemTables do not hold, so raising the
 //! checkpoint distance takes memory from reads and lowering it gives it back.
+//! While a checkpoint runs, the cache also leaves room for the checkpoint's
+//! working set (segment spans it reads, leaves and segments it builds),
+//! which would otherwise come on top of the budget.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -14,11 +17,25 @@ const MIN_CACHE_SHARE_DIVISOR: u64 = 8;
 /// fraction of the budget.
 const RESIZE_STEP_DIVISOR: u64 = 64;
 
+/// A checkpoint's working set per byte of the MemTable it checkpoints,
+/// measured (`docs/benchmarks.md`, "Charging the checkpoint's working
+/// set"): the spans of segments it merges and the leaves and segments it
+/// builds from them grow with the batch.
+const CHECKPOINT_RESERVE_PER_BATCH_BYTE: u64 = 2;
+
+/// What a checkpoint of a MemTable holding `batch_bytes` sets aside.
+pub(crate) fn checkpoint_reserve_bytes(batch_bytes: u64) -> u64 {
+    batch_bytes.saturating_mul(CHECKPOINT_RESERVE_PER_BATCH_BYTE)
+}
+
 #[derive(Debug)]
 pub(crate) struct MemoryBudget {
     total_bytes: AtomicU64,
     /// What the page cache was last given.
     cache_bytes: AtomicU64,
+    /// Set aside for the running checkpoint's working set (0 when none
+    /// runs).
+    checkpoint_reserve_bytes: AtomicU64,
 }
 
 impl MemoryBudget {
@@ -26,6 +43,7 @@ impl MemoryBudget {
         MemoryBudget {
             total_bytes: AtomicU64::new(total_bytes),
             cache_bytes: AtomicU64::new(0),
+            checkpoint_reserve_bytes: AtomicU64::new(0),
         }
     }
 
@@ -37,11 +55,19 @@ impl MemoryBudget {
         self.total_bytes.store(total_bytes, Ordering::Relaxed);
     }
 
+    /// Sets aside `bytes` for a checkpoint's working set (0: none runs);
+    /// the next `rebalance` takes it from the page cache.
+    pub fn set_checkpoint_reserve_bytes(&self, bytes: u64) {
+        self.checkpoint_reserve_bytes
+            .store(bytes, Ordering::Relaxed);
+    }
+
     /// The page cache's share when the MemTables hold `memtable_bytes`.
     pub fn cache_share(&self, memtable_bytes: u64) -> u64 {
         let total = self.total_bytes();
+        let reserve = self.checkpoint_reserve_bytes.load(Ordering::Relaxed);
         total
-            .saturating_sub(memtable_bytes)
+            .saturating_sub(memtable_bytes + reserve)
             .max(total / MIN_CACHE_SHARE_DIVISOR)
     }
 
@@ -71,5 +97,15 @@ mod tests {
         assert_eq!(budget.cache_share(5000), 100);
         budget.set_total_bytes(1600);
         assert_eq!(budget.cache_share(300), 1300);
+    }
+
+    #[test]
+    fn a_running_checkpoint_takes_its_reserve_from_the_cache() {
+        let budget = MemoryBudget::new(800);
+        budget.set_checkpoint_reserve_bytes(200);
+        assert_eq!(budget.cache_share(300), 300);
+        assert_eq!(budget.cache_share(650), 100, "down to the floor");
+        budget.set_checkpoint_reserve_bytes(0);
+        assert_eq!(budget.cache_share(300), 500);
     }
 }

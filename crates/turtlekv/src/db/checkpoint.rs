@@ -76,6 +76,7 @@ impl DbInner {
             covered_seq: oldest.last_seq,
             wal_replay_from: oldest.wal_replay_from,
         };
+        let reserve = self.reserve_checkpoint_memory(oldest.memtable.size_bytes());
         let version = target.checkpoint(&*oldest.memtable, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
         self.transition(|current| State {
@@ -101,7 +102,10 @@ impl DbInner {
             .trim(covered_seq)
             .map_err(|e| self.poison_with(e))?;
         bump(&self.stats.wal_segments_trimmed, removed as u64);
-        self.rebalance_memory(false);
+        // The working set is gone with the checkpoint: the cache gets the
+        // reserve back, and the room the finished MemTable left, before
+        // anyone waiting for this checkpoint hears of it.
+        drop(reserve);
         bump(&self.stats.checkpoints, 1);
         let nanos = started.elapsed().as_nanos() as u64;
         bump(&self.stats.checkpoint_nanos, nanos);
@@ -121,6 +125,16 @@ impl DbInner {
             trim_started.elapsed().as_nanos() as u64,
         );
         Ok(())
+    }
+
+    /// Sets memory aside for a checkpoint of a MemTable holding
+    /// `batch_bytes`, taken from the page cache until the guard drops (on
+    /// every path out of the checkpoint, failures included).
+    fn reserve_checkpoint_memory(&self, batch_bytes: u64) -> CheckpointReserve<'_> {
+        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(batch_bytes);
+        self.budget.set_checkpoint_reserve_bytes(reserve_bytes);
+        self.rebalance_memory(false);
+        CheckpointReserve { db: self }
     }
 
     /// Counters the read-pressure rule and the cache split look at.
@@ -214,6 +228,19 @@ const RETIRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_mi
 /// Frees the retired MemTables that only this thread still references.
 fn release_unused(retired: &mut Vec<Arc<dyn MemTable>>) {
     retired.retain(|m| Arc::strong_count(m) > 1);
+}
+
+/// The memory set aside while a checkpoint runs; gives it back to the
+/// page cache when dropped.
+struct CheckpointReserve<'a> {
+    db: &'a DbInner,
+}
+
+impl Drop for CheckpointReserve<'_> {
+    fn drop(&mut self) {
+        self.db.budget.set_checkpoint_reserve_bytes(0);
+        self.db.rebalance_memory(false);
+    }
 }
 
 /// A thread waiting for a checkpoint (`DbInner::wait_on_checkpoints`).

@@ -290,6 +290,8 @@ fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
     stats.cache_capacity_bytes = store.cache_capacity_bytes;
     stats.cache_used_bytes = store.cache_used_bytes;
     stats.cache_pooled_bytes = store.cache_pooled_bytes;
+    stats.cache_frame_bytes = store.cache_frame_bytes;
+    stats.cache_frames_released = store.cache_frames_released;
     stats.cache_leaf_head_bytes = store.cache_leaf_head_bytes;
     stats.cache_filter_bytes = store.cache_filter_bytes;
     stats.cache_node_bytes = store.cache_node_bytes;

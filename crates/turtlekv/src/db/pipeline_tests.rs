@@ -271,3 +271,53 @@ fn check_covers_the_tree_after_checkpoints() {
     assert_eq!(report.memtable_keys, 0);
     assert!(report.wal_segments >= 1);
 }
+
+/// A running checkpoint takes room for its working set from the page
+/// cache, and gives it back when it ends, failed ones included.
+#[test]
+fn checkpoints_take_their_reserve_from_the_cache_and_give_it_back() {
+    const BUDGET_BYTES: u64 = 8 << 20;
+    const DISTANCE_BYTES: u64 = 256 << 10;
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    *target.fail_after.lock() = Some(4);
+    let options = Options {
+        cache_capacity_bytes: BUDGET_BYTES,
+        record_cache_capacity_bytes: 0,
+        ..options(DISTANCE_BYTES)
+    };
+    let handle = target.clone();
+    let db = Db::open_with_target("/db", options, Arc::new(fs.clone()), &move |_, _, _| {
+        Ok(Some(handle.clone() as Arc<dyn CheckpointTarget>))
+    })
+    .unwrap();
+    let value = [7u8; 200];
+    let mut failed = false;
+    for i in 0..40_000u64 {
+        if db.put(format!("k{i:08}").as_bytes(), value).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the fifth checkpoint fails and poisons writes");
+    let seen = target.cache_capacity_at_checkpoints.lock().clone();
+    assert!(seen.len() >= 5, "{seen:?}");
+    // The MemTable being checkpointed holds about the distance, and twice
+    // that is set aside on top.
+    for capacity in &seen {
+        assert!(
+            *capacity <= BUDGET_BYTES - 3 * DISTANCE_BYTES,
+            "capacity {capacity} during a checkpoint: {seen:?}"
+        );
+    }
+    // Once the failed checkpoint ended, only the MemTables hold memory.
+    let step = BUDGET_BYTES / 64;
+    let after = target
+        .cache_capacity_bytes
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let memtables = db.stats().memtable_bytes;
+    assert!(
+        after + step >= BUDGET_BYTES - memtables,
+        "capacity {after} after the checkpoints, MemTables {memtables}"
+    );
+}

@@ -5,6 +5,7 @@
 mod aligned;
 mod batch;
 mod fault;
+mod frames;
 mod heap;
 pub(crate) mod ioprio;
 mod mapped;
@@ -21,6 +22,7 @@ use std::sync::Arc;
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+pub(crate) use frames::{FRAME_BYTES, FrameCounts, FramePool};
 #[cfg(all(test, target_os = "linux"))]
 pub(crate) use heap::process_status_bytes;
 pub(crate) use heap::release_free_heap_memory;

@@ -82,6 +82,11 @@ pub(crate) struct PageStoreStats {
     pub cache_filter_bytes: u64,
     /// Of those, node pages.
     pub cache_node_bytes: u64,
+    /// Resident memory of the frames holding blocks read from disk, in
+    /// use or kept free for the next reads.
+    pub cache_frame_bytes: u64,
+    /// Frames handed back to the kernel as the cache let go of them.
+    pub cache_frames_released: u64,
     /// The cache's budget.
     pub cache_capacity_bytes: u64,
     /// Entries (whole pages and single blocks) cached.

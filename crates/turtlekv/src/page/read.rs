@@ -204,15 +204,17 @@ impl PageStore {
                 .geometry
                 .verify_block(id, index, block)
                 .map_err(|bad| corruption(pf, id, bad))?;
-            let bytes = Bytes::copy_from_slice(used);
             if let Some(priority) = priority {
+                let bytes = self.cache.framed_copy(used);
                 let key = CacheKey {
                     page: id.to_raw(),
                     part: index,
                 };
                 self.cache.insert(key, bytes.clone(), priority);
+                verified.push(bytes);
+            } else {
+                verified.push(Bytes::copy_from_slice(used));
             }
-            verified.push(bytes);
         }
         Ok(verified)
     }

@@ -309,6 +309,9 @@ impl PageStore {
             cache_ghost_recalls: cache.ghost_recalls,
             cache_used_bytes: cache.used_bytes,
             cache_pooled_bytes: cache.pooled_bytes,
+            cache_frame_bytes: (cache.frames.live_frames + cache.frames.warm_frames)
+                * crate::io::FRAME_BYTES as u64,
+            cache_frames_released: cache.frames.released_frames,
             cache_leaf_head_bytes: cache.bytes_of(CachePriority::LeafHead),
             cache_filter_bytes: cache.bytes_of(CachePriority::Filter),
             cache_node_bytes: cache.bytes_of(CachePriority::Node),
