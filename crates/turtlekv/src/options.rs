@@ -30,8 +30,10 @@ pub struct Options {
     /// Create the directory and an empty database when none exists.
     pub create_if_missing: bool,
     /// Memory budget shared by the page cache and the MemTables: the page
-    /// cache gets what the MemTables (active and frozen) do not use, but
-    /// never less than an eighth of it. Changeable at runtime with
+    /// cache gets what the MemTables (active and frozen) and the record
+    /// cache do not use, less, while a checkpoint runs, twice the MemTable
+    /// it checkpoints (its working set), but never less than an eighth of
+    /// it. Changeable at runtime with
     /// [`crate::Db::set_cache_capacity`].
     pub cache_capacity_bytes: u64,
     /// MemTable capacity: bytes of updates gathered before one checkpoint.
