@@ -4,7 +4,16 @@
 
 use bytes::Bytes;
 
-use crate::memtable::{MemTable, SkipListMemTable};
+use crate::memtable::{BTreeMemTable, MemTable, SkipListMemTable};
+
+/// Which MemTable structure a benchmark times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemTableKind {
+    /// The database's (`memtable/btree.rs`).
+    BTree,
+    /// The baseline (`memtable/skiplist.rs`).
+    SkipList,
+}
 
 /// Keys and a value for [`memtable_fill`], made once outside the timing.
 #[derive(Debug)]
@@ -36,14 +45,17 @@ impl MemTableInput {
     }
 }
 
-/// Inserts every key of `input` into a new MemTable, one version each;
-/// returns how many entries it holds.
-pub fn memtable_fill(input: &MemTableInput) -> usize {
-    filled(input).len()
+/// Inserts every key of `input` into a new MemTable of `kind`, one version
+/// each; returns how many entries it holds.
+pub fn memtable_fill(input: &MemTableInput, kind: MemTableKind) -> usize {
+    filled(input, kind).len()
 }
 
-fn filled(input: &MemTableInput) -> SkipListMemTable {
-    let table = SkipListMemTable::with_capacity(input.capacity_bytes);
+fn filled(input: &MemTableInput, kind: MemTableKind) -> Box<dyn MemTable> {
+    let table: Box<dyn MemTable> = match kind {
+        MemTableKind::BTree => Box::new(BTreeMemTable::with_capacity(input.capacity_bytes)),
+        MemTableKind::SkipList => Box::new(SkipListMemTable::with_capacity(input.capacity_bytes)),
+    };
     for (seq, key) in (1..).zip(&input.keys) {
         table.insert(key.clone(), seq, Some(input.value.clone()));
     }
@@ -53,14 +65,14 @@ fn filled(input: &MemTableInput) -> SkipListMemTable {
 /// A MemTable filled with every key of an input, for timing gets.
 #[derive(Debug)]
 pub struct FilledMemTable {
-    table: SkipListMemTable,
+    table: Box<dyn MemTable>,
     keys: Vec<Bytes>,
 }
 
 impl FilledMemTable {
-    pub fn new(input: &MemTableInput) -> Self {
+    pub fn new(input: &MemTableInput, kind: MemTableKind) -> Self {
         FilledMemTable {
-            table: filled(input),
+            table: filled(input, kind),
             keys: input.keys.clone(),
         }
     }

@@ -112,11 +112,11 @@ fn split_keys(first: &[u8], last: &[u8], parts: usize) -> Vec<Bytes> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memtable::SkipListMemTable;
+    use crate::memtable::BTreeMemTable;
 
     #[test]
     fn parallel_collection_equals_a_plain_scan() {
-        let memtable = SkipListMemTable::new();
+        let memtable = BTreeMemTable::with_capacity(1 << 20);
         let mut seq = 0;
         for round in 0..3u64 {
             for i in 0..20_000u64 {

@@ -13,7 +13,7 @@ use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::FileSystem;
-use crate::memtable::{MemTable, SkipListMemTable};
+use crate::memtable::new_memtable;
 use crate::options::record_cache_share;
 use crate::record_cache::RecordCache;
 use crate::state::State;
@@ -51,7 +51,7 @@ pub(crate) fn open(
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
     // Sized for the distance in force (see `effective_checkpoint_distance`).
     let memtable_pool = target.as_ref().and_then(|t| t.mapping_pool());
-    let memtable = SkipListMemTable::with_capacity_in(
+    let memtable = new_memtable(
         options
             .checkpoint_distance_bytes
             .min(options.cache_capacity_bytes / 4),
@@ -75,7 +75,7 @@ pub(crate) fn open(
     bump(&stats.wal_records_replayed, replayed.records_applied);
     bump(&stats.wal_tail_bytes_dropped, replayed.tail_bytes_dropped);
     let state = State {
-        active: Arc::new(memtable) as Arc<dyn MemTable>,
+        active: memtable,
         frozen: Vec::new(),
         tree,
     };

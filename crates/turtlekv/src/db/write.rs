@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
-use crate::memtable::{InsertHint, MemTable, SkipListMemTable};
+use crate::memtable::{InsertHint, MemTable, new_memtable};
 use crate::state::{Frozen, State};
 use crate::stats::bump;
 use crate::{Error, Result, WriteBatch};
@@ -136,10 +136,7 @@ impl DbInner {
                 wal_replay_from,
             });
             State {
-                active: Arc::new(SkipListMemTable::with_capacity_in(
-                    distance,
-                    self.memtable_pool.clone(),
-                )),
+                active: new_memtable(distance, self.memtable_pool.clone()),
                 frozen: std::iter::once(frozen)
                     .chain(current.frozen.iter().cloned())
                     .collect(),

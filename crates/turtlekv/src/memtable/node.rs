@@ -4,7 +4,7 @@
 //! offset 0   seq        u64
 //!        8   key_len    u32
 //!        12  value_len  u32   TOMBSTONE for a delete
-//!        16  height     u32   1..=MAX_HEIGHT
+//!        16  height     u32   1..=MAX_HEIGHT in the skiplist, 0 in the B+-tree
 //!        20  chunk      u32   arena chunk holding the node
 //!        24  prefix     u64   first 8 key bytes, big-endian, zero-padded
 //!        32  tower      height × pointer to the next node at each level
@@ -106,7 +106,9 @@ pub(crate) fn write_node(
     seq: u64,
     value: Option<&[u8]>,
 ) -> NonNull<Node> {
-    debug_assert!((1..=MAX_HEIGHT).contains(&height));
+    // Height 0: an entry of the B+-tree MemTable, which links it from its
+    // nodes instead.
+    debug_assert!(height <= MAX_HEIGHT);
     let value_bytes = value.unwrap_or_default();
     let Place { ptr, chunk } = arena.alloc(node_bytes(height, key.len(), value_bytes.len()));
     let node = ptr.cast::<Node>();

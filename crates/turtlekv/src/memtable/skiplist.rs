@@ -10,7 +10,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::arena::Arena;
@@ -18,7 +18,8 @@ use super::bloom::KeyBloom;
 use super::node::{
     KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
 };
-use super::{Direction, MemTable, Versioned};
+use super::search::{Edge, emit, within};
+use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
 /// Entry size the key filter is sized for: a small key and value plus the
@@ -33,30 +34,6 @@ const MAX_VERSION_STEPS: usize = 4;
 /// `InsertHint` found to the one that holds now, before it searches from
 /// the top instead (a hint is stale by the inserts of the groups between).
 const MAX_HINT_STEPS: usize = 16;
-
-/// Where a version of a key links in, as a search found it earlier: the
-/// last node below the key at each level (null: the head). Nodes are never
-/// unlinked, so each stays below the key and linked at its level; only
-/// nodes linked in since may lie between it and the new version.
-#[derive(Debug)]
-pub(crate) struct InsertHint {
-    /// The MemTable whose arena holds `preds`; any other ignores the hint.
-    owner: *const SkipListMemTable,
-    preds: [*mut Node; MAX_HEIGHT],
-}
-
-#[cfg(test)]
-impl InsertHint {
-    pub(crate) fn owner_for_tests(&self) -> *const SkipListMemTable {
-        self.owner
-    }
-}
-
-// SAFETY: plain addresses, dereferenced only by the MemTable that owns
-// them (checked in `insert_prepared`), which synchronises its own nodes.
-unsafe impl Send for InsertHint {}
-// SAFETY: as above; a hint is never written after it is made.
-unsafe impl Sync for InsertHint {}
 
 /// Concurrent skiplist of versions.
 pub(crate) struct SkipListMemTable {
@@ -101,38 +78,6 @@ impl fmt::Debug for SkipListMemTable {
     }
 }
 
-/// Which nodes a search passes: those before a version, those whose key is
-/// below a key, or those whose key is at most a key.
-#[derive(Clone, Copy)]
-enum Edge<'k> {
-    Version(KeyParts<'k>),
-    Below(KeyParts<'k>),
-    UpTo(KeyParts<'k>),
-    All,
-}
-
-impl<'k> Edge<'k> {
-    /// Nodes of keys below `key` (every version of `key` is at or after
-    /// `(key, u64::MAX)`).
-    fn below(key: &'k [u8]) -> Self {
-        Edge::Below(KeyParts::new(key, u64::MAX))
-    }
-
-    /// Nodes of keys up to `key` (every version is at or before `(key, 0)`).
-    fn up_to(key: &'k [u8]) -> Self {
-        Edge::UpTo(KeyParts::new(key, 0))
-    }
-
-    fn passes(self, node: NodeRef<'_>) -> bool {
-        use std::cmp::Ordering::*;
-        match self {
-            Edge::Version(p) | Edge::Below(p) => node.cmp_parts(p) == Less,
-            Edge::UpTo(p) => node.cmp_parts(p) != Greater,
-            Edge::All => true,
-        }
-    }
-}
-
 impl SkipListMemTable {
     /// A MemTable whose key filter and arena chunks are sized for
     /// `capacity_bytes` of entries (it stays correct beyond, with more false
@@ -163,6 +108,11 @@ impl SkipListMemTable {
     #[cfg(test)]
     pub fn new() -> Self {
         Self::with_capacity(1 << 20)
+    }
+
+    /// How this MemTable tells its own hints from others'.
+    fn owner(&self) -> *const () {
+        std::ptr::from_ref(self).cast()
     }
 
     /// The pointer after `node` at `level`; `None` is the head.
@@ -239,7 +189,7 @@ impl SkipListMemTable {
 impl SkipListMemTable {
     /// Links a new version in, from `hint`'s predecessors when it has one
     /// of this MemTable (else with a search from the top).
-    fn insert_with(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: Option<&InsertHint>) {
+    fn insert_with(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: Option<&HintPreds>) {
         // Before the entry: a get that finds the entry must pass the filter.
         self.bloom.insert(&key);
         let mut writer = self.writer.lock();
@@ -271,16 +221,15 @@ impl SkipListMemTable {
     /// Caller: `hint` belongs to this MemTable, and holds the writer lock.
     fn walk_from_hint<'a>(
         &'a self,
-        hint: &InsertHint,
+        hint: &HintPreds,
         edge: Edge<'_>,
         height: usize,
         preds: &mut [Option<NodeRef<'a>>; MAX_HEIGHT],
     ) -> bool {
-        debug_assert!(std::ptr::eq(hint.owner, self));
         for (level, pred_slot) in preds.iter_mut().enumerate().take(height) {
             // SAFETY: the hint's nodes were linked in this MemTable's arena
             // (its owner is `self`), which lives as long as `self`.
-            let mut pred = NonNull::new(hint.preds[level]).map(|p| unsafe { NodeRef::new(p) });
+            let mut pred = NonNull::new(hint[level]).map(|p| unsafe { NodeRef::new(p) });
             let mut steps = 0;
             while let Some(n) = self
                 .load(self.link(pred, level))
@@ -364,20 +313,6 @@ impl SkipListMemTable {
     }
 }
 
-/// `true` when `key` lies on the inner side of `bound`.
-pub(super) fn within(
-    key: &[u8],
-    bound: Bound<&[u8]>,
-    excluded: fn(&[u8], &[u8]) -> bool,
-    included: fn(&[u8], &[u8]) -> bool,
-) -> bool {
-    match bound {
-        Bound::Included(b) => included(key, b),
-        Bound::Excluded(b) => excluded(key, b),
-        Bound::Unbounded => true,
-    }
-}
-
 impl SkipListMemTable {
     /// Forward scans walk the bottom level (one step per entry) instead of
     /// seeking from the top for every key.
@@ -454,37 +389,8 @@ impl SkipListMemTable {
         }
     }
 
-    /// The found versions as `Bytes`: slices of the sealed arena, or else
-    /// copies into one buffer per call.
     fn emit(&self, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
-        if let Some(chunks) = self.sealed.get() {
-            out.extend(found.iter().map(|&n| {
-                let chunk = &chunks[n.chunk() as usize];
-                let at = n.ptr() as usize - chunk.as_ptr() as usize;
-                let slice = |r: std::ops::Range<usize>| chunk.slice(at + r.start..at + r.end);
-                (slice(n.key_range()), n.value_range().map(slice))
-            }));
-            return;
-        }
-        let total = found
-            .iter()
-            .map(|n| n.key().len() + n.value().map_or(0, <[u8]>::len))
-            .sum();
-        let mut buf = BytesMut::with_capacity(total);
-        for n in found {
-            buf.extend_from_slice(n.key());
-            buf.extend_from_slice(n.value().unwrap_or_default());
-        }
-        let buf = buf.freeze();
-        let mut at = 0;
-        let mut take = |len: usize| {
-            at += len;
-            buf.slice(at - len..at)
-        };
-        out.extend(found.iter().map(|n| {
-            let key = take(n.key().len());
-            (key, n.value().map(|v| take(v.len())))
-        }));
+        emit(self.sealed.get(), found, out);
     }
 }
 
@@ -496,15 +402,16 @@ impl MemTable for SkipListMemTable {
     fn prepare_insert(&self, key: &[u8]) -> InsertHint {
         let mut preds = [None; MAX_HEIGHT];
         self.seek(Edge::below(key), Some(&mut preds));
-        InsertHint {
-            owner: self,
-            preds: preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr())),
-        }
+        let preds = preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr()));
+        InsertHint::new(self.owner(), HintAt::Preds(preds))
     }
 
     fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
-        let hint = std::ptr::eq(hint.owner, self).then_some(hint);
-        self.insert_with(key, seq, value, hint);
+        let preds = match hint.made_by(self.owner()) {
+            Some(HintAt::Preds(preds)) => Some(preds),
+            _ => None,
+        };
+        self.insert_with(key, seq, value, preds);
     }
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
         if !self.bloom.may_contain(key) {

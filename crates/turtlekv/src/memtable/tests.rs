@@ -7,17 +7,44 @@ use std::ops::Bound;
 use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
+use proptest::test_runner::TestCaseError;
 
 use super::node::{KeyParts, MAX_HEIGHT, compare};
-use super::skiplist::within;
-use super::{Direction, MemTable, SkipListMemTable, Versioned};
+use super::search::within;
+use super::{BTreeMemTable, Direction, MemTable, SkipListMemTable, Versioned};
+use crate::io::MappingPool;
+
+/// What the tests need of each MemTable structure.
+trait Table: MemTable + Sized {
+    fn with_capacity_in(capacity_bytes: u64, pool: Option<std::sync::Arc<MappingPool>>) -> Self;
+
+    fn with_capacity(capacity_bytes: u64) -> Self {
+        Self::with_capacity_in(capacity_bytes, None)
+    }
+
+    fn new() -> Self {
+        Self::with_capacity(1 << 20)
+    }
+}
+
+impl Table for SkipListMemTable {
+    fn with_capacity_in(capacity_bytes: u64, pool: Option<std::sync::Arc<MappingPool>>) -> Self {
+        SkipListMemTable::with_capacity_in(capacity_bytes, pool)
+    }
+}
+
+impl Table for BTreeMemTable {
+    fn with_capacity_in(capacity_bytes: u64, pool: Option<std::sync::Arc<MappingPool>>) -> Self {
+        BTreeMemTable::with_capacity_in(capacity_bytes, pool)
+    }
+}
 
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
-fn table() -> SkipListMemTable {
-    let t = SkipListMemTable::new();
+fn table<T: Table>() -> T {
+    let t = T::new();
     t.insert(b("a"), 1, Some(b("a1")));
     t.insert(b("a"), 5, Some(b("a5")));
     t.insert(b("b"), 2, None);
@@ -26,9 +53,8 @@ fn table() -> SkipListMemTable {
     t
 }
 
-#[test]
-fn get_sees_the_newest_visible_version() {
-    let t = table();
+fn get_sees_the_newest_visible_version<T: Table>() {
+    let t = table::<T>();
     assert_eq!(t.get(b"a", 4), Some(Some(b("a1"))));
     assert_eq!(t.get(b"a", 5), Some(Some(b("a5"))));
     assert_eq!(t.get(b"a", 0), None);
@@ -38,7 +64,7 @@ fn get_sees_the_newest_visible_version() {
     assert_eq!(t.get(b"d", 9), None);
 }
 
-fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
+fn scan(t: &dyn MemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
     let mut out = Vec::new();
     t.scan(
         Bound::Unbounded,
@@ -51,9 +77,8 @@ fn scan(t: &SkipListMemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Ver
     out
 }
 
-#[test]
-fn scans_resolve_versions_both_ways() {
-    let t = table();
+fn scans_resolve_versions_both_ways<T: Table>() {
+    let t = table::<T>();
     let fwd = scan(&t, 6, Direction::Forward, 10);
     assert_eq!(fwd, vec![(b("a"), Some(b("a5"))), (b("b"), None)]);
     let rev = scan(&t, 6, Direction::Reverse, 10);
@@ -62,9 +87,8 @@ fn scans_resolve_versions_both_ways() {
     assert_eq!(rev, vec![(b("b"), Some(b("b1")))]);
 }
 
-#[test]
-fn scan_bounds_cover_all_versions() {
-    let t = table();
+fn scan_bounds_cover_all_versions<T: Table>() {
+    let t = table::<T>();
     let mut out = Vec::new();
     t.scan(
         Bound::Excluded(b"a"),
@@ -103,7 +127,7 @@ proptest::proptest! {
 
 #[test]
 fn size_counts_every_version() {
-    let t = table();
+    let t = table::<SkipListMemTable>();
     assert_eq!(t.len(), 5);
     let filter_bytes = SkipListMemTable::new().size_bytes();
     // Five headers and towers of 1..=MAX_HEIGHT pointers, 5 key bytes,
@@ -119,8 +143,98 @@ fn size_counts_every_version() {
 }
 
 #[test]
-fn sealed_reads_share_the_arena_and_match_copies() {
-    let t = table();
+fn btree_size_counts_every_version_and_its_nodes() {
+    let t = table::<BTreeMemTable>();
+    // An empty table holds the filter and its root leaf; each version adds
+    // its 32-byte header, key and value, rounded up to 8 bytes (all 40).
+    let empty = BTreeMemTable::with_capacity(1 << 20).size_bytes();
+    assert_eq!(t.size_bytes(), empty + 5 * 40);
+}
+
+/// Readers at a fixed snapshot while the writer splits nodes at every
+/// level: they must see exactly the snapshot's versions (the even keys'
+/// first values), never a gap, an odd key or a newer version, through
+/// gets and through scans both ways.
+#[test]
+fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
+    use std::sync::atomic::AtomicBool;
+    const KEYS: u64 = 20_000;
+    let t = BTreeMemTable::with_capacity(4 << 20);
+    let key = |k: u64| Bytes::from(k.to_be_bytes().to_vec());
+    let old = |k: u64| Bytes::from(format!("old {k}"));
+    for i in 0..KEYS {
+        let k = 2 * (i * 7919 % KEYS);
+        t.insert(key(k), i + 1, Some(old(k)));
+    }
+    // Evens 0, 2, .., 2 * (KEYS - 1), each once: 7919 is prime to KEYS, so
+    // the scramble above is a permutation, as is the one below.
+    assert_eq!(t.len() as u64, KEYS);
+    let snapshot = KEYS;
+    let writing = AtomicBool::new(true);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 0..2 * KEYS {
+                let k = i * 7919 % (2 * KEYS);
+                t.insert(key(k), snapshot + 1 + i, Some(Bytes::from_static(b"new")));
+            }
+            writing.store(false, Ordering::Release);
+        });
+        for seed in [7u64, 11] {
+            let (t, writing) = (&t, &writing);
+            s.spawn(move || {
+                let mut rng = seed;
+                let mut rounds = 0;
+                while writing.load(Ordering::Acquire) || rounds < 500 {
+                    rounds += 1;
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let lo = rng % (2 * KEYS);
+                    let even = lo & !1;
+                    assert_eq!(t.get(&key(even), snapshot), Some(Some(old(even))));
+                    assert_eq!(t.get(&key(even | 1), snapshot), None);
+                    let mut out = Vec::new();
+                    let (lower, limit) = (key(lo), 50);
+                    t.scan(
+                        Bound::Included(&lower),
+                        Bound::Unbounded,
+                        snapshot,
+                        Direction::Forward,
+                        limit,
+                        &mut out,
+                    );
+                    let want: Vec<_> = (lo.div_ceil(2) * 2..2 * KEYS)
+                        .step_by(2)
+                        .take(limit)
+                        .map(|k| (key(k), Some(old(k))))
+                        .collect();
+                    assert_eq!(out, want, "forward from {lo}");
+                    out.clear();
+                    t.scan(
+                        Bound::Unbounded,
+                        Bound::Included(&lower),
+                        snapshot,
+                        Direction::Reverse,
+                        limit,
+                        &mut out,
+                    );
+                    let want: Vec<_> = (0..=even)
+                        .rev()
+                        .step_by(2)
+                        .take(limit)
+                        .map(|k| (key(k), Some(old(k))))
+                        .collect();
+                    assert_eq!(out, want, "reverse from {lo}");
+                }
+            });
+        }
+    });
+    assert_eq!(t.len() as u64, 3 * KEYS);
+    assert_eq!(t.check_structure(), Ok(()));
+}
+
+fn sealed_reads_share_the_arena_and_match_copies<T: Table>() {
+    let t = table::<T>();
     let before = (scan(&t, 6, Direction::Forward, 10), t.get(b"a", 9));
     t.seal();
     let after = (scan(&t, 6, Direction::Forward, 10), t.get(b"a", 9));
@@ -131,17 +245,14 @@ fn sealed_reads_share_the_arena_and_match_copies() {
     assert_eq!(ptr(x), ptr(y));
 }
 
-#[test]
-#[should_panic(expected = "insert into a sealed MemTable")]
-fn insert_after_seal_is_refused() {
-    let t = table();
+fn insert_after_seal_is_refused<T: Table>() {
+    let t = table::<T>();
     t.seal();
     t.insert(b("z"), 9, None);
 }
 
-#[test]
-fn large_values_get_chunks_of_their_own() {
-    let t = SkipListMemTable::with_capacity(64 << 10);
+fn large_values_get_chunks_of_their_own<T: Table>() {
+    let t = T::with_capacity(64 << 10);
     let big = Bytes::from(vec![7u8; 256 << 10]);
     for i in 0..8u64 {
         t.insert(
@@ -193,56 +304,66 @@ fn bound(kind: u8, key: &[u8]) -> Bound<&[u8]> {
     }
 }
 
-proptest::proptest! {
-    #[test]
-    fn reads_match_a_model_before_and_after_sealing(
-        writes in proptest::collection::vec(
-            (proptest::collection::vec(0u8..4, 1..4), proptest::option::of(0u8..255)),
-            1..200,
-        ),
-        reads in proptest::collection::vec(
-            (proptest::collection::vec(0u8..4, 1..4), 0u64..220, 0u8..3, 0u8..3, 1usize..8),
-            1..20,
-        ),
-    ) {
-        let t = SkipListMemTable::with_capacity(64 << 10);
-        let mut model = BTreeMap::new();
-        for (i, (key, value)) in writes.iter().enumerate() {
-            let seq = i as u64 + 1;
-            let value = value.map(|v| vec![v; v as usize % 17]);
-            t.insert(Bytes::from(key.clone()), seq, value.clone().map(Bytes::from));
-            model.insert((key.clone(), Reverse(seq)), value);
+type ModelWrites = Vec<(Vec<u8>, Option<u8>)>;
+type ModelReads = Vec<(Vec<u8>, u64, u8, u8, usize)>;
+
+fn reads_match_a_model_before_and_after_sealing<T: Table>(
+    writes: ModelWrites,
+    reads: ModelReads,
+) -> Result<(), TestCaseError> {
+    let t = T::with_capacity(64 << 10);
+    let mut model = BTreeMap::new();
+    for (i, (key, value)) in writes.iter().enumerate() {
+        let seq = i as u64 + 1;
+        let value = value.map(|v| vec![v; v as usize % 17]);
+        t.insert(
+            Bytes::from(key.clone()),
+            seq,
+            value.clone().map(Bytes::from),
+        );
+        model.insert((key.clone(), Reverse(seq)), value);
+    }
+    proptest::prop_assert_eq!(t.check_structure(), Ok(()));
+    for sealed in [false, true] {
+        if sealed {
+            t.seal();
         }
-        proptest::prop_assert_eq!(t.check_structure(), Ok(()));
-        for sealed in [false, true] {
-            if sealed {
-                t.seal();
-            }
-            for (key, seq, lo, hi, limit) in &reads {
-                let want = model_scan(&model, (Bound::Included(key), Bound::Included(key)), *seq, Direction::Forward);
-                let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
-                proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
-                let other = [key[0].wrapping_add(1)];
-                let (a, b) = if key.as_slice() <= other.as_slice() { (&key[..], &other[..]) } else { (&other[..], &key[..]) };
-                let bounds = (bound(*lo, a), bound(*hi, b));
-                for direction in [Direction::Forward, Direction::Reverse] {
-                    let mut want = model_scan(&model, bounds, *seq, direction);
-                    want.truncate(*limit);
-                    let mut out = Vec::new();
-                    t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
-                    let got: Vec<_> = out.into_iter().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect();
-                    proptest::prop_assert_eq!(got, want);
-                }
+        for (key, seq, lo, hi, limit) in &reads {
+            let want = model_scan(
+                &model,
+                (Bound::Included(key), Bound::Included(key)),
+                *seq,
+                Direction::Forward,
+            );
+            let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
+            proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
+            let other = [key[0].wrapping_add(1)];
+            let (a, b) = if key.as_slice() <= other.as_slice() {
+                (&key[..], &other[..])
+            } else {
+                (&other[..], &key[..])
+            };
+            let bounds = (bound(*lo, a), bound(*hi, b));
+            for direction in [Direction::Forward, Direction::Reverse] {
+                let mut want = model_scan(&model, bounds, *seq, direction);
+                want.truncate(*limit);
+                let mut out = Vec::new();
+                t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
+                let got: Vec<_> = out
+                    .into_iter()
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .collect();
+                proptest::prop_assert_eq!(got, want);
             }
         }
     }
+    Ok(())
 }
 
-#[test]
-fn readers_see_a_sorted_prefix_while_one_thread_writes() {
+fn readers_see_a_sorted_prefix_while_one_thread_writes<T: Table>() {
     use std::sync::atomic::AtomicU64;
     const KEYS: u64 = 20_000;
-    let t = SkipListMemTable::with_capacity(1 << 20);
+    let t = T::with_capacity(1 << 20);
     // Keys in a scrambled order; `written` says how many are in.
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let written = AtomicU64::new(0);
@@ -274,55 +395,64 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes() {
     assert_eq!(t.check_structure(), Ok(()));
 }
 
-proptest::proptest! {
-    /// Inserts from hints made some inserts earlier (stale by up to 40
-    /// nodes, past `MAX_HINT_STEPS`), or made by another MemTable, build
-    /// the same MemTable as plain inserts.
-    #[test]
-    fn prepared_inserts_match_a_model(
-        writes in proptest::collection::vec(
-            (proptest::collection::vec(0u8..6, 1..4), 0usize..40, proptest::bool::weighted(0.1)),
-            1..300,
-        ),
-    ) {
-        let t = SkipListMemTable::with_capacity(64 << 10);
-        let other = SkipListMemTable::with_capacity(64 << 10);
-        other.insert(b("x"), 1, None);
-        let mut model = BTreeMap::new();
-        // The hint of write j is made before write j - delay_j is inserted.
-        let made_at: Vec<usize> = writes.iter().enumerate().map(|(j, w)| j.saturating_sub(w.1)).collect();
-        let mut hints: Vec<Option<super::InsertHint>> = writes.iter().map(|_| None).collect();
-        for (i, (key, _, foreign)) in writes.iter().enumerate() {
-            for j in (i..writes.len()).filter(|&j| made_at[j] == i) {
-                let source = if writes[j].2 { &other } else { &t };
-                hints[j] = Some(source.prepare_insert(&writes[j].0));
-            }
-            let seq = i as u64 + 1;
-            let hint = hints[i].take().expect("made at or before its insert");
-            proptest::prop_assert_eq!(std::ptr::eq(hint.owner_for_tests(), &t), !foreign);
-            t.insert_prepared(Bytes::from(key.clone()), seq, Some(Bytes::from(vec![i as u8])), &hint);
-            model.insert((key.clone(), Reverse(seq)), Some(vec![i as u8]));
+/// Inserts from hints made some inserts earlier (stale by up to 40
+/// nodes, past `MAX_HINT_STEPS`), or made by another MemTable, build
+/// the same MemTable as plain inserts.
+fn prepared_inserts_match_a_model<T: Table>(
+    writes: Vec<(Vec<u8>, usize, bool)>,
+) -> Result<(), TestCaseError> {
+    let t = T::with_capacity(64 << 10);
+    let other = T::with_capacity(64 << 10);
+    other.insert(b("x"), 1, None);
+    let mut model = BTreeMap::new();
+    // The hint of write j is made before write j - delay_j is inserted.
+    let made_at: Vec<usize> = writes
+        .iter()
+        .enumerate()
+        .map(|(j, w)| j.saturating_sub(w.1))
+        .collect();
+    let mut hints: Vec<Option<super::InsertHint>> = writes.iter().map(|_| None).collect();
+    for (i, (key, _, foreign)) in writes.iter().enumerate() {
+        for j in (i..writes.len()).filter(|&j| made_at[j] == i) {
+            let source = if writes[j].2 { &other } else { &t };
+            hints[j] = Some(source.prepare_insert(&writes[j].0));
         }
-        proptest::prop_assert_eq!(t.check_structure(), Ok(()));
-        let all = (Bound::Unbounded, Bound::Unbounded);
-        for seq in [1, writes.len() as u64 / 2, u64::MAX] {
-            let want = model_scan(&model, all, seq, Direction::Forward);
-            let mut out = Vec::new();
-            t.scan(all.0, all.1, seq, Direction::Forward, usize::MAX, &mut out);
-            let got: Vec<_> = out.into_iter().map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec()))).collect();
-            proptest::prop_assert_eq!(got, want);
-        }
+        let seq = i as u64 + 1;
+        let hint = hints[i].take().expect("made at or before its insert");
+        proptest::prop_assert_eq!(
+            std::ptr::eq(hint.owner_for_tests(), std::ptr::from_ref(&t).cast()),
+            !foreign
+        );
+        t.insert_prepared(
+            Bytes::from(key.clone()),
+            seq,
+            Some(Bytes::from(vec![i as u8])),
+            &hint,
+        );
+        model.insert((key.clone(), Reverse(seq)), Some(vec![i as u8]));
     }
+    proptest::prop_assert_eq!(t.check_structure(), Ok(()));
+    let all = (Bound::Unbounded, Bound::Unbounded);
+    for seq in [1, writes.len() as u64 / 2, u64::MAX] {
+        let want = model_scan(&model, all, seq, Direction::Forward);
+        let mut out = Vec::new();
+        t.scan(all.0, all.1, seq, Direction::Forward, usize::MAX, &mut out);
+        let got: Vec<_> = out
+            .into_iter()
+            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+            .collect();
+        proptest::prop_assert_eq!(got, want);
+    }
+    Ok(())
 }
 
 /// Two writers search for their keys' places at the same time as each
 /// other's inserts, then insert in turn (as group-commit leaders do),
 /// while readers check that what they see stays sorted and whole.
-#[test]
-fn prepared_inserts_from_two_writers_beside_readers() {
+fn prepared_inserts_from_two_writers_beside_readers<T: Table>() {
     use std::sync::atomic::AtomicU64;
     const KEYS_PER_WRITER: u64 = 10_000;
-    let t = SkipListMemTable::with_capacity(1 << 20);
+    let t = T::with_capacity(1 << 20);
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let next_seq = parking_lot::Mutex::new(1u64);
     let done = AtomicU64::new(0);
@@ -361,9 +491,8 @@ fn prepared_inserts_from_two_writers_beside_readers() {
 
 /// A hint made before a hundred keys were linked in below its key: the
 /// insert walks past them or searches from the top, and lands right.
-#[test]
-fn a_hint_stale_by_many_inserts_still_lands_right() {
-    let t = SkipListMemTable::new();
+fn a_hint_stale_by_many_inserts_still_lands_right<T: Table>() {
+    let t = T::new();
     t.insert(b("a"), 1, None);
     let hint = t.prepare_insert(b"m");
     for i in 0..100u64 {
@@ -387,8 +516,7 @@ fn a_hint_stale_by_many_inserts_still_lands_right() {
 /// A MemTable whose arena reuses the chunks of one dropped before it (from
 /// the page cache's pool) holds exactly what was written to it: reused
 /// memory is not zeroed, and nothing of the old entries shows through.
-#[test]
-fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
+fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
 
@@ -397,7 +525,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
     let capacity = Arc::new(AtomicU64::new(64 << 20));
     let pool = Arc::new(MappingPool::new(capacity, Arc::new(AtomicU64::new(0))));
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
-    let first = SkipListMemTable::with_capacity_in(1 << 20, Some(pool.clone()));
+    let first = T::with_capacity_in(1 << 20, Some(pool.clone()));
     for i in 0..6_000 {
         first.insert(key(i), i + 1, Some(Bytes::from(vec![0xFF; 100])));
     }
@@ -405,7 +533,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
     let kept = pool.kept_bytes();
     assert!(kept > 0, "the dropped table's chunks were kept");
 
-    let second = SkipListMemTable::with_capacity_in(1 << 20, Some(pool.clone()));
+    let second = T::with_capacity_in(1 << 20, Some(pool.clone()));
     let mut model = BTreeMap::new();
     for i in (0..3_000u64).rev() {
         let value = Bytes::from(vec![i as u8; 1 + (i % 90) as usize]);
@@ -432,3 +560,92 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
     );
     assert_eq!(all.len(), model.len());
 }
+
+/// Every test above, for each MemTable structure.
+macro_rules! memtable_tests {
+    ($module:ident, $table:ty) => {
+        mod $module {
+            use super::*;
+
+            #[test]
+            fn get_sees_the_newest_visible_version() {
+                super::get_sees_the_newest_visible_version::<$table>();
+            }
+
+            #[test]
+            fn scans_resolve_versions_both_ways() {
+                super::scans_resolve_versions_both_ways::<$table>();
+            }
+
+            #[test]
+            fn scan_bounds_cover_all_versions() {
+                super::scan_bounds_cover_all_versions::<$table>();
+            }
+
+            #[test]
+            fn sealed_reads_share_the_arena_and_match_copies() {
+                super::sealed_reads_share_the_arena_and_match_copies::<$table>();
+            }
+
+            #[test]
+            #[should_panic(expected = "insert into a sealed MemTable")]
+            fn insert_after_seal_is_refused() {
+                super::insert_after_seal_is_refused::<$table>();
+            }
+
+            #[test]
+            fn large_values_get_chunks_of_their_own() {
+                super::large_values_get_chunks_of_their_own::<$table>();
+            }
+
+            #[test]
+            fn readers_see_a_sorted_prefix_while_one_thread_writes() {
+                super::readers_see_a_sorted_prefix_while_one_thread_writes::<$table>();
+            }
+
+            #[test]
+            fn prepared_inserts_from_two_writers_beside_readers() {
+                super::prepared_inserts_from_two_writers_beside_readers::<$table>();
+            }
+
+            #[test]
+            fn a_hint_stale_by_many_inserts_still_lands_right() {
+                super::a_hint_stale_by_many_inserts_still_lands_right::<$table>();
+            }
+
+            #[test]
+            fn a_memtable_on_reused_chunks_holds_only_its_own_entries() {
+                super::a_memtable_on_reused_chunks_holds_only_its_own_entries::<$table>();
+            }
+
+            proptest::proptest! {
+                #[test]
+                fn reads_match_a_model_before_and_after_sealing(
+                    writes in proptest::collection::vec(
+                        (proptest::collection::vec(0u8..4, 1..4), proptest::option::of(0u8..255)),
+                        1..200,
+                    ),
+                    reads in proptest::collection::vec(
+                        (proptest::collection::vec(0u8..4, 1..4), 0u64..220, 0u8..3, 0u8..3, 1usize..8),
+                        1..20,
+                    ),
+                ) {
+                    super::reads_match_a_model_before_and_after_sealing::<$table>(writes, reads)?;
+                }
+
+                #[test]
+                fn prepared_inserts_match_a_model(
+                    writes in proptest::collection::vec(
+                        (proptest::collection::vec(0u8..6, 1..4), 0usize..40, proptest::bool::weighted(0.1)),
+                        1..300,
+                    ),
+                ) {
+                    super::prepared_inserts_match_a_model::<$table>(writes)?;
+                }
+            }
+        }
+    };
+}
+
+memtable_tests!(skiplist, SkipListMemTable);
+memtable_tests!(btree, BTreeMemTable);

@@ -1,0 +1,546 @@
+//! The MemTable as a B+-tree with right links (a B-link tree, Lehman and
+//! Yao). Entries live in one arena (`node.rs` layout, no tower); the tree's
+//! nodes (`btree_node.rs`) in another, and hold each entry's key prefix
+//! beside its pointer. A search reads one node per level, mostly prefixes:
+//! about five cache misses for a million entries, where the skiplist takes
+//! about twenty.
+//!
+//! One writer at a time (the writer lock; the group commit's leader
+//! already serialises writes) changes nodes in place under their sequence
+//! locks. Readers take no lock. A split moves a node's upper half to a new
+//! right sibling and only then tells the parent, so a reader that arrives
+//! from a parent read before the split finds its edge beyond the node's
+//! high fence and follows the right link. Entries are never removed, so a
+//! node's range only ever shrinks from above, and every node keeps its low
+//! fence: right links are all a reader needs.
+
+use std::fmt;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use super::arena::Arena;
+use super::bloom::KeyBloom;
+use super::btree_node::{FANOUT, Header, Snapshot, Step};
+use super::node::{KeyParts, Node, NodeRef, compare, write_node};
+use super::search::{Edge, emit, within};
+use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
+use crate::io::MappingPool;
+
+/// Entry size the key filter is sized for (as in the skiplist).
+const ENTRY_ESTIMATE_BYTES: u64 = 128;
+
+/// Versions of one key a forward scan steps over before seeking past the
+/// key instead (a hot key may hold many).
+const MAX_VERSION_STEPS: usize = 4;
+
+/// Levels a tree can have: at least half-full inner nodes of `FANOUT`
+/// children reach 16^15 leaves.
+const MAX_DEPTH: usize = 16;
+
+/// Bytes of tree nodes per arena chunk.
+const NODE_CHUNK_BYTES: usize = 256 << 10;
+
+/// Concurrent B+-tree of versions, ordered as `node::compare` orders them.
+pub(crate) struct BTreeMemTable {
+    root: AtomicPtr<Header>,
+    writer: Mutex<Writer>,
+    /// The entry arena's chunks as `Bytes`, once no write can come: reads
+    /// then return slices of them instead of copies.
+    sealed: OnceLock<Vec<Bytes>>,
+    len: AtomicUsize,
+    size_bytes: AtomicU64,
+    /// Every key inserted; gets of other keys skip the search.
+    bloom: KeyBloom,
+}
+
+#[derive(Debug)]
+struct Writer {
+    entries: Arena,
+    nodes: Arena,
+}
+
+/// The inner nodes a writer's search went down through, and which child
+/// it took in each.
+struct Path<'a> {
+    steps: [Option<(&'a Header, usize)>; MAX_DEPTH],
+    depth: usize,
+}
+
+impl<'a> Path<'a> {
+    fn new() -> Self {
+        Path {
+            steps: [None; MAX_DEPTH],
+            depth: 0,
+        }
+    }
+
+    fn push(&mut self, node: &'a Header, child: usize) {
+        assert!(
+            self.depth < MAX_DEPTH,
+            "a tree of at most {MAX_DEPTH} levels"
+        );
+        self.steps[self.depth] = Some((node, child));
+        self.depth += 1;
+    }
+
+    fn pop(&mut self) -> Option<(&'a Header, usize)> {
+        self.depth = self.depth.checked_sub(1)?;
+        self.steps[self.depth].take()
+    }
+}
+
+/// Where a search ended: the last entry the edge passes (`None`: the
+/// start) and the first it does not, in the leaf read at `version`.
+struct Found<'a> {
+    pred: Option<NodeRef<'a>>,
+    next: Option<NodeRef<'a>>,
+    leaf: &'a Header,
+    version: u64,
+}
+
+impl fmt::Debug for BTreeMemTable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BTreeMemTable")
+            .field("len", &self.len())
+            .field("size_bytes", &self.size_bytes())
+            .field("sealed", &self.sealed.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A published entry; `ptr` came from a validated read, so is not null.
+fn entry<'a>(ptr: *mut Node) -> NodeRef<'a> {
+    let ptr = std::ptr::NonNull::new(ptr).expect("a validated slot holds an entry");
+    // SAFETY: slots hold published entries of the MemTable, which outlives
+    // the reference (`btree_node` module docs).
+    unsafe { NodeRef::new(ptr) }
+}
+
+fn entry_or_none<'a>(ptr: *mut Node) -> Option<NodeRef<'a>> {
+    (!ptr.is_null()).then(|| entry(ptr))
+}
+
+impl BTreeMemTable {
+    /// A MemTable whose key filter and entry chunks are sized for
+    /// `capacity_bytes` of entries (it stays correct beyond, with more false
+    /// positives). The filter's memory is charged to the MemTable's size.
+    pub fn with_capacity(capacity_bytes: u64) -> Self {
+        Self::with_capacity_in(capacity_bytes, None)
+    }
+
+    /// As `with_capacity`, with arena chunks from `pool` (see `Arena`).
+    pub fn with_capacity_in(capacity_bytes: u64, pool: Option<Arc<MappingPool>>) -> Self {
+        let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
+        // About 64 chunks per MemTable: few map calls, little unused tail.
+        let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
+        let mut nodes = Arena::new(NODE_CHUNK_BYTES, pool.clone());
+        let root = Header::create(&mut nodes, 0);
+        let table = BTreeMemTable {
+            root: AtomicPtr::new(root),
+            writer: Mutex::new(Writer {
+                entries: Arena::new(chunk_bytes, pool),
+                nodes,
+            }),
+            sealed: OnceLock::new(),
+            len: AtomicUsize::new(0),
+            size_bytes: AtomicU64::new(0),
+            bloom,
+        };
+        table.charge(&table.writer.lock());
+        table
+    }
+
+    fn charge(&self, writer: &Writer) {
+        let charged =
+            writer.entries.charged_bytes() + writer.nodes.charged_bytes() + self.bloom.size_bytes();
+        self.size_bytes.store(charged, Ordering::Relaxed);
+    }
+
+    /// How this MemTable tells its own hints from others'.
+    fn owner(&self) -> *const () {
+        std::ptr::from_ref(self).cast()
+    }
+
+    fn node(&self, ptr: *mut Header) -> &Header {
+        assert!(!ptr.is_null(), "a validated link leads to a node");
+        // SAFETY: links hold nodes of this MemTable's node arena, published
+        // with release and read with acquire; they live as long as `self`.
+        unsafe { &*ptr }
+    }
+
+    fn root(&self) -> &Header {
+        self.node(self.root.load(Ordering::Acquire))
+    }
+
+    /// Goes down to the leaf whose range holds `edge` and returns what
+    /// `at_leaf` read there (given how many entries pass), with the leaf and
+    /// its version. With `path`, records the inner nodes on the way.
+    fn descend<'a, R>(
+        &'a self,
+        edge: Edge<'_>,
+        mut path: Option<&mut Path<'a>>,
+        at_leaf: impl Fn(&Header, usize) -> R,
+    ) -> (R, &'a Header, u64) {
+        let mut node = self.root();
+        loop {
+            let (route, version) = node.read(|n| match n.route(edge) {
+                None => Ok(at_leaf(n, n.passed(edge))),
+                Some(step) => Err(step),
+            });
+            match route {
+                Ok(found) => return (found, node, version),
+                Err(Step::Right(right)) => node = self.node(right),
+                Err(Step::Down { child, index }) => {
+                    if let Some(path) = path.as_deref_mut() {
+                        path.push(node, index);
+                    }
+                    node = self.node(child);
+                }
+            }
+        }
+    }
+
+    fn seek(&self, edge: Edge<'_>) -> Found<'_> {
+        let ((pred, next), leaf, version) = self.descend(edge, None, |n, passed| {
+            let pred = match passed {
+                0 => std::ptr::null_mut(),
+                p => n.entry(p - 1),
+            };
+            let next = if passed < n.len() {
+                n.entry(passed)
+            } else {
+                n.high()
+            };
+            (pred, next)
+        });
+        Found {
+            pred: entry_or_none(pred),
+            next: entry_or_none(next),
+            leaf,
+            version,
+        }
+    }
+
+    /// Entries in order from the first that `edge` does not pass.
+    fn cursor(&self, edge: Edge<'_>) -> Cursor<'_> {
+        let (snapshot, _, _) = self.descend(edge, None, |n, passed| n.snapshot(passed));
+        Cursor {
+            table: self,
+            snapshot,
+            at: 0,
+        }
+    }
+
+    /// Entries in order from the first at or after `lower`.
+    fn cursor_from(&self, lower: Bound<&[u8]>) -> Cursor<'_> {
+        match lower {
+            Bound::Included(k) => self.cursor(Edge::below(k)),
+            Bound::Excluded(k) => self.cursor(Edge::up_to(k)),
+            // Every entry is at or after the empty key's newest version.
+            Bound::Unbounded => self.cursor(Edge::below(&[])),
+        }
+    }
+
+    /// The last entry at or before `upper`.
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        match upper {
+            Bound::Included(k) => self.seek(Edge::up_to(k)).pred,
+            Bound::Excluded(k) => self.seek(Edge::below(k)).pred,
+            Bound::Unbounded => self.seek(Edge::All).pred,
+        }
+    }
+
+    /// The newest version of `key` at or below `seq`.
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+        let found = self.seek(Edge::Version(KeyParts::new(key, seq)));
+        found.next.filter(|n| n.key() == key)
+    }
+}
+
+/// A forward walk over the leaves: one consistent copy of a leaf's slots
+/// at a time, then on along its right link. Each copy and its link were
+/// read together, so a split after the copy cannot hide entries from it.
+struct Cursor<'a> {
+    table: &'a BTreeMemTable,
+    snapshot: Snapshot,
+    at: usize,
+}
+
+impl<'a> Iterator for Cursor<'a> {
+    type Item = NodeRef<'a>;
+
+    fn next(&mut self) -> Option<NodeRef<'a>> {
+        while self.at == self.snapshot.len {
+            if self.snapshot.right.is_null() {
+                return None;
+            }
+            let right = self.table.node(self.snapshot.right);
+            self.snapshot = right.read(|n| n.snapshot(0)).0;
+            self.at = 0;
+        }
+        self.at += 1;
+        Some(entry(self.snapshot.entries[self.at - 1]))
+    }
+}
+
+impl BTreeMemTable {
+    /// Adds a version, in `hint`'s leaf when that leaf has not changed
+    /// since the hint was made and has room (else with a search from the
+    /// root).
+    fn insert_with(
+        &self,
+        key: Bytes,
+        seq: u64,
+        value: Option<Bytes>,
+        hint: Option<(*const Header, u64)>,
+    ) {
+        // Before the entry: a get that finds the entry must pass the filter.
+        self.bloom.insert(&key);
+        let mut writer = self.writer.lock();
+        assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
+        let writer = &mut *writer;
+        let new = write_node(&mut writer.entries, 0, &key, seq, value.as_deref()).as_ptr();
+        let edge = Edge::Version(entry(new).parts());
+        if !hint.is_some_and(|(leaf, version)| self.insert_in_hinted_leaf(leaf, version, edge, new))
+        {
+            let mut path = Path::new();
+            let (passed, leaf, _) = self.descend(edge, Some(&mut path), |n, passed| {
+                debug_assert!(
+                    passed == n.len()
+                        || compare(entry(n.entry(passed)).parts(), entry(new).parts()).is_gt(),
+                    "sequence numbers of one key are unique, and grow"
+                );
+                passed
+            });
+            self.insert_into(&mut writer.nodes, leaf, passed, new, path);
+        }
+        self.len.fetch_add(1, Ordering::Relaxed);
+        self.charge(writer);
+    }
+
+    /// `true` when `new` went into the hinted leaf. Writer only.
+    fn insert_in_hinted_leaf(
+        &self,
+        leaf: *const Header,
+        version: u64,
+        edge: Edge<'_>,
+        new: *mut Node,
+    ) -> bool {
+        // SAFETY: the hint is this MemTable's (checked by the caller), so
+        // `leaf` is one of its nodes.
+        let leaf = unsafe { &*leaf };
+        // An unchanged leaf still holds the key's range; only the writer
+        // changes nodes, and it is here.
+        if leaf.version() != version || leaf.is_full() {
+            return false;
+        }
+        debug_assert!(
+            leaf.route(edge).is_none(),
+            "an unchanged leaf keeps its range"
+        );
+        leaf.insert_at(leaf.passed(edge), new, std::ptr::null_mut());
+        true
+    }
+
+    /// Puts `new` (an entry, with `child` for inner nodes) at `index` of
+    /// `node`, splitting it first if it is full, and so on up `path`.
+    fn insert_into<'a>(
+        &'a self,
+        nodes: &mut Arena,
+        mut node: &'a Header,
+        mut index: usize,
+        mut new: *mut Node,
+        mut path: Path<'a>,
+    ) {
+        let mut child = std::ptr::null_mut();
+        loop {
+            if !node.is_full() {
+                node.insert_at(index, new, child);
+                return;
+            }
+            let right = node.split(nodes);
+            // Not at the right's slot 0: that is its low fence, which the
+            // parent is told next. An entry between the halves ends the left.
+            let mid = FANOUT / 2;
+            if index <= mid {
+                node.insert_at(index, new, child);
+            } else {
+                right.insert_at(index - mid, new, child);
+            }
+            let right_ptr = std::ptr::from_ref(right).cast_mut();
+            match path.pop() {
+                Some((parent, taken)) => {
+                    (node, index, new, child) = (parent, taken + 1, right.entry(0), right_ptr);
+                }
+                None => {
+                    let root = Header::new_root(nodes, node, right);
+                    self.root.store(root, Ordering::Release);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl BTreeMemTable {
+    /// Forward scans walk the leaves (one step per entry) instead of
+    /// searching from the root for every key.
+    fn scan_forward<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        found: &mut Vec<NodeRef<'a>>,
+    ) {
+        let mut cursor = self.cursor_from(lower);
+        let mut next = cursor.next();
+        while found.len() < limit {
+            let Some(first) = next else {
+                return;
+            };
+            let key = first.key();
+            if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
+                return;
+            }
+            // Versions come newest first: the first at or below `seq` is
+            // the visible one.
+            let mut node = first;
+            let mut steps = 0;
+            let mut after = None;
+            let visible = loop {
+                if node.seq() <= seq {
+                    break Some(node);
+                }
+                match cursor.next() {
+                    Some(n) if n.key() == key => node = n,
+                    other => {
+                        after = Some(other);
+                        break None;
+                    }
+                }
+                steps += 1;
+            };
+            found.extend(visible);
+            // On to the next key: step over a few older versions, or seek.
+            next = match after {
+                Some(other) => other,
+                None => loop {
+                    match cursor.next() {
+                        Some(n) if n.key() == key => {
+                            steps += 1;
+                            if steps > MAX_VERSION_STEPS {
+                                cursor = self.cursor_from(Bound::Excluded(key));
+                                break cursor.next();
+                            }
+                        }
+                        other => break other,
+                    }
+                },
+            };
+        }
+    }
+
+    /// One or two searches per key rather than a walk over versions: a hot
+    /// key may hold many versions older than the visible one.
+    fn scan_reverse<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        found: &mut Vec<NodeRef<'a>>,
+    ) {
+        let mut resume: Option<&'a [u8]> = None;
+        while found.len() < limit {
+            let last = match resume {
+                None => self.last_from(upper),
+                Some(k) => self.last_from(Bound::Excluded(k)),
+            };
+            let Some(last) = last else {
+                return;
+            };
+            let key = last.key();
+            if !within(key, lower, |k, b| k > b, |k, b| k >= b) {
+                return;
+            }
+            found.extend(self.visible(key, seq));
+            resume = Some(key);
+        }
+    }
+}
+
+impl MemTable for BTreeMemTable {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+        self.insert_with(key, seq, value, None);
+    }
+
+    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
+        let found = self.seek(Edge::below(key));
+        InsertHint::new(
+            self.owner(),
+            HintAt::Leaf {
+                leaf: found.leaf,
+                version: found.version,
+            },
+        )
+    }
+
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+        let leaf = match hint.made_by(self.owner()) {
+            Some(&HintAt::Leaf { leaf, version }) => Some((leaf, version)),
+            _ => None,
+        };
+        self.insert_with(key, seq, value, leaf);
+    }
+
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        if !self.bloom.may_contain(key) {
+            return None;
+        }
+        let node = self.visible(key, seq)?;
+        let mut out = Vec::with_capacity(1);
+        emit(self.sealed.get(), &[node], &mut out);
+        out.pop().map(|(_, value)| value)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        let mut found = Vec::with_capacity(limit.min(1024));
+        match direction {
+            Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
+            Direction::Reverse => self.scan_reverse(lower, upper, seq, limit, &mut found),
+        }
+        emit(self.sealed.get(), &found, out);
+    }
+
+    fn check_structure(&self) -> Result<(), String> {
+        // Writes would move the structure under the walk.
+        let _writer = self.writer.lock();
+        super::btree_check::check(self.root(), self.len())
+    }
+
+    fn seal(&self) {
+        let writer = self.writer.lock();
+        self.sealed.get_or_init(|| writer.entries.share());
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,98 @@
+//! What the MemTable's structures share: which entries a search passes
+//! (`Edge`), bound checks, and turning found entries into `Bytes`.
+
+use std::cmp::Ordering;
+use std::ops::Bound;
+
+use bytes::{Bytes, BytesMut};
+
+use super::Versioned;
+use super::node::{KeyParts, NodeRef};
+
+/// Which entries a search passes: those before a version, those whose key
+/// is below a key, those whose key is at most a key, or all of them.
+/// Entries are in version order, so the passed ones come first.
+#[derive(Clone, Copy)]
+pub(crate) enum Edge<'k> {
+    Version(KeyParts<'k>),
+    Below(KeyParts<'k>),
+    UpTo(KeyParts<'k>),
+    All,
+}
+
+impl<'k> Edge<'k> {
+    /// Entries of keys below `key` (every version of `key` is at or after
+    /// `(key, u64::MAX)`).
+    pub fn below(key: &'k [u8]) -> Self {
+        Edge::Below(KeyParts::new(key, u64::MAX))
+    }
+
+    /// Entries of keys up to `key` (every version is at or before `(key, 0)`).
+    pub fn up_to(key: &'k [u8]) -> Self {
+        Edge::UpTo(KeyParts::new(key, 0))
+    }
+
+    pub fn passes(self, node: NodeRef<'_>) -> bool {
+        match self {
+            Edge::Version(p) | Edge::Below(p) => node.cmp_parts(p) == Ordering::Less,
+            Edge::UpTo(p) => node.cmp_parts(p) != Ordering::Greater,
+            Edge::All => true,
+        }
+    }
+
+    /// The key prefix entries are compared with first: an entry whose
+    /// prefix is below it passes, one above it does not. `None` for `All`.
+    pub fn prefix(self) -> Option<u64> {
+        match self {
+            Edge::Version(p) | Edge::Below(p) | Edge::UpTo(p) => Some(p.prefix),
+            Edge::All => None,
+        }
+    }
+}
+
+/// `true` when `key` lies on the inner side of `bound`.
+pub(super) fn within(
+    key: &[u8],
+    bound: Bound<&[u8]>,
+    excluded: fn(&[u8], &[u8]) -> bool,
+    included: fn(&[u8], &[u8]) -> bool,
+) -> bool {
+    match bound {
+        Bound::Included(b) => included(key, b),
+        Bound::Excluded(b) => excluded(key, b),
+        Bound::Unbounded => true,
+    }
+}
+
+/// The found entries as `Bytes`: slices of the sealed arena's chunks when
+/// there are any, or else copies into one buffer per call.
+pub(super) fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
+    if let Some(chunks) = sealed {
+        out.extend(found.iter().map(|&n| {
+            let chunk = &chunks[n.chunk() as usize];
+            let at = n.ptr() as usize - chunk.as_ptr() as usize;
+            let slice = |r: std::ops::Range<usize>| chunk.slice(at + r.start..at + r.end);
+            (slice(n.key_range()), n.value_range().map(slice))
+        }));
+        return;
+    }
+    let total = found
+        .iter()
+        .map(|n| n.key().len() + n.value().map_or(0, <[u8]>::len))
+        .sum();
+    let mut buf = BytesMut::with_capacity(total);
+    for n in found {
+        buf.extend_from_slice(n.key());
+        buf.extend_from_slice(n.value().unwrap_or_default());
+    }
+    let buf = buf.freeze();
+    let mut at = 0;
+    let mut take = |len: usize| {
+        at += len;
+        buf.slice(at - len..at)
+    };
+    out.extend(found.iter().map(|n| {
+        let key = take(n.key().len());
+        (key, n.value().map(|v| take(v.len())))
+    }));
+}
