@@ -39,7 +39,8 @@ pub struct Options {
     /// MemTable capacity: bytes of updates gathered before one checkpoint.
     /// Larger means lower write amplification and less memory for the page
     /// cache. Capped at a quarter of `cache_capacity_bytes` (the active and
-    /// two frozen MemTables then fit in three quarters of the budget).
+    /// the frozen MemTable then fit in half of the budget, beside the
+    /// running checkpoint's working set).
     /// Changeable at runtime with [`crate::Db::set_checkpoint_distance`].
     pub checkpoint_distance_bytes: u64,
     /// The record cache's share of `cache_capacity_bytes`: newest values of

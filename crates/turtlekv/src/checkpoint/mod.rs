@@ -15,5 +15,9 @@ pub(crate) use worker::{Control, WorkerGuard};
 
 /// At most this many frozen MemTables wait for their checkpoint; a writer
 /// that would freeze one more waits (a write stall) instead of queueing
-/// without bound.
-pub(crate) const MAX_FROZEN_MEMTABLES: usize = 2;
+/// without bound. One: writers fill the active MemTable while the frozen
+/// one is checkpointed. A second frozen MemTable let a 10M-record load
+/// run 5% faster with the B+-tree MemTable, but its peak RSS was 60-70 MiB
+/// higher, past the budget plus 25% (`docs/benchmarks.md`, "The B+-tree
+/// MemTable").
+pub(crate) const MAX_FROZEN_MEMTABLES: usize = 1;

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::WriteBatch;
-use crate::checkpoint::{CheckpointTarget, Coverage, MAX_FROZEN_MEMTABLES};
+use crate::checkpoint::{CheckpointTarget, Coverage};
 use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
 use crate::db::read_pressure::{Monitor, Pressure, Sample};
@@ -62,14 +62,10 @@ impl DbInner {
         let Some(oldest) = frozen.last().cloned() else {
             return Ok(());
         };
-        // Idle I/O while writers have room for another frozen MemTable and
-        // nobody waits; with no room left, the checkpoint is what writers
-        // will wait on next.
+        // Idle I/O while nobody waits; a writer that has to wait for this
+        // checkpoint raises it the moment it starts waiting.
         if let Some(io) = &self.checkpoint_io {
-            io.set_idle_when(|| {
-                frozen.len() < MAX_FROZEN_MEMTABLES
-                    && self.checkpoint_waiters.load(Ordering::Acquire) == 0
-            });
+            io.set_idle_when(|| self.checkpoint_waiters.load(Ordering::Acquire) == 0);
         }
 
         let coverage = Coverage {

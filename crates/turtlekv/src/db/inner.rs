@@ -140,7 +140,7 @@ impl DbInner {
 
     /// The MemTable capacity in force: the configured checkpoint distance,
     /// capped at a quarter of the memory budget so that the active and the
-    /// two frozen MemTables cannot take more than three quarters of it.
+    /// frozen MemTable cannot take more than half of it.
     pub fn effective_checkpoint_distance(&self) -> u64 {
         let configured = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
         configured
