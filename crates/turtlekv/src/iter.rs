@@ -17,10 +17,10 @@ use crate::state::ReadView;
 /// merge needs from each source only the keys up to where the caller stops:
 /// a YCSB E scan of 50 records over a MemTable holding a few percent of the
 /// keys needs one or two of them, and fetching 64 from every MemTable was
-/// most of its skiplist and key-comparison time.
+/// most of its MemTable-search and key-comparison time.
 const FIRST_FETCH_KEYS: usize = 8;
 /// Each refill doubles the fetch up to this, which amortises the cost of a
-/// refill (a skiplist search) for long scans.
+/// refill (a MemTable search) for long scans.
 const MAX_FETCH_KEYS: usize = 64;
 
 /// Iterator over `(key, value)` pairs of a range at one point in time.

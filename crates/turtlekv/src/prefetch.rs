@@ -1,5 +1,5 @@
 //! Cache prefetch hints, for searches whose next load depends on the last
-//! one (the MemTable's skiplist, a leaf chunk's items). Shared by the
+//! one (the skiplist MemTable, a leaf chunk's items). Shared by the
 //! MemTable and the tree, like `key.rs`.
 
 /// How close to the core a prefetched line should come.

@@ -1,7 +1,8 @@
 //! Reading a frozen MemTable for its checkpoint: the newest version of every
 //! key in key order, tombstones kept. The key range is cut into parts that
-//! are scanned in parallel on the checkpoint pool (a skiplist walk is
-//! mostly cache misses, so two cores scan twice as fast), then joined.
+//! are scanned in parallel on the checkpoint pool (a walk over the
+//! MemTable's entries is mostly cache misses, so two cores scan about
+//! twice as fast), then joined.
 
 use std::ops::Bound;
 
