@@ -26,7 +26,7 @@ use super::arena::Arena;
 use super::bloom::KeyBloom;
 use super::btree_node::{FANOUT, Header, Snapshot, Step};
 use super::node::{KeyParts, Node, NodeRef, compare, write_node};
-use super::search::{Edge, emit, within};
+use super::search::{Edge, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -246,7 +246,7 @@ impl BTreeMemTable {
     }
 
     /// The last entry at or before `upper`.
-    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+    pub(super) fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
         match upper {
             Bound::Included(k) => self.seek(Edge::up_to(k)).pred,
             Bound::Excluded(k) => self.seek(Edge::below(k)).pred,
@@ -255,7 +255,7 @@ impl BTreeMemTable {
     }
 
     /// The newest version of `key` at or below `seq`.
-    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+    pub(super) fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
         let found = self.seek(Edge::Version(KeyParts::new(key, seq)));
         found.next.filter(|n| n.key() == key)
     }
@@ -444,34 +444,6 @@ impl BTreeMemTable {
             };
         }
     }
-
-    /// One or two searches per key rather than a walk over versions: a hot
-    /// key may hold many versions older than the visible one.
-    fn scan_reverse<'a>(
-        &'a self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        limit: usize,
-        found: &mut Vec<NodeRef<'a>>,
-    ) {
-        let mut resume: Option<&'a [u8]> = None;
-        while found.len() < limit {
-            let last = match resume {
-                None => self.last_from(upper),
-                Some(k) => self.last_from(Bound::Excluded(k)),
-            };
-            let Some(last) = last else {
-                return;
-            };
-            let key = last.key();
-            if !within(key, lower, |k, b| k > b, |k, b| k >= b) {
-                return;
-            }
-            found.extend(self.visible(key, seq));
-            resume = Some(key);
-        }
-    }
 }
 
 impl MemTable for BTreeMemTable {
@@ -520,7 +492,7 @@ impl MemTable for BTreeMemTable {
         let mut found = Vec::with_capacity(limit.min(1024));
         match direction {
             Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
-            Direction::Reverse => self.scan_reverse(lower, upper, seq, limit, &mut found),
+            Direction::Reverse => scan_reverse(self, lower, upper, seq, limit, &mut found),
         }
         emit(self.sealed.get(), &found, out);
     }
@@ -542,5 +514,15 @@ impl MemTable for BTreeMemTable {
 
     fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Search for BTreeMemTable {
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        BTreeMemTable::last_from(self, upper)
+    }
+
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+        BTreeMemTable::visible(self, key, seq)
     }
 }

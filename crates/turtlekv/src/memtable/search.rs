@@ -96,3 +96,42 @@ pub(super) fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut
         (key, n.value().map(|v| take(v.len())))
     }));
 }
+
+/// The two searches a reverse scan is made of.
+pub(super) trait Search {
+    /// The last entry at or before `upper`.
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>>;
+
+    /// The newest version of `key` at or below `seq`.
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>>;
+}
+
+/// Appends to `found` up to `limit` keys within `(lower, upper)`, each with
+/// its newest version visible at `seq`, from the upper end down. One or two
+/// searches per key rather than a walk over versions: a hot key may hold
+/// many versions older than the visible one.
+pub(super) fn scan_reverse<'a, T: Search>(
+    table: &'a T,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    seq: u64,
+    limit: usize,
+    found: &mut Vec<NodeRef<'a>>,
+) {
+    let mut resume: Option<&'a [u8]> = None;
+    while found.len() < limit {
+        let last = match resume {
+            None => table.last_from(upper),
+            Some(k) => table.last_from(Bound::Excluded(k)),
+        };
+        let Some(last) = last else {
+            return;
+        };
+        let key = last.key();
+        if !within(key, lower, |k, b| k > b, |k, b| k >= b) {
+            return;
+        }
+        found.extend(table.visible(key, seq));
+        resume = Some(key);
+    }
+}

@@ -18,7 +18,7 @@ use super::bloom::KeyBloom;
 use super::node::{
     KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
 };
-use super::search::{Edge, emit, within};
+use super::search::{Edge, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -171,7 +171,7 @@ impl SkipListMemTable {
     }
 
     /// The last node at or before `upper`.
-    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+    pub(super) fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
         match upper {
             Bound::Included(k) => self.seek(Edge::up_to(k), None).0,
             Bound::Excluded(k) => self.seek(Edge::below(k), None).0,
@@ -180,7 +180,7 @@ impl SkipListMemTable {
     }
 
     /// The newest version of `key` at or below `seq`.
-    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+    pub(super) fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
         let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)), None);
         node.filter(|n| n.key() == key)
     }
@@ -361,34 +361,6 @@ impl SkipListMemTable {
         }
     }
 
-    /// One or two seeks per key rather than a walk over versions: a hot key
-    /// may hold many versions older than the visible one.
-    fn scan_reverse<'a>(
-        &'a self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        limit: usize,
-        found: &mut Vec<NodeRef<'a>>,
-    ) {
-        let mut resume: Option<&'a [u8]> = None;
-        while found.len() < limit {
-            let last = match resume {
-                None => self.last_from(upper),
-                Some(k) => self.last_from(Bound::Excluded(k)),
-            };
-            let Some(last) = last else {
-                return;
-            };
-            let key = last.key();
-            if !within(key, lower, |k, b| k > b, |k, b| k >= b) {
-                return;
-            }
-            found.extend(self.visible(key, seq));
-            resume = Some(key);
-        }
-    }
-
     fn emit(&self, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
         emit(self.sealed.get(), found, out);
     }
@@ -435,7 +407,7 @@ impl MemTable for SkipListMemTable {
         let mut found = Vec::with_capacity(limit.min(1024));
         match direction {
             Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
-            Direction::Reverse => self.scan_reverse(lower, upper, seq, limit, &mut found),
+            Direction::Reverse => scan_reverse(self, lower, upper, seq, limit, &mut found),
         }
         self.emit(&found, out);
     }
@@ -455,5 +427,15 @@ impl MemTable for SkipListMemTable {
 
     fn len(&self) -> usize {
         self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Search for SkipListMemTable {
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        SkipListMemTable::last_from(self, upper)
+    }
+
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+        SkipListMemTable::visible(self, key, seq)
     }
 }
