@@ -25,7 +25,7 @@ use parking_lot::Mutex;
 use super::arena::Arena;
 use super::bloom::KeyBloom;
 use super::btree_node::{FANOUT, Header, Snapshot, Step};
-use super::node::{KeyParts, Node, NodeRef, compare, write_node};
+use super::node::{Node, NodeRef, compare, write_node};
 use super::search::{Edge, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
@@ -243,21 +243,6 @@ impl BTreeMemTable {
             // Every entry is at or after the empty key's newest version.
             Bound::Unbounded => self.cursor(Edge::below(&[])),
         }
-    }
-
-    /// The last entry at or before `upper`.
-    pub(super) fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
-        match upper {
-            Bound::Included(k) => self.seek(Edge::up_to(k)).pred,
-            Bound::Excluded(k) => self.seek(Edge::below(k)).pred,
-            Bound::Unbounded => self.seek(Edge::All).pred,
-        }
-    }
-
-    /// The newest version of `key` at or below `seq`.
-    pub(super) fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
-        let found = self.seek(Edge::Version(KeyParts::new(key, seq)));
-        found.next.filter(|n| n.key() == key)
     }
 }
 
@@ -518,11 +503,8 @@ impl MemTable for BTreeMemTable {
 }
 
 impl Search for BTreeMemTable {
-    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
-        BTreeMemTable::last_from(self, upper)
-    }
-
-    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
-        BTreeMemTable::visible(self, key, seq)
+    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
+        let found = self.seek(edge);
+        (found.pred, found.next)
     }
 }

@@ -97,13 +97,26 @@ pub(super) fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut
     }));
 }
 
-/// The two searches a reverse scan is made of.
+/// The searches gets and reverse scans are made of, on either structure.
 pub(super) trait Search {
+    /// The last entry `edge` passes (`None`: none does) and the first it
+    /// does not (`None`: every entry passes).
+    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>);
+
     /// The last entry at or before `upper`.
-    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>>;
+    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
+        match upper {
+            Bound::Included(k) => self.around(Edge::up_to(k)).0,
+            Bound::Excluded(k) => self.around(Edge::below(k)).0,
+            Bound::Unbounded => self.around(Edge::All).0,
+        }
+    }
 
     /// The newest version of `key` at or below `seq`.
-    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>>;
+    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
+        let (_, next) = self.around(Edge::Version(KeyParts::new(key, seq)));
+        next.filter(|n| n.key() == key)
+    }
 }
 
 /// Appends to `found` up to `limit` keys within `(lower, upper)`, each with

@@ -15,9 +15,7 @@ use parking_lot::Mutex;
 
 use super::arena::Arena;
 use super::bloom::KeyBloom;
-use super::node::{
-    KeyParts, MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node,
-};
+use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
 use super::search::{Edge, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
@@ -168,21 +166,6 @@ impl SkipListMemTable {
             Bound::Excluded(k) => self.seek(Edge::up_to(k), None).1,
             Bound::Unbounded => self.load(&self.head[0]),
         }
-    }
-
-    /// The last node at or before `upper`.
-    pub(super) fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
-        match upper {
-            Bound::Included(k) => self.seek(Edge::up_to(k), None).0,
-            Bound::Excluded(k) => self.seek(Edge::below(k), None).0,
-            Bound::Unbounded => self.seek(Edge::All, None).0,
-        }
-    }
-
-    /// The newest version of `key` at or below `seq`.
-    pub(super) fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
-        let (_, node) = self.seek(Edge::Version(KeyParts::new(key, seq)), None);
-        node.filter(|n| n.key() == key)
     }
 }
 
@@ -431,11 +414,7 @@ impl MemTable for SkipListMemTable {
 }
 
 impl Search for SkipListMemTable {
-    fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
-        SkipListMemTable::last_from(self, upper)
-    }
-
-    fn visible(&self, key: &[u8], seq: u64) -> Option<NodeRef<'_>> {
-        SkipListMemTable::visible(self, key, seq)
+    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
+        self.seek(edge, None)
     }
 }
