@@ -20,6 +20,12 @@ use crate::io::{Mapping as Chunk, MappingPool, mapping_bytes, page_bytes};
 /// Alignment of every allocation: nodes hold `u64`s and pointers.
 pub(crate) const ALIGN_BYTES: usize = 8;
 
+/// The entry chunk size for a MemTable of `capacity_bytes`: about 64
+/// chunks per MemTable, so few map calls and little unused tail.
+pub(crate) fn entry_chunk_bytes(capacity_bytes: u64) -> usize {
+    (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize
+}
+
 /// A bump allocator over chunks. Only one thread allocates at a time (the
 /// caller holds a lock); what it hands out stays valid until the arena is
 /// dropped.

@@ -4,6 +4,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// Entry size a MemTable's filter is sized for: a small key and value plus
+/// the entry's 40 or so bytes of header and links. Smaller entries only
+/// raise its false positives.
+pub(crate) const ENTRY_ESTIMATE_BYTES: u64 = 128;
+
 /// Bits per expected key; with 6 probes about 1% false positives.
 const BITS_PER_KEY: u64 = 10;
 const PROBES: u64 = 6;

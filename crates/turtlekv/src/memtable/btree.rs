@@ -22,20 +22,13 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::arena::Arena;
-use super::bloom::KeyBloom;
-use super::btree_node::{FANOUT, Header, Snapshot, Step};
+use super::arena::{Arena, entry_chunk_bytes};
+use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
+use super::btree_node::{FANOUT, Header, Snapshot, Step, slot_entry};
 use super::node::{Node, NodeRef, compare, write_node};
-use super::search::{Edge, Search, emit, scan_reverse, within};
+use super::search::{Edge, MAX_VERSION_STEPS, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
-
-/// Entry size the key filter is sized for (as in the skiplist).
-const ENTRY_ESTIMATE_BYTES: u64 = 128;
-
-/// Versions of one key a forward scan steps over before seeking past the
-/// key instead (a hot key may hold many).
-const MAX_VERSION_STEPS: usize = 4;
 
 /// Levels a tree can have: at least half-full inner nodes of `FANOUT`
 /// children reach 16^15 leaves.
@@ -114,14 +107,7 @@ impl fmt::Debug for BTreeMemTable {
 
 /// A published entry; `ptr` came from a validated read, so is not null.
 fn entry<'a>(ptr: *mut Node) -> NodeRef<'a> {
-    let ptr = std::ptr::NonNull::new(ptr).expect("a validated slot holds an entry");
-    // SAFETY: slots hold published entries of the MemTable, which outlives
-    // the reference (`btree_node` module docs).
-    unsafe { NodeRef::new(ptr) }
-}
-
-fn entry_or_none<'a>(ptr: *mut Node) -> Option<NodeRef<'a>> {
-    (!ptr.is_null()).then(|| entry(ptr))
+    slot_entry(ptr).expect("a validated slot holds an entry")
 }
 
 impl BTreeMemTable {
@@ -135,8 +121,7 @@ impl BTreeMemTable {
     /// As `with_capacity`, with arena chunks from `pool` (see `Arena`).
     pub fn with_capacity_in(capacity_bytes: u64, pool: Option<Arc<MappingPool>>) -> Self {
         let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
-        // About 64 chunks per MemTable: few map calls, little unused tail.
-        let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
+        let chunk_bytes = entry_chunk_bytes(capacity_bytes);
         let mut nodes = Arena::new(NODE_CHUNK_BYTES, pool.clone());
         let root = Header::create(&mut nodes, 0);
         let table = BTreeMemTable {
@@ -218,8 +203,8 @@ impl BTreeMemTable {
             (pred, next)
         });
         Found {
-            pred: entry_or_none(pred),
-            next: entry_or_none(next),
+            pred: slot_entry(pred),
+            next: slot_entry(next),
             leaf,
             version,
         }

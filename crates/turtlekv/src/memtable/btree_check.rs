@@ -5,17 +5,12 @@
 //! level's nodes, in order, each starting at the fence its parent gives
 //! it; and the leaves hold every entry inserted.
 
-use super::btree_node::{Header, entry_prefix};
+use super::btree_node::{Header, entry_prefix, slot_entry as entry};
 use super::node::{NodeRef, compare};
 
-fn entry<'a>(ptr: *mut super::node::Node) -> Option<NodeRef<'a>> {
-    // SAFETY: the writer lock is held (no node changes), and slots in use
-    // hold published entries of the MemTable that owns `root`.
-    std::ptr::NonNull::new(ptr).map(|p| unsafe { NodeRef::new(p) })
-}
-
 fn node<'a>(ptr: *mut Header) -> Option<&'a Header> {
-    // SAFETY: as above, for the MemTable's nodes.
+    // SAFETY: the writer lock is held (no node changes), and links hold
+    // null or nodes of the MemTable that owns `root`, which outlives this.
     unsafe { ptr.as_ref() }
 }
 

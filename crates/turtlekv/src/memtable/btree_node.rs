@@ -80,8 +80,8 @@ pub(crate) struct Snapshot {
 }
 
 /// A published entry, or `None` for a null slot (seen only by a read that
-/// will fail its validation).
-fn entry<'a>(ptr: *mut Node) -> Option<NodeRef<'a>> {
+/// will fail its validation, or the leftmost inner nodes' missing fence).
+pub(crate) fn slot_entry<'a>(ptr: *mut Node) -> Option<NodeRef<'a>> {
     // SAFETY: slots hold null or published entries of the MemTable that
     // owns the node, which outlives every read of it (module docs).
     std::ptr::NonNull::new(ptr).map(|p| unsafe { NodeRef::new(p) })
@@ -193,7 +193,7 @@ impl Header {
             None => true,
             Some(Ordering::Less) => true,
             Some(Ordering::Greater) => false,
-            Some(Ordering::Equal) => entry(ptr).is_some_and(|n| edge.passes(n)),
+            Some(Ordering::Equal) => slot_entry(ptr).is_some_and(|n| edge.passes(n)),
         }
     }
 
@@ -374,7 +374,7 @@ impl Header {
 
 /// The key prefix of a published entry.
 pub(crate) fn entry_prefix(ptr: *mut Node) -> u64 {
-    entry(ptr).map_or(0, |n| n.parts().prefix)
+    slot_entry(ptr).map_or(0, |n| n.parts().prefix)
 }
 
 #[cfg(test)]

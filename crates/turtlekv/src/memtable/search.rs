@@ -9,6 +9,10 @@ use bytes::{Bytes, BytesMut};
 use super::Versioned;
 use super::node::{KeyParts, NodeRef};
 
+/// Versions of one key a forward scan steps over before seeking past the
+/// key instead (a hot key may hold many).
+pub(super) const MAX_VERSION_STEPS: usize = 4;
+
 /// Which entries a search passes: those before a version, those whose key
 /// is below a key, those whose key is at most a key, or all of them.
 /// Entries are in version order, so the passed ones come first.

@@ -13,20 +13,12 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::arena::Arena;
-use super::bloom::KeyBloom;
+use super::arena::{Arena, entry_chunk_bytes};
+use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
-use super::search::{Edge, Search, emit, scan_reverse, within};
+use super::search::{Edge, MAX_VERSION_STEPS, Search, emit, scan_reverse, within};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
-
-/// Entry size the key filter is sized for: a small key and value plus the
-/// node's 40 or so bytes. Smaller entries only raise its false positives.
-const ENTRY_ESTIMATE_BYTES: u64 = 128;
-
-/// Versions of one key a forward scan steps over before seeking past the
-/// key instead (a hot key may hold many).
-const MAX_VERSION_STEPS: usize = 4;
 
 /// Nodes an insert steps over, at one level, from the predecessor an
 /// `InsertHint` found to the one that holds now, before it searches from
@@ -87,8 +79,7 @@ impl SkipListMemTable {
     /// As `with_capacity`, with arena chunks from `pool` (see `Arena`).
     pub fn with_capacity_in(capacity_bytes: u64, pool: Option<Arc<MappingPool>>) -> Self {
         let bloom = KeyBloom::new(capacity_bytes / ENTRY_ESTIMATE_BYTES);
-        // About 64 chunks per MemTable: few map calls, little unused tail.
-        let chunk_bytes = (capacity_bytes / 64).clamp(64 << 10, 1 << 20) as usize;
+        let chunk_bytes = entry_chunk_bytes(capacity_bytes);
         SkipListMemTable {
             head: std::array::from_fn(|_| AtomicPtr::new(std::ptr::null_mut())),
             height: AtomicUsize::new(1),
