@@ -44,6 +44,9 @@ pub struct Iter {
 /// Buffered position in one source, for one direction.
 struct Cursor {
     buf: VecDeque<Versioned>,
+    /// What a refill fetched, moved into `buf` at once; kept to reuse its
+    /// allocation.
+    fetched: Vec<Versioned>,
     /// Where the next refill starts (exclusive of what was already fetched).
     resume: Bound<Bytes>,
     exhausted: bool,
@@ -90,11 +93,7 @@ impl Source<'_> {
             Source::Tree(t) => {
                 let own = |b: Bound<&[u8]>| b.map(Bytes::copy_from_slice);
                 let cursor = tree.get_or_insert_with(|| t.cursor(own(lo), own(hi), dir));
-                for pair in cursor.take(limit) {
-                    let (k, v) = pair?;
-                    out.push((k, Some(v)));
-                }
-                Ok(())
+                cursor.fill(limit, out)
             }
         }
     }
@@ -109,6 +108,7 @@ impl Cursor {
     fn new(start: Bound<Bytes>) -> Self {
         Cursor {
             buf: VecDeque::new(),
+            fetched: Vec::new(),
             resume: start,
             exhausted: false,
             fetch_keys: FIRST_FETCH_KEYS,
@@ -126,17 +126,17 @@ impl Cursor {
         if self.buf.is_empty() && !self.exhausted {
             let limit = self.fetch_keys;
             self.fetch_keys = (limit * 2).min(MAX_FETCH_KEYS);
-            let mut out = Vec::with_capacity(limit);
             let range = match dir {
                 Direction::Forward => (as_ref(&self.resume), end),
                 Direction::Reverse => (end, as_ref(&self.resume)),
             };
-            source.scan(range, (seq, dir, limit), &mut self.tree, &mut out)?;
+            let out = &mut self.fetched;
+            source.scan(range, (seq, dir, limit), &mut self.tree, out)?;
             self.exhausted = out.len() < limit;
             if let Some((last, _)) = out.last() {
                 self.resume = Bound::Excluded(last.clone());
             }
-            self.buf.extend(out);
+            self.buf.extend(out.drain(..));
         }
         Ok(self.buf.front().map(|(k, _)| k))
     }

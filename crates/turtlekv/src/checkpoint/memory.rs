@@ -12,9 +12,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::{Coverage, TreeCheck, TreeCursor};
+use super::target::{Coverage, TreeCheck, TreeCursor, TreeScan};
 use super::{CheckpointTarget, TreeVersion};
-use crate::memtable::{Direction, MemTable};
+use crate::memtable::{Direction, MemTable, Versioned};
 use crate::{Error, Result};
 
 #[derive(Debug, Default)]
@@ -37,6 +37,16 @@ struct MemoryVersion {
     covered_seq: u64,
 }
 
+/// The pairs of a range of a `MemoryVersion`, copied when the scan opened.
+struct MemoryScan(std::vec::IntoIter<Versioned>);
+
+impl TreeScan for MemoryScan {
+    fn fill(&mut self, limit: usize, out: &mut Vec<Versioned>) -> Result<()> {
+        out.extend(self.0.by_ref().take(limit));
+        Ok(())
+    }
+}
+
 impl TreeVersion for MemoryVersion {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
         Ok(self.map.get(key).cloned())
@@ -44,14 +54,12 @@ impl TreeVersion for MemoryVersion {
 
     fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {
         let range = self.map.range::<Bytes, _>((lower, upper));
-        let pairs: Vec<Result<(Bytes, Bytes)>> = match direction {
-            Direction::Forward => range.map(|(k, v)| Ok((k.clone(), v.clone()))).collect(),
-            Direction::Reverse => range
-                .rev()
-                .map(|(k, v)| Ok((k.clone(), v.clone())))
-                .collect(),
+        let pair = |(k, v): (&Bytes, &Bytes)| (k.clone(), Some(v.clone()));
+        let pairs: Vec<Versioned> = match direction {
+            Direction::Forward => range.map(pair).collect(),
+            Direction::Reverse => range.rev().map(pair).collect(),
         };
-        Box::new(pairs.into_iter())
+        Box::new(MemoryScan(pairs.into_iter()))
     }
 
     fn covered_seq(&self) -> u64 {

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::Result;
-use crate::memtable::{Direction, MemTable};
+use crate::memtable::{Direction, MemTable, Versioned};
 use crate::page::{PageStoreStats, WalPosition};
 use crate::tree::{TreeShape, UpdateEvents};
 
@@ -33,8 +33,16 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
     fn check(&self) -> Result<TreeCheck>;
 }
 
+/// A scan over one tree version, taken in batches.
+pub(crate) trait TreeScan: Send {
+    /// Appends the next live pairs to `out`, in the cursor's direction: up
+    /// to `limit` of them, fewer only when the scan is over. After an
+    /// error the scan yields nothing more.
+    fn fill(&mut self, limit: usize, out: &mut Vec<Versioned>) -> Result<()>;
+}
+
 /// A scan over one tree version.
-pub(crate) type TreeCursor = Box<dyn Iterator<Item = Result<(Bytes, Bytes)>> + Send>;
+pub(crate) type TreeCursor = Box<dyn TreeScan>;
 
 /// What a tree check verified.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

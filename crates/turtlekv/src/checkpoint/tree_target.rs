@@ -15,14 +15,14 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::{Coverage, TargetStats, TreeCheck, TreeCursor};
+use super::target::{Coverage, TargetStats, TreeCheck, TreeCursor, TreeScan};
 use super::{CheckpointTarget, TreeVersion};
 use crate::io::CheckpointIoPriority;
 use crate::io::FileSystem;
-use crate::memtable::{Direction, MemTable};
+use crate::memtable::{Direction, MemTable, Versioned};
 use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
 use crate::tree::node_codec::referenced_pages;
-use crate::tree::{Item, Tree, TreeConfig, UpdateEvents};
+use crate::tree::{Item, ScanCursor, Tree, TreeConfig, UpdateEvents};
 use crate::{Options, Result};
 
 /// The TurtleTree target. Only the checkpoint thread calls `checkpoint`.
@@ -156,6 +156,12 @@ impl CheckpointTarget for TreeTarget {
 
     fn max_item_bytes(&self) -> usize {
         self.tree.config().max_item_bytes()
+    }
+}
+
+impl TreeScan for ScanCursor {
+    fn fill(&mut self, limit: usize, out: &mut Vec<Versioned>) -> Result<()> {
+        ScanCursor::fill(self, limit, out)
     }
 }
 

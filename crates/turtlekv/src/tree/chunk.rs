@@ -62,6 +62,10 @@ impl ItemSpan {
         &bytes[self.key_at as usize..self.key_end as usize]
     }
 
+    pub(super) fn is_put(&self) -> bool {
+        self.is_put
+    }
+
     /// The item as slices of `bytes`, which must be the bytes it was parsed from.
     pub(super) fn item(&self, bytes: &Bytes) -> Item {
         let key = bytes.slice(self.key_at as usize..self.key_end as usize);
@@ -90,6 +94,12 @@ impl ChunkItems {
     /// allocation. Nothing is parsed yet.
     pub(super) fn reset(&mut self, bytes: Bytes, count: usize) {
         self.spans.clear();
+        // Room for every item at once: growing the spans one doubling at a
+        // time cost a scan three or four reallocations per source. The
+        // count is only a claim until parsed: items take at least
+        // `ITEM_OVERHEAD_BYTES + 1` bytes each, which bounds it.
+        self.spans
+            .reserve(count.min(bytes.len() / (ITEM_OVERHEAD_BYTES + 1)));
         self.bytes = bytes;
         self.count = count;
     }
@@ -125,6 +135,16 @@ impl ChunkItems {
     /// Key of item `i`, which must be located.
     pub(crate) fn key(&self, i: usize) -> &[u8] {
         self.spans[i].key(&self.bytes)
+    }
+
+    /// Where item `i` lies in `bytes()`; it must be located.
+    pub(crate) fn span(&self, i: usize) -> ItemSpan {
+        self.spans[i]
+    }
+
+    /// The chunk's bytes.
+    pub(crate) fn bytes(&self) -> &Bytes {
+        &self.bytes
     }
 
     /// Item `i` as slices of the chunk; it must be located.

@@ -204,15 +204,40 @@ impl Harness {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             let reverse = rng.below(2) == 0;
-            let mut got: Vec<(Bytes, Bytes)> = self
-                .tree
-                .scan(self.root, lo.clone(), hi.clone(), reverse)
-                .map(Result::unwrap)
-                .collect();
+            let mut cursor = self.tree.scan(self.root, lo.clone(), hi.clone(), reverse);
+            // Half the scans are taken in batches of a random size, as
+            // `Db::range` takes them, and half one pair at a time.
+            let batch = (rng.below(2) == 0).then(|| 1 + rng.below(20) as usize);
+            let mut got: Vec<(Bytes, Bytes)> = match batch {
+                Some(limit) => filled(&mut cursor, limit),
+                None => cursor.map(Result::unwrap).collect(),
+            };
             if reverse {
                 got.reverse();
             }
-            assert_eq!(got, want, "scan {lo:?}..{hi:?} reverse={reverse}");
+            assert_eq!(
+                got, want,
+                "scan {lo:?}..{hi:?} reverse={reverse} batch={batch:?}"
+            );
+        }
+    }
+}
+
+/// Every pair of `cursor`, taken `limit` at a time; checks that only the
+/// last batch comes back short.
+fn filled(cursor: &mut super::ScanCursor, limit: usize) -> Vec<(Bytes, Bytes)> {
+    let mut all = Vec::new();
+    loop {
+        let mut batch = Vec::new();
+        cursor.fill(limit, &mut batch).unwrap();
+        let full = batch.len() == limit;
+        assert!(batch.len() <= limit, "a batch longer than asked");
+        all.extend(batch.into_iter().map(|(k, v)| (k, v.expect("a live pair"))));
+        if !full {
+            let mut after = Vec::new();
+            cursor.fill(limit, &mut after).unwrap();
+            assert!(after.is_empty(), "pairs after a short batch");
+            return all;
         }
     }
 }

@@ -65,6 +65,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 pub(crate) use item::Item;
+pub(crate) use scan::ScanCursor;
 pub(crate) use shape::TreeShape;
 pub(crate) use update::UpdateEvents;
 

@@ -11,11 +11,13 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
+use super::chunk::ItemSpan;
 use super::probe::PivotTarget;
 use super::scan_source::{PlannedSource, Source};
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::key::compare_keys;
+use crate::memtable::Versioned;
 use crate::page::{CachePriority, PageId, PageRange};
 
 /// Bytes of a leaf read at once when a scan opens it: 16 KiB holds about
@@ -179,7 +181,10 @@ impl ScanCursor {
             .collect()
     }
 
-    fn next_item(&mut self) -> Result<Option<(Bytes, Bytes)>> {
+    /// Finds the next live item and hands it to `emit` as the chunk bytes
+    /// it lies in and its span there; `false` when the scan is over.
+    /// Older versions of the same key, in older sources, are skipped.
+    fn next_with(&mut self, emit: &mut impl FnMut(&Bytes, ItemSpan)) -> Result<bool> {
         loop {
             let Some(rank) = self.next_rank() else {
                 match self.next_window.take() {
@@ -187,45 +192,73 @@ impl ScanCursor {
                         self.open_window(at)?;
                         continue;
                     }
-                    None => return Ok(None),
+                    None => return Ok(false),
                 }
             };
-            let s = &self.sources[rank];
-            let item = s.items.item(s.pos);
-            self.advance(rank)?;
-            // Older versions of the same key, in older sources, are skipped.
-            for older in rank + 1..self.sources.len() {
-                let s = &self.sources[older];
-                if s.ready && compare_keys(s.items.key(s.pos), &item.key).is_eq() {
-                    self.advance(older)?;
-                }
-            }
-            let before_start = if self.reverse {
-                !below_upper(&item.key, &self.upper)
+            let (upto, older) = self.sources.split_at_mut(rank + 1);
+            let winner = &upto[rank];
+            let span = winner.items.span(winner.pos);
+            let key = span.key(winner.items.bytes());
+            let (before_start, past_end) = if self.reverse {
+                (
+                    !below_upper(key, &self.upper),
+                    !above_lower(key, &self.lower),
+                )
             } else {
-                !above_lower(&item.key, &self.lower)
-            };
-            let past_end = if self.reverse {
-                !above_lower(&item.key, &self.lower)
-            } else {
-                !below_upper(&item.key, &self.upper)
+                (
+                    !above_lower(key, &self.lower),
+                    !below_upper(key, &self.upper),
+                )
             };
             if past_end {
                 self.sources.clear();
                 self.next_window = None;
-                return Ok(None);
+                return Ok(false);
             }
-            if before_start {
-                continue;
+            for s in older {
+                if s.ready && compare_keys(s.items.key(s.pos), key).is_eq() {
+                    s.step(&self.tree, self.reverse)?;
+                }
             }
-            if let Some(value) = item.value {
-                return Ok(Some((item.key, value)));
+            let emitted = !before_start && span.is_put();
+            if emitted {
+                emit(winner.items.bytes(), span);
+            }
+            upto[rank].step(&self.tree, self.reverse)?;
+            if emitted {
+                return Ok(true);
             }
         }
     }
+
+    /// Appends up to `limit` live pairs to `out` (fewer only at the end of
+    /// the scan), as slices of their pages.
+    pub(crate) fn fill(&mut self, limit: usize, out: &mut Vec<Versioned>) -> Result<()> {
+        let mut emit = |chunk: &Bytes, span: ItemSpan| {
+            let item = span.item(chunk);
+            out.push((item.key, item.value));
+        };
+        for _ in 0..limit {
+            match self.next_with(&mut emit) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => {
+                    self.end();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the scan (after an error: it yields nothing more).
+    fn end(&mut self) {
+        self.sources.clear();
+        self.next_window = None;
+    }
 }
 
-fn above_lower(key: &Bytes, lower: &Bound<Bytes>) -> bool {
+fn above_lower(key: &[u8], lower: &Bound<Bytes>) -> bool {
     match lower {
         Bound::Included(l) => compare_keys(key, l).is_ge(),
         Bound::Excluded(l) => compare_keys(key, l).is_gt(),
@@ -233,7 +266,7 @@ fn above_lower(key: &Bytes, lower: &Bound<Bytes>) -> bool {
     }
 }
 
-fn below_upper(key: &Bytes, upper: &Bound<Bytes>) -> bool {
+fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
     match upper {
         Bound::Included(u) => compare_keys(key, u).is_le(),
         Bound::Excluded(u) => compare_keys(key, u).is_lt(),
@@ -244,12 +277,19 @@ fn below_upper(key: &Bytes, upper: &Bound<Bytes>) -> bool {
 impl Iterator for ScanCursor {
     type Item = Result<(Bytes, Bytes)>;
 
+    /// One pair at a time, for checks and tests (`Db::range` takes pairs
+    /// in batches, through `fill`).
     fn next(&mut self) -> Option<Self::Item> {
-        match self.next_item() {
-            Ok(pair) => pair.map(Ok),
+        let mut pair = None;
+        let mut emit = |chunk: &Bytes, span: ItemSpan| {
+            let item = span.item(chunk);
+            pair = item.value.map(|value| (item.key, value));
+        };
+        match self.next_with(&mut emit) {
+            Ok(true) => pair.map(Ok),
+            Ok(false) => None,
             Err(e) => {
-                self.sources.clear();
-                self.next_window = None;
+                self.end();
                 Some(Err(e))
             }
         }

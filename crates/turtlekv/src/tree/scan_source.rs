@@ -4,6 +4,7 @@
 
 use bytes::Bytes;
 
+use super::Tree;
 use super::chunk::ChunkItems;
 use super::leaf::LeafHead;
 use super::node::LeafRef;
@@ -224,18 +225,18 @@ impl ScanCursor {
             (None, _) => Ok(source.items.len().wrapping_sub(1)),
         };
         source.pos = pos.map_err(|reason| source.corrupt(reason))?;
-        let rank = self.sources.len();
+        source.settle(&self.tree, self.reverse)?;
         self.sources.push(source);
-        self.settle(rank)
+        Ok(())
     }
+}
 
-    /// Moves source `rank` from `pos` to the next item in scan order that
+impl Source {
+    /// Moves the source from `pos` to the next item in scan order that
     /// lies in the window (across chunks), and marks it ready; or marks it
     /// not ready when there is none.
-    fn settle(&mut self, rank: usize) -> Result<()> {
-        let reverse = self.reverse;
-        let tree = &self.tree;
-        let s = &mut self.sources[rank];
+    fn settle(&mut self, tree: &Tree, reverse: bool) -> Result<()> {
+        let s = self;
         s.ready = false;
         loop {
             if s.pos >= s.items.len() {
@@ -297,17 +298,18 @@ impl ScanCursor {
         }
     }
 
-    /// Moves source `rank` past its current item.
-    pub(super) fn advance(&mut self, rank: usize) -> Result<()> {
-        let s = &mut self.sources[rank];
-        s.pos = if self.reverse {
-            s.pos.wrapping_sub(1)
+    /// Moves the source past its current item.
+    pub(super) fn step(&mut self, tree: &Tree, reverse: bool) -> Result<()> {
+        self.pos = if reverse {
+            self.pos.wrapping_sub(1)
         } else {
-            s.pos + 1
+            self.pos + 1
         };
-        self.settle(rank)
+        self.settle(tree, reverse)
     }
+}
 
+impl ScanCursor {
     /// The rank of the ready source whose key comes next in scan order;
     /// on equal keys the newest source (lowest rank). Sources are few (one
     /// per segment on the path, and the leaf), so a linear pass over them
