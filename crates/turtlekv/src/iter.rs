@@ -19,9 +19,15 @@ use crate::state::ReadView;
 /// keys needs one or two of them, and fetching 64 from every MemTable was
 /// most of its MemTable-search and key-comparison time.
 const FIRST_FETCH_KEYS: usize = 8;
-/// Each refill doubles the fetch up to this, which amortises the cost of a
-/// refill (a MemTable search) for long scans.
+/// Each refill of a MemTable doubles the fetch up to this, which amortises
+/// the cost of a refill (a MemTable search) for long scans.
 const MAX_FETCH_KEYS: usize = 64;
+/// Keys every refill from the tree fetches. The tree's cursor stays open
+/// between refills, so a refill costs no search and there is nothing to
+/// amortise by growing it: doubling, a scan of 57 to 100 keys (YCSB E's
+/// lengths are uniform over 1-100) took 120 from the tree and dropped the
+/// rest unread.
+const TREE_FETCH_KEYS: usize = 8;
 
 /// Iterator over `(key, value)` pairs of a range at one point in time.
 /// Returned by [`crate::Db::range`], [`crate::Db::prefix`] and their
@@ -124,7 +130,10 @@ impl Cursor {
         dir: Direction,
     ) -> Result<Option<&Bytes>> {
         if self.buf.is_empty() && !self.exhausted {
-            let limit = self.fetch_keys;
+            let limit = match source {
+                Source::MemTable(_) => self.fetch_keys,
+                Source::Tree(_) => TREE_FETCH_KEYS,
+            };
             self.fetch_keys = (limit * 2).min(MAX_FETCH_KEYS);
             let range = match dir {
                 Direction::Forward => (as_ref(&self.resume), end),
