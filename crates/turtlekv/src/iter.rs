@@ -56,7 +56,7 @@ struct Cursor {
     /// Where the next refill starts (exclusive of what was already fetched).
     resume: Bound<Bytes>,
     exhausted: bool,
-    /// Keys the next refill asks for.
+    /// Keys the next refill of a MemTable asks for.
     fetch_keys: usize,
     /// The tree source's scan, kept between refills so that the tree is
     /// descended once per leaf, not once per refill. Its pages stay valid
@@ -131,10 +131,13 @@ impl Cursor {
     ) -> Result<Option<&Bytes>> {
         if self.buf.is_empty() && !self.exhausted {
             let limit = match source {
-                Source::MemTable(_) => self.fetch_keys,
+                Source::MemTable(_) => {
+                    let limit = self.fetch_keys;
+                    self.fetch_keys = (limit * 2).min(MAX_FETCH_KEYS);
+                    limit
+                }
                 Source::Tree(_) => TREE_FETCH_KEYS,
             };
-            self.fetch_keys = (limit * 2).min(MAX_FETCH_KEYS);
             let range = match dir {
                 Direction::Forward => (as_ref(&self.resume), end),
                 Direction::Reverse => (end, as_ref(&self.resume)),
