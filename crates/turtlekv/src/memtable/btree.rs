@@ -26,7 +26,7 @@ use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::btree_node::{FANOUT, Header, Snapshot, Step, slot_entry};
 use super::node::{Node, NodeRef, compare, write_node};
-use super::search::{Edge, MAX_VERSION_STEPS, Search, emit, scan_reverse, within};
+use super::search::{Edge, MAX_VERSION_STEPS, Search, within};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -356,7 +356,72 @@ impl BTreeMemTable {
     }
 }
 
-impl BTreeMemTable {
+impl MemTable for BTreeMemTable {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+        self.insert_with(key, seq, value, None);
+    }
+
+    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
+        let found = self.seek(Edge::below(key));
+        InsertHint::new(
+            self.owner(),
+            HintAt::Leaf {
+                leaf: found.leaf,
+                version: found.version,
+            },
+        )
+    }
+
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+        let leaf = match hint.made_by(self.owner()) {
+            Some(&HintAt::Leaf { leaf, version }) => Some((leaf, version)),
+            _ => None,
+        };
+        self.insert_with(key, seq, value, leaf);
+    }
+
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        self.get_visible(key, seq)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        self.scan_visible((lower, upper), seq, direction, limit, out);
+    }
+
+    fn check_structure(&self) -> Result<(), String> {
+        // Writes would move the structure under the walk.
+        let _writer = self.writer.lock();
+        super::btree_check::check(self.root(), self.len())
+    }
+
+    fn seal(&self) {
+        let writer = self.writer.lock();
+        self.sealed.get_or_init(|| writer.entries.share());
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Search for BTreeMemTable {
+    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
+        let found = self.seek(edge);
+        (found.pred, found.next)
+    }
+
     /// Forward scans walk the leaves (one step per entry) instead of
     /// searching from the root for every key.
     fn scan_forward<'a>(
@@ -414,82 +479,12 @@ impl BTreeMemTable {
             };
         }
     }
-}
 
-impl MemTable for BTreeMemTable {
-    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
-        self.insert_with(key, seq, value, None);
+    fn sealed_chunks(&self) -> Option<&Vec<Bytes>> {
+        self.sealed.get()
     }
 
-    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
-        let found = self.seek(Edge::below(key));
-        InsertHint::new(
-            self.owner(),
-            HintAt::Leaf {
-                leaf: found.leaf,
-                version: found.version,
-            },
-        )
-    }
-
-    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
-        let leaf = match hint.made_by(self.owner()) {
-            Some(&HintAt::Leaf { leaf, version }) => Some((leaf, version)),
-            _ => None,
-        };
-        self.insert_with(key, seq, value, leaf);
-    }
-
-    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
-        if !self.bloom.may_contain(key) {
-            return None;
-        }
-        let node = self.visible(key, seq)?;
-        let mut out = Vec::with_capacity(1);
-        emit(self.sealed.get(), &[node], &mut out);
-        out.pop().map(|(_, value)| value)
-    }
-
-    fn scan(
-        &self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        direction: Direction,
-        limit: usize,
-        out: &mut Vec<Versioned>,
-    ) {
-        let mut found = Vec::with_capacity(limit.min(1024));
-        match direction {
-            Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
-            Direction::Reverse => scan_reverse(self, lower, upper, seq, limit, &mut found),
-        }
-        emit(self.sealed.get(), &found, out);
-    }
-
-    fn check_structure(&self) -> Result<(), String> {
-        // Writes would move the structure under the walk.
-        let _writer = self.writer.lock();
-        super::btree_check::check(self.root(), self.len())
-    }
-
-    fn seal(&self) {
-        let writer = self.writer.lock();
-        self.sealed.get_or_init(|| writer.entries.share());
-    }
-
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes.load(Ordering::Relaxed)
-    }
-
-    fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-}
-
-impl Search for BTreeMemTable {
-    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
-        let found = self.seek(edge);
-        (found.pred, found.next)
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.bloom.may_contain(key)
     }
 }

@@ -6,8 +6,8 @@ use std::ops::Bound;
 
 use bytes::{Bytes, BytesMut};
 
-use super::Versioned;
 use super::node::{KeyParts, NodeRef};
+use super::{Direction, Versioned};
 
 /// Versions of one key a forward scan steps over before seeking past the
 /// key instead (a hot key may hold many).
@@ -70,7 +70,7 @@ pub(super) fn within(
 
 /// The found entries as `Bytes`: slices of the sealed arena's chunks when
 /// there are any, or else copies into one buffer per call.
-pub(super) fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
+fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
     if let Some(chunks) = sealed {
         out.extend(found.iter().map(|&n| {
             let chunk = &chunks[n.chunk() as usize];
@@ -102,10 +102,28 @@ pub(super) fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut
 }
 
 /// The searches gets and reverse scans are made of, on either structure.
-pub(super) trait Search {
+pub(super) trait Search: Sized {
     /// The last entry `edge` passes (`None`: none does) and the first it
     /// does not (`None`: every entry passes).
     fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>);
+
+    /// Appends to `found` up to `limit` keys within `(lower, upper)`, each
+    /// with its newest version visible at `seq`, from the lower end up.
+    fn scan_forward<'a>(
+        &'a self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        limit: usize,
+        found: &mut Vec<NodeRef<'a>>,
+    );
+
+    /// The arena's chunks once the MemTable is sealed (reads then share
+    /// them), `None` while it takes writes (reads copy).
+    fn sealed_chunks(&self) -> Option<&Vec<Bytes>>;
+
+    /// Whether `key` may have been inserted (the MemTable's key filter).
+    fn may_contain(&self, key: &[u8]) -> bool;
 
     /// The last entry at or before `upper`.
     fn last_from(&self, upper: Bound<&[u8]>) -> Option<NodeRef<'_>> {
@@ -121,13 +139,41 @@ pub(super) trait Search {
         let (_, next) = self.around(Edge::Version(KeyParts::new(key, seq)));
         next.filter(|n| n.key() == key)
     }
+
+    /// `MemTable::get` for either structure.
+    fn get_visible(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        if !self.may_contain(key) {
+            return None;
+        }
+        let node = self.visible(key, seq)?;
+        let mut out = Vec::with_capacity(1);
+        emit(self.sealed_chunks(), &[node], &mut out);
+        out.pop().map(|(_, value)| value)
+    }
+
+    /// `MemTable::scan` for either structure.
+    fn scan_visible(
+        &self,
+        (lower, upper): (Bound<&[u8]>, Bound<&[u8]>),
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        let mut found = Vec::with_capacity(limit.min(1024));
+        match direction {
+            Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
+            Direction::Reverse => scan_reverse(self, lower, upper, seq, limit, &mut found),
+        }
+        emit(self.sealed_chunks(), &found, out);
+    }
 }
 
 /// Appends to `found` up to `limit` keys within `(lower, upper)`, each with
 /// its newest version visible at `seq`, from the upper end down. One or two
 /// searches per key rather than a walk over versions: a hot key may hold
 /// many versions older than the visible one.
-pub(super) fn scan_reverse<'a, T: Search>(
+fn scan_reverse<'a, T: Search>(
     table: &'a T,
     lower: Bound<&[u8]>,
     upper: Bound<&[u8]>,

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
-use super::search::{Edge, MAX_VERSION_STEPS, Search, emit, scan_reverse, within};
+use super::search::{Edge, MAX_VERSION_STEPS, Search, within};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -287,7 +287,64 @@ impl SkipListMemTable {
     }
 }
 
-impl SkipListMemTable {
+impl MemTable for SkipListMemTable {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+        self.insert_with(key, seq, value, None);
+    }
+
+    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
+        let mut preds = [None; MAX_HEIGHT];
+        self.seek(Edge::below(key), Some(&mut preds));
+        let preds = preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr()));
+        InsertHint::new(self.owner(), HintAt::Preds(preds))
+    }
+
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+        let preds = match hint.made_by(self.owner()) {
+            Some(HintAt::Preds(preds)) => Some(preds),
+            _ => None,
+        };
+        self.insert_with(key, seq, value, preds);
+    }
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        self.get_visible(key, seq)
+    }
+
+    fn scan(
+        &self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        seq: u64,
+        direction: Direction,
+        limit: usize,
+        out: &mut Vec<Versioned>,
+    ) {
+        self.scan_visible((lower, upper), seq, direction, limit, out);
+    }
+
+    fn check_structure(&self) -> Result<(), String> {
+        SkipListMemTable::check_structure(self)
+    }
+
+    fn seal(&self) {
+        let writer = self.writer.lock();
+        self.sealed.get_or_init(|| writer.arena.share());
+    }
+
+    fn size_bytes(&self) -> u64 {
+        self.size_bytes.load(Ordering::Relaxed)
+    }
+
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Relaxed)
+    }
+}
+
+impl Search for SkipListMemTable {
+    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
+        self.seek(edge, None)
+    }
+
     /// Forward scans walk the bottom level (one step per entry) instead of
     /// seeking from the top for every key.
     fn scan_forward<'a>(
@@ -335,77 +392,11 @@ impl SkipListMemTable {
         }
     }
 
-    fn emit(&self, found: &[NodeRef<'_>], out: &mut Vec<Versioned>) {
-        emit(self.sealed.get(), found, out);
-    }
-}
-
-impl MemTable for SkipListMemTable {
-    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
-        self.insert_with(key, seq, value, None);
+    fn sealed_chunks(&self) -> Option<&Vec<Bytes>> {
+        self.sealed.get()
     }
 
-    fn prepare_insert(&self, key: &[u8]) -> InsertHint {
-        let mut preds = [None; MAX_HEIGHT];
-        self.seek(Edge::below(key), Some(&mut preds));
-        let preds = preds.map(|p| p.map_or(std::ptr::null_mut(), |n| n.ptr()));
-        InsertHint::new(self.owner(), HintAt::Preds(preds))
-    }
-
-    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
-        let preds = match hint.made_by(self.owner()) {
-            Some(HintAt::Preds(preds)) => Some(preds),
-            _ => None,
-        };
-        self.insert_with(key, seq, value, preds);
-    }
-    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
-        if !self.bloom.may_contain(key) {
-            return None;
-        }
-        let node = self.visible(key, seq)?;
-        let mut out = Vec::with_capacity(1);
-        self.emit(&[node], &mut out);
-        out.pop().map(|(_, value)| value)
-    }
-
-    fn scan(
-        &self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        direction: Direction,
-        limit: usize,
-        out: &mut Vec<Versioned>,
-    ) {
-        let mut found = Vec::with_capacity(limit.min(1024));
-        match direction {
-            Direction::Forward => self.scan_forward(lower, upper, seq, limit, &mut found),
-            Direction::Reverse => scan_reverse(self, lower, upper, seq, limit, &mut found),
-        }
-        self.emit(&found, out);
-    }
-
-    fn check_structure(&self) -> Result<(), String> {
-        SkipListMemTable::check_structure(self)
-    }
-
-    fn seal(&self) {
-        let writer = self.writer.lock();
-        self.sealed.get_or_init(|| writer.arena.share());
-    }
-
-    fn size_bytes(&self) -> u64 {
-        self.size_bytes.load(Ordering::Relaxed)
-    }
-
-    fn len(&self) -> usize {
-        self.len.load(Ordering::Relaxed)
-    }
-}
-
-impl Search for SkipListMemTable {
-    fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>) {
-        self.seek(edge, None)
+    fn may_contain(&self, key: &[u8]) -> bool {
+        self.bloom.may_contain(key)
     }
 }
