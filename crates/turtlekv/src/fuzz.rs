@@ -73,9 +73,13 @@ fn newest_slot(bytes: &[u8]) -> Result<u64, String> {
 
 /// Seeds: valid encodings of each format, for building corpora.
 pub mod seeds {
-    /// A valid WAL frame of `ops` (key, `None` for a delete).
-    pub fn wal_record(first_seq: u64, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
-        crate::wal::fuzz_hook::encode_record(first_seq, ops)
+    /// A valid WAL frame of `ops` (key, `None` for a delete), its payload
+    /// in the layout of WAL format `version` (1 or 2, the current one).
+    ///
+    /// # Panics
+    /// If `version` is neither.
+    pub fn wal_record(version: u32, first_seq: u64, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+        crate::wal::fuzz_hook::encode_record(version, first_seq, ops)
     }
 
     /// Valid leaf contents of sorted, unique `items` (`None`: tombstone).

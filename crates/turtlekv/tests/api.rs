@@ -24,9 +24,11 @@ fn put_get_delete_and_reopen() {
     let stats = db.stats();
     assert_eq!((stats.puts, stats.deletes, stats.gets), (3, 2, 2));
     assert_eq!(stats.user_bytes_written, 4 + 4 + 5 + 2 + 13);
-    // Segment header, then per record 32 bytes of frame and payload header,
-    // 7 (put) or 3 (delete) of entry header, key and value (docs/format.md).
-    assert_eq!(stats.wal_bytes_written, 32 + 43 + 43 + 44 + 37 + 48);
+    // Segment header, then per record 12 bytes of frame and 3 of payload
+    // header (sequence number, synced length and count, one byte each
+    // here), 2 (put) or 1 (delete) of entry header, key and value
+    // (docs/format.md).
+    assert_eq!(stats.wal_bytes_written, 32 + 21 + 21 + 22 + 18 + 29);
     assert_eq!(
         stats.wal_syncs, 1,
         "only the new segment's header was synced"

@@ -105,15 +105,25 @@ fn every_target_survives_its_corpus_and_mutants() {
 fn seeds(target: &str) -> Vec<Vec<u8>> {
     let kv = |k: &str, v: Option<&[u8]>| (k.as_bytes().to_vec(), v.map(<[u8]>::to_vec));
     match target {
-        "wal_record" => vec![
-            fuzz::seeds::wal_record(1, &[kv("apple", Some(b"red"))]),
-            fuzz::seeds::wal_record(7, &[kv("apple", None)]),
-            fuzz::seeds::wal_record(
-                9,
-                &[kv("a", Some(b"")), kv("b", None), kv("c", Some(&[7; 300]))],
-            ),
-            fuzz::seeds::wal_record(1 << 40, &[(vec![b'k'; 512], Some(vec![1; 2000]))]),
-        ],
+        "wal_record" => [2, 1]
+            .into_iter()
+            .flat_map(|version| {
+                [
+                    fuzz::seeds::wal_record(version, 1, &[kv("apple", Some(b"red"))]),
+                    fuzz::seeds::wal_record(version, 7, &[kv("apple", None)]),
+                    fuzz::seeds::wal_record(
+                        version,
+                        9,
+                        &[kv("a", Some(b"")), kv("b", None), kv("c", Some(&[7; 300]))],
+                    ),
+                    fuzz::seeds::wal_record(
+                        version,
+                        1 << 40,
+                        &[(vec![b'k'; 512], Some(vec![1; 2000]))],
+                    ),
+                ]
+            })
+            .collect(),
         "leaf_page" => {
             let items = |n: u32, tombstones: bool| -> Vec<_> {
                 (0..n)

@@ -6,20 +6,38 @@ mod common;
 use std::path::Path;
 
 use common::{contents, open_fault, small_options};
-use turtlekv::io::{CrashMode, FaultFs, FileSystem};
+use turtlekv::io::{CrashMode, FaultFs, FileSystem, OpenOptions, read_all};
 use turtlekv::{Error, WriteOptions};
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
-/// Frame (12) + payload header (20) + put header (7) + key (4) + value (10).
-const RECORD_BYTES: u64 = 53;
 const SEGMENT_HEADER_BYTES: u64 = 32;
+const FRAME_HEADER_BYTES: u64 = 12;
 
 fn segment(id: u64) -> String {
     format!("/db/wal/{id:020}.wal")
 }
 
-/// Frame (12) + payload header (20), no entries: what a clean close appends.
-const SEAL_BYTES: u64 = 32;
+/// Bytes LEB128 takes for `value` (docs/format.md, "Payload").
+fn varint_len(value: u64) -> u64 {
+    u64::from(64 - (value | 1).leading_zeros()).div_ceil(7)
+}
+
+/// Offset and length of every frame of segment 1, walked by the lengths
+/// their headers give (a record's size depends on its numbers).
+fn frames(fs: &FaultFs) -> Vec<(u64, u64)> {
+    let file = fs.open(Path::new(&segment(1)), OpenOptions::read_only());
+    let bytes = read_all(file.unwrap().as_ref()).unwrap();
+    let mut frames = Vec::new();
+    let mut offset = SEGMENT_HEADER_BYTES;
+    while offset < bytes.len() as u64 {
+        let at = offset as usize + 4;
+        let payload = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let len = FRAME_HEADER_BYTES + u64::from(payload);
+        frames.push((offset, len));
+        offset += len;
+    }
+    frames
+}
 
 /// Writes `n` equal-sized synced records into segment 1 and closes.
 fn synced_log(n: u32) -> FaultFs {
@@ -45,32 +63,44 @@ fn synced_log_then_crash(n: u32) -> FaultFs {
     crashed
 }
 
-fn record_offset(index: u64) -> u64 {
-    SEGMENT_HEADER_BYTES + index * RECORD_BYTES
+/// Offset of record `index` (or of the seal after the last) in segment 1.
+fn record_offset(fs: &FaultFs, index: usize) -> u64 {
+    frames(fs)[index].0
 }
 
 #[test]
 fn record_size_matches_the_documented_layout() {
-    let fs = synced_log(3);
+    let fs = synced_log(200);
+    let frames = frames(&fs);
+    assert_eq!(frames.len(), 201, "200 records and a seal");
+    for (i, &(offset, len)) in frames[..200].iter().enumerate() {
+        // Each put is synced, so it records its own offset as synced:
+        // frame (12), sequence number, synced length, count (1), tag (1),
+        // value length (1), key (4), value (10).
+        let expected = 12 + varint_len(i as u64 + 1) + varint_len(offset) + 1 + 2 + 14;
+        assert_eq!(len, expected, "record {i} at {offset}");
+    }
+    let (seal_at, seal_len) = frames[200];
+    assert_eq!(seal_len, 12 + varint_len(201) + varint_len(seal_at) + 1);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
-    assert_eq!(f.len().unwrap(), record_offset(3) + SEAL_BYTES);
+    assert_eq!(f.len().unwrap(), seal_at + seal_len);
     let fs = synced_log_then_crash(3);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
-    assert_eq!(f.len().unwrap(), record_offset(3));
+    assert_eq!(f.len().unwrap(), SEGMENT_HEADER_BYTES + 3 * 31, "no seal");
 }
 
 #[test]
 fn damage_before_synced_records_is_corruption() {
     for index in [0, 5, 18] {
-        for byte in [0, 5, 13, 40] {
+        for byte in [0, 5, 13, 25] {
             let fs = synced_log(20);
-            let bit = (record_offset(index) + byte) * 8 + 3;
+            let bit = (record_offset(&fs, index) + byte) * 8 + 3;
             fs.flip_bit(Path::new(&segment(1)), bit).unwrap();
             let err = open_fault(&fs, small_options()).unwrap_err();
             match err {
                 Error::Corruption { file, offset, .. } => {
                     assert_eq!(file, Path::new(&segment(1)));
-                    assert_eq!(offset, record_offset(index));
+                    assert_eq!(offset, record_offset(&fs, index));
                 }
                 other => panic!("record {index} byte {byte}: expected corruption, got {other}"),
             }
@@ -81,11 +111,12 @@ fn damage_before_synced_records_is_corruption() {
 #[test]
 fn damaged_last_record_after_a_crash_is_a_torn_tail() {
     let fs = synced_log_then_crash(20);
-    let bit = (record_offset(19) + 30) * 8;
-    fs.flip_bit(Path::new(&segment(1)), bit).unwrap();
+    let (last_at, last_len) = frames(&fs)[19];
+    fs.flip_bit(Path::new(&segment(1)), (last_at + last_len - 1) * 8)
+        .unwrap();
     let db = open_fault(&fs, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 19);
-    assert_eq!(db.stats().wal_tail_bytes_dropped, RECORD_BYTES);
+    assert_eq!(db.stats().wal_tail_bytes_dropped, last_len);
     db.put(b"next", b"x").unwrap();
     drop(db);
     // The tail was cut, so the old segment is clean for the next open.
@@ -97,14 +128,14 @@ fn damaged_last_record_after_a_crash_is_a_torn_tail() {
 fn damaged_last_record_after_a_clean_close_is_corruption() {
     // The seal a clean close appends proves the last records were synced,
     // so rot in them is not mistaken for a torn write.
-    for byte in [0, 5, 13, 30, 52] {
+    for byte in [0, 5, 13, 20, 31] {
         let fs = synced_log(20);
-        let bit = (record_offset(19) + byte) * 8 + 1;
+        let bit = (record_offset(&fs, 19) + byte) * 8 + 1;
         fs.flip_bit(Path::new(&segment(1)), bit).unwrap();
         match open_fault(&fs, small_options()) {
             Err(Error::Corruption { file, offset, .. }) => {
                 assert_eq!(file, Path::new(&segment(1)));
-                assert_eq!(offset, record_offset(19));
+                assert_eq!(offset, record_offset(&fs, 19));
             }
             Err(other) => panic!("byte {byte}: expected corruption, got {other}"),
             Ok(_) => panic!("byte {byte}: the damaged record was dropped silently"),
@@ -115,16 +146,21 @@ fn damaged_last_record_after_a_clean_close_is_corruption() {
 #[test]
 fn damaged_seal_is_a_torn_tail_and_loses_nothing() {
     let fs = synced_log(20);
-    fs.flip_bit(Path::new(&segment(1)), (record_offset(20) + 20) * 8)
+    let (seal_at, seal_len) = frames(&fs)[20];
+    fs.flip_bit(Path::new(&segment(1)), (seal_at + seal_len - 1) * 8)
         .unwrap();
     let db = open_fault(&fs, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 20);
-    assert_eq!(db.stats().wal_tail_bytes_dropped, SEAL_BYTES);
+    assert_eq!(db.stats().wal_tail_bytes_dropped, seal_len);
 }
 
 #[test]
 fn reopening_without_writes_adds_no_seal() {
     let fs = synced_log(3);
+    let sealed_len = {
+        let (seal_at, seal_len) = frames(&fs)[3];
+        seal_at + seal_len
+    };
     for _ in 0..3 {
         drop(open_fault(&fs, small_options()).unwrap());
     }
@@ -136,7 +172,7 @@ fn reopening_without_writes_adds_no_seal() {
         let f = fs.open(Path::new(&segment(id)), Default::default());
         f.unwrap().len().unwrap()
     };
-    assert_eq!(len(1), record_offset(3) + SEAL_BYTES);
+    assert_eq!(len(1), sealed_len);
     assert_eq!(len(4), SEGMENT_HEADER_BYTES);
 }
 

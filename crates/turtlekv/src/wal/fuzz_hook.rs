@@ -1,18 +1,39 @@
 //! Fuzzing entry point for WAL record frames (see `crate::fuzz`).
 
-use super::record::{self, FRAME_HEADER_BYTES, Frame};
+use super::record::{self, FRAME_HEADER_BYTES, Frame, PayloadFormat};
 
-/// Decodes the frame at the start of `bytes`. A valid frame must re-encode
-/// to exactly the bytes it was read from; anything else is an error.
+/// Decodes the frame at the start of `bytes` in every payload format a
+/// segment may hold. A frame valid in a format must re-encode in it to
+/// exactly the bytes it was read from; `Ok` gives the entries of the
+/// current format's decoding, else of an older one's; `Err` when neither
+/// decodes.
 pub(crate) fn decode_record(bytes: &[u8]) -> Result<usize, String> {
-    match record::decode(bytes) {
+    let mut outcome = Err(String::new());
+    for format in PayloadFormat::ALL {
+        match (decode_as(bytes, format), &outcome) {
+            (Ok(count), _) => outcome = Ok(count),
+            (Err(why), Err(_)) => outcome = Err(why),
+            (Err(_), Ok(_)) => {}
+        }
+    }
+    outcome
+}
+
+fn decode_as(bytes: &[u8], format: PayloadFormat) -> Result<usize, String> {
+    match record::decode(bytes, format) {
         Frame::Valid(rec, len) => {
             let mut again = Vec::with_capacity(len);
-            record::encode(&mut again, rec.first_seq, rec.synced_through, &rec.ops);
+            record::encode_as(
+                format,
+                &mut again,
+                rec.first_seq,
+                rec.synced_through,
+                &rec.ops,
+            );
             assert_eq!(
                 &again[..],
                 &bytes[..len],
-                "a valid WAL frame must re-encode to its own bytes"
+                "a valid WAL frame must re-encode to its own bytes ({format:?})"
             );
             Ok(rec.ops.len())
         }
@@ -37,8 +58,17 @@ pub(crate) fn with_valid_checksum(bytes: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A valid encoded frame holding `ops` (key, optional value), for seeds.
-pub(crate) fn encode_record(first_seq: u64, ops: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<u8> {
+/// A valid encoded frame holding `ops` (key, optional value) in the
+/// payload format of `version`, for seeds.
+///
+/// # Panics
+/// If no payload format has that version.
+pub(crate) fn encode_record(
+    version: u32,
+    first_seq: u64,
+    ops: &[(Vec<u8>, Option<Vec<u8>>)],
+) -> Vec<u8> {
+    let format = PayloadFormat::from_version(version).expect("a WAL format version");
     let ops: Vec<_> = ops
         .iter()
         .map(|(k, v)| crate::batch::BatchOp {
@@ -47,6 +77,6 @@ pub(crate) fn encode_record(first_seq: u64, ops: &[(Vec<u8>, Option<Vec<u8>>)]) 
         })
         .collect();
     let mut out = Vec::new();
-    record::encode(&mut out, first_seq, 0, &ops);
+    record::encode_as(format, &mut out, first_seq, 0, &ops);
     out
 }

@@ -1,12 +1,17 @@
 //! The write-ahead log: framed, checksummed records in segment files, written
 //! by one group-commit leader at a time and replayed on open.
 
+#[cfg(test)]
+mod compat_tests;
 pub(crate) mod fuzz_hook;
 mod group_commit;
 mod log;
+mod payload_v1;
+mod payload_v2;
 mod record;
 mod replay;
 mod segment;
+mod varint;
 mod verify;
 
 pub(crate) use group_commit::{GroupCommit, Request};

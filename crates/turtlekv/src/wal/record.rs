@@ -1,20 +1,46 @@
-//! Encoding and decoding of WAL record frames (layout in `docs/format.md`).
+//! WAL record frames (layout in `docs/format.md`): the frame around each
+//! payload, and the payload layout a segment's format version selects.
 
 use bytes::Bytes;
 
 use crate::batch::BatchOp;
+use crate::wal::{payload_v1, payload_v2};
 
 /// Marks the start of every frame, so a scan can find frames after damage.
 pub(crate) const FRAME_MAGIC: u32 = 0x4C57_4B54; // "TKWL" little-endian
 /// magic + payload length + checksum.
 pub(crate) const FRAME_HEADER_BYTES: usize = 12;
-/// first_seq + synced_through + count.
-const PAYLOAD_HEADER_BYTES: usize = 20;
+/// The smallest payload of either layout: a version 2 seal.
+const MIN_PAYLOAD_BYTES: usize = 3;
 /// Largest payload a frame may carry; bigger batches are refused up front.
 pub(crate) const MAX_PAYLOAD_BYTES: usize = 1 << 30;
 
-const OP_PUT: u8 = 1;
-const OP_DELETE: u8 = 2;
+/// The payload layout of a segment's records, named by the format version
+/// in its header. Segments are written in the current one; older ones are
+/// still replayed, so a database written by an earlier build opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PayloadFormat {
+    /// Version 1: fixed-width numbers.
+    V1,
+    /// Version 2: variable-length integers, 16 bytes less per put.
+    V2,
+}
+
+impl PayloadFormat {
+    pub(crate) const CURRENT: Self = Self::V2;
+    pub(crate) const ALL: [Self; 2] = [Self::V1, Self::V2];
+
+    pub(crate) fn from_version(version: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.version() == version)
+    }
+
+    pub(crate) fn version(self) -> u32 {
+        match self {
+            Self::V1 => 1,
+            Self::V2 => 2,
+        }
+    }
+}
 
 /// A decoded record: one `WriteBatch`, its entries numbered from `first_seq`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,6 +49,25 @@ pub(crate) struct Record {
     /// Bytes of this segment known durable when the record was written.
     pub synced_through: u64,
     pub ops: Vec<BatchOp>,
+}
+
+impl Record {
+    /// The record, if its numbers are possible: sequence numbers start at 1
+    /// and its entries' numbers must not overflow.
+    pub(crate) fn checked(
+        first_seq: u64,
+        synced_through: u64,
+        ops: Vec<BatchOp>,
+    ) -> Result<Self, &'static str> {
+        if first_seq == 0 || first_seq.checked_add(ops.len() as u64).is_none() {
+            return Err("impossible sequence number");
+        }
+        Ok(Self {
+            first_seq,
+            synced_through,
+            ops,
+        })
+    }
 }
 
 /// Outcome of reading one frame at some offset.
@@ -38,49 +83,41 @@ pub(crate) enum Frame {
     Malformed(&'static str),
 }
 
-/// Encoded size of a batch's record, frame header included.
+/// Size of a batch's record in the current format, frame header included,
+/// counting its sequence numbers at their longest: at least the size
+/// `encode` gives it.
 pub(crate) fn encoded_len(ops: &[BatchOp]) -> usize {
-    let entries: usize = ops
-        .iter()
-        .map(|op| 3 + op.key.len() + op.value.as_ref().map_or(0, |v| 4 + v.len()))
-        .sum();
-    FRAME_HEADER_BYTES + PAYLOAD_HEADER_BYTES + entries
+    FRAME_HEADER_BYTES + payload_v2::max_len(ops)
 }
 
-/// Appends one framed record to `out`.
+/// Appends one framed record in the current format to `out`.
 pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops: &[BatchOp]) {
+    encode_as(PayloadFormat::CURRENT, out, first_seq, synced_through, ops);
+}
+
+/// Appends one framed record in `format` to `out`.
+pub(crate) fn encode_as(
+    format: PayloadFormat,
+    out: &mut Vec<u8>,
+    first_seq: u64,
+    synced_through: u64,
+    ops: &[BatchOp],
+) {
     let start = out.len();
-    let payload_len = encoded_len(ops) - FRAME_HEADER_BYTES;
-    debug_assert!(payload_len <= MAX_PAYLOAD_BYTES);
     out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
-    out.extend_from_slice(&(payload_len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]); // checksum, filled below
-    out.extend_from_slice(&first_seq.to_le_bytes());
-    out.extend_from_slice(&synced_through.to_le_bytes());
-    out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
-    for op in ops {
-        let key_len = op.key.len() as u16;
-        match &op.value {
-            Some(v) => {
-                out.push(OP_PUT);
-                out.extend_from_slice(&key_len.to_le_bytes());
-                out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-                out.extend_from_slice(&op.key);
-                out.extend_from_slice(v);
-            }
-            None => {
-                out.push(OP_DELETE);
-                out.extend_from_slice(&key_len.to_le_bytes());
-                out.extend_from_slice(&op.key);
-            }
-        }
+    out.extend_from_slice(&[0; 8]); // length and checksum, filled below
+    match format {
+        PayloadFormat::V1 => payload_v1::encode(out, first_seq, synced_through, ops),
+        PayloadFormat::V2 => payload_v2::encode(out, first_seq, synced_through, ops),
     }
+    let payload_len = out.len() - start - FRAME_HEADER_BYTES;
+    debug_assert!((MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES).contains(&payload_len));
+    out[start + 4..start + 8].copy_from_slice(&(payload_len as u32).to_le_bytes());
     let crc = frame_crc(
         &out[start + 4..start + 8],
         &out[start + FRAME_HEADER_BYTES..],
     );
     out[start + 8..start + 12].copy_from_slice(&crc.to_le_bytes());
-    debug_assert_eq!(out.len() - start, payload_len + FRAME_HEADER_BYTES);
 }
 
 fn frame_crc(len_bytes: &[u8], payload: &[u8]) -> u32 {
@@ -94,13 +131,13 @@ pub(crate) fn frame_len_from_header(buf: &[u8]) -> Option<usize> {
         return None;
     }
     let payload_len = u32_at(buf, 4) as usize;
-    (PAYLOAD_HEADER_BYTES..=MAX_PAYLOAD_BYTES)
+    (MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES)
         .contains(&payload_len)
         .then_some(FRAME_HEADER_BYTES + payload_len)
 }
 
-/// Reads the frame at the start of `buf`.
-pub(crate) fn decode(buf: &[u8]) -> Frame {
+/// Reads the frame at the start of `buf`, its payload laid out in `format`.
+pub(crate) fn decode(buf: &[u8], format: PayloadFormat) -> Frame {
     if buf.len() < FRAME_HEADER_BYTES {
         return Frame::Truncated;
     }
@@ -108,7 +145,7 @@ pub(crate) fn decode(buf: &[u8]) -> Frame {
         return Frame::Invalid("bad frame magic");
     }
     let payload_len = u32_at(buf, 4) as usize;
-    if !(PAYLOAD_HEADER_BYTES..=MAX_PAYLOAD_BYTES).contains(&payload_len) {
+    if !(MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES).contains(&payload_len) {
         return Frame::Invalid("impossible payload length");
     }
     let Some(payload) = buf.get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len) else {
@@ -117,73 +154,25 @@ pub(crate) fn decode(buf: &[u8]) -> Frame {
     if frame_crc(&buf[4..8], payload) != u32_at(buf, 8) {
         return Frame::Invalid("checksum mismatch");
     }
-    match decode_payload(payload) {
+    let decoded = match format {
+        PayloadFormat::V1 => payload_v1::decode(payload),
+        PayloadFormat::V2 => payload_v2::decode(payload),
+    };
+    match decoded {
         Ok(record) => Frame::Valid(record, FRAME_HEADER_BYTES + payload_len),
         Err(reason) => Frame::Malformed(reason),
     }
 }
 
-fn decode_payload(payload: &[u8]) -> Result<Record, &'static str> {
-    let first_seq = u64_at(payload, 0);
-    let synced_through = u64_at(payload, 8);
-    let count = u32_at(payload, 16) as usize;
-    let mut rest = &payload[PAYLOAD_HEADER_BYTES..];
-    // Every entry takes at least 4 bytes, so a huge count cannot make us allocate much.
-    if count > rest.len() / 4 {
-        return Err("entry count exceeds payload");
-    }
-    let mut ops = Vec::with_capacity(count);
-    for _ in 0..count {
-        let (op, used) = decode_entry(rest)?;
-        ops.push(op);
-        rest = &rest[used..];
-    }
-    if !rest.is_empty() {
-        return Err("trailing bytes after entries");
-    }
-    if first_seq == 0 || first_seq.checked_add(count as u64).is_none() {
-        return Err("impossible sequence number");
-    }
-    Ok(Record {
-        first_seq,
-        synced_through,
-        ops,
-    })
-}
-
-fn decode_entry(buf: &[u8]) -> Result<(BatchOp, usize), &'static str> {
-    let kind = *buf.first().ok_or("entry header cut short")?;
-    let key_len = u16::from_le_bytes(take(buf, 1)?) as usize;
-    let (value_len, header) = match kind {
-        OP_PUT => (Some(u32::from_le_bytes(take(buf, 3)?) as usize), 7),
-        OP_DELETE => (None, 3),
-        _ => return Err("unknown entry kind"),
-    };
-    if key_len == 0 || key_len > crate::MAX_KEY_SIZE {
-        return Err("key length out of range");
-    }
-    if value_len.is_some_and(|len| len > crate::MAX_VALUE_SIZE) {
-        return Err("value length out of range");
-    }
-    let total = header + key_len + value_len.unwrap_or(0);
-    let entry = buf.get(..total).ok_or("entry runs past payload")?;
-    let key = Bytes::copy_from_slice(&entry[header..header + key_len]);
-    let value = value_len.map(|_| Bytes::copy_from_slice(&entry[header + key_len..]));
-    Ok((BatchOp { key, value }, total))
-}
-
-fn take<const N: usize>(buf: &[u8], at: usize) -> Result<[u8; N], &'static str> {
-    buf.get(at..at + N)
-        .and_then(|s| s.try_into().ok())
-        .ok_or("entry header cut short")
+/// A key or value of `len` bytes at the start of `buf`, copied out.
+pub(crate) fn copy_field(buf: &[u8], len: usize) -> Result<Bytes, &'static str> {
+    buf.get(..len)
+        .map(Bytes::copy_from_slice)
+        .ok_or("entry runs past payload")
 }
 
 fn u32_at(buf: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(buf[at..at + 4].try_into().expect("4 bytes"))
-}
-
-fn u64_at(buf: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"))
 }
 
 #[cfg(test)]
@@ -207,41 +196,89 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn round_trip() {
+    fn encoded(format: PayloadFormat, first_seq: u64, ops: &[BatchOp]) -> Vec<u8> {
         let mut buf = Vec::new();
-        encode(&mut buf, 42, 7, &ops());
-        assert_eq!(buf.len(), encoded_len(&ops()));
-        match decode(&buf) {
-            Frame::Valid(r, n) => {
-                assert_eq!(n, buf.len());
-                assert_eq!((r.first_seq, r.synced_through), (42, 7));
-                assert_eq!(r.ops, ops());
+        encode_as(format, &mut buf, first_seq, 7, ops);
+        buf
+    }
+
+    #[test]
+    fn round_trip_in_each_format() {
+        for format in PayloadFormat::ALL {
+            let buf = encoded(format, 42, &ops());
+            match decode(&buf, format) {
+                Frame::Valid(r, n) => {
+                    assert_eq!(n, buf.len());
+                    assert_eq!((r.first_seq, r.synced_through), (42, 7));
+                    assert_eq!(r.ops, ops());
+                }
+                other => panic!("{format:?}: unexpected {other:?}"),
             }
-            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_match_the_documented_layouts() {
+        let put = |key_len, value_len| {
+            vec![BatchOp {
+                key: Bytes::from(vec![1; key_len]),
+                value: Some(Bytes::from(vec![2; value_len])),
+            }]
+        };
+        // docs/format.md: 12 frame + 20 header + 7 entry header + 4 + 10.
+        assert_eq!(encoded(PayloadFormat::V1, 1, &put(4, 10)).len(), 53);
+        // 12 frame + 3 header (seq 1, synced 7, count 1) + 2 entry header.
+        assert_eq!(encoded(PayloadFormat::V2, 1, &put(4, 10)).len(), 31);
+        // The benchmark's put at sequence number 10 million: a 4-byte
+        // sequence number, 23 bytes beside the key and value.
+        let mut buf = Vec::new();
+        encode(&mut buf, 10_000_000, 60 << 20, &put(8, 120));
+        assert_eq!(buf.len() - 128, 23);
+        // `encoded_len` bounds every encoding, at the longest numbers too.
+        let mut longest = Vec::new();
+        encode(&mut longest, u64::MAX - 1, u64::MAX, &put(512, 1 << 18));
+        assert_eq!(longest.len(), encoded_len(&put(512, 1 << 18)));
+        assert!(buf.len() <= encoded_len(&put(8, 120)));
+    }
+
+    #[test]
+    fn a_frame_is_only_valid_in_its_own_format() {
+        for format in PayloadFormat::ALL {
+            let buf = encoded(format, 42, &ops());
+            let other = PayloadFormat::ALL.into_iter().find(|f| *f != format);
+            let other = other.expect("two formats");
+            assert!(
+                matches!(decode(&buf, other), Frame::Malformed(_)),
+                "{format:?} frame read as {other:?}"
+            );
         }
     }
 
     #[test]
     fn every_truncation_is_detected() {
-        let mut buf = Vec::new();
-        encode(&mut buf, 1, 0, &ops());
-        for len in 0..buf.len() {
-            assert!(matches!(decode(&buf[..len]), Frame::Truncated), "len {len}");
+        for format in PayloadFormat::ALL {
+            let buf = encoded(format, 1, &ops());
+            for len in 0..buf.len() {
+                assert!(
+                    matches!(decode(&buf[..len], format), Frame::Truncated),
+                    "{format:?} len {len}"
+                );
+            }
         }
     }
 
     #[test]
     fn every_bit_flip_is_detected() {
-        let mut buf = Vec::new();
-        encode(&mut buf, 1, 0, &ops());
-        for bit in 0..buf.len() * 8 {
-            let mut damaged = buf.clone();
-            damaged[bit / 8] ^= 1 << (bit % 8);
-            assert!(
-                !matches!(decode(&damaged), Frame::Valid(..)),
-                "bit {bit} went unnoticed"
-            );
+        for format in PayloadFormat::ALL {
+            let buf = encoded(format, 1, &ops());
+            for bit in 0..buf.len() * 8 {
+                let mut damaged = buf.clone();
+                damaged[bit / 8] ^= 1 << (bit % 8);
+                assert!(
+                    !matches!(decode(&damaged, format), Frame::Valid(..)),
+                    "{format:?} bit {bit} went unnoticed"
+                );
+            }
         }
     }
 
@@ -254,21 +291,56 @@ mod tests {
             at in 0usize..200,
             cut in 0usize..200,
         ) {
-            let _ = decode(&noise);
-            let mut framed = Vec::new();
-            encode(&mut framed, 9, 0, &ops());
-            let end = framed.len().min(cut.max(1));
-            for (i, b) in noise.iter().enumerate() {
-                if let Some(byte) = framed.get_mut(at + i) {
-                    *byte ^= b;
+            for format in PayloadFormat::ALL {
+                let _ = decode(&noise, format);
+                let mut framed = encoded(format, 9, &ops());
+                let end = framed.len().min(cut.max(1));
+                for (i, b) in noise.iter().enumerate() {
+                    if let Some(byte) = framed.get_mut(at + i) {
+                        *byte ^= b;
+                    }
                 }
+                let _ = decode(&framed[..end], format);
             }
-            let _ = decode(&framed[..end]);
+        }
+
+        /// Any batch round-trips in the current format, and within its bound.
+        #[test]
+        fn arbitrary_batches_round_trip(
+            first_seq in 1u64..u64::MAX / 2,
+            synced_through: u64,
+            entries in proptest::collection::vec(
+                (
+                    proptest::collection::vec(proptest::prelude::any::<u8>(), 1..600),
+                    proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300)),
+                ),
+                0..20,
+            ),
+        ) {
+            let ops: Vec<BatchOp> = entries
+                .into_iter()
+                .map(|(mut key, value)| {
+                    key.truncate(crate::MAX_KEY_SIZE);
+                    BatchOp { key: key.into(), value: value.map(Into::into) }
+                })
+                .collect();
+            let mut buf = Vec::new();
+            encode(&mut buf, first_seq, synced_through, &ops);
+            proptest::prop_assert!(buf.len() <= encoded_len(&ops));
+            match decode(&buf, PayloadFormat::CURRENT) {
+                Frame::Valid(r, n) => {
+                    proptest::prop_assert_eq!(n, buf.len());
+                    proptest::prop_assert_eq!(r, Record { first_seq, synced_through, ops });
+                }
+                other => proptest::prop_assert!(false, "unexpected {:?}", other),
+            }
         }
     }
 
     #[test]
     fn zeros_are_not_a_frame() {
-        assert!(matches!(decode(&[0u8; 64]), Frame::Invalid(_)));
+        for format in PayloadFormat::ALL {
+            assert!(matches!(decode(&[0u8; 64], format), Frame::Invalid(_)));
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use crate::batch::BatchOp;
 use crate::io::{FileSystem, OpenOptions, read_all};
-use crate::wal::record::{self, FRAME_MAGIC, Frame};
+use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
 use crate::wal::segment::{SEGMENT_HEADER_BYTES, check_header, list_segments, segment_file_name};
 use crate::{Error, Result};
 
@@ -73,32 +73,39 @@ fn replay_segment(
 ) -> Result<()> {
     let path = dir.join(segment_file_name(id));
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
-    if let Err(reason) = check_header(&buf, id) {
-        if !is_newest {
-            return Err(Error::corruption(&path, 0, reason));
+    let format = match check_header(&buf, id) {
+        Ok(format) => format,
+        Err(reason) => {
+            if !is_newest {
+                return Err(Error::corruption(&path, 0, reason));
+            }
+            // A crash while the segment was being created leaves no record
+            // behind it, since the header is synced before any record is
+            // written: a valid record (of any layout, since the header no
+            // longer says which) after a damaged header proves rot.
+            if PayloadFormat::ALL
+                .into_iter()
+                .any(|format| find_valid_frame(&buf, 0, format, |_| true))
+            {
+                return Err(Error::corruption(&path, 0, reason));
+            }
+            fs.remove_file(&path)?;
+            fs.sync_dir(dir)?;
+            progress.outcome.tail_bytes_dropped += buf.len() as u64;
+            return Ok(());
         }
-        // A crash while the segment was being created leaves no record
-        // behind it, since the header is synced before any record is
-        // written: a valid record after a damaged header proves rot.
-        if find_valid_frame(&buf, 0, |_| true) {
-            return Err(Error::corruption(&path, 0, reason));
-        }
-        fs.remove_file(&path)?;
-        fs.sync_dir(dir)?;
-        progress.outcome.tail_bytes_dropped += buf.len() as u64;
-        return Ok(());
-    }
+    };
     let next_expected = progress
         .expected_next_seq
         .unwrap_or(progress.covered_seq + 1);
-    let first_seq = match record::decode(&buf[SEGMENT_HEADER_BYTES as usize..]) {
+    let first_seq = match record::decode(&buf[SEGMENT_HEADER_BYTES as usize..], format) {
         Frame::Valid(rec, _) => rec.first_seq,
         _ => next_expected,
     };
     progress.outcome.segments.push((id, first_seq));
     let header_only = buf.len() == SEGMENT_HEADER_BYTES as usize
         || matches!(
-            record::decode(&buf[SEGMENT_HEADER_BYTES as usize..]),
+            record::decode(&buf[SEGMENT_HEADER_BYTES as usize..], format),
             Frame::Truncated | Frame::Invalid(_)
         );
     if header_only {
@@ -106,7 +113,7 @@ fn replay_segment(
     }
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < buf.len() {
-        match record::decode(&buf[offset..]) {
+        match record::decode(&buf[offset..], format) {
             Frame::Valid(rec, len) => {
                 apply_record(progress, rec, &path, offset, apply)?;
                 offset += len;
@@ -115,7 +122,7 @@ fn replay_segment(
                 return Err(Error::corruption(&path, offset as u64, reason));
             }
             Frame::Truncated | Frame::Invalid(_) if is_newest => {
-                if let Some(reason) = damage_before_synced_data(&buf, offset) {
+                if let Some(reason) = damage_before_synced_data(&buf, offset, format) {
                     return Err(Error::corruption(&path, offset as u64, reason));
                 }
                 cut_torn_tail(fs, &path, offset as u64)?;
@@ -176,19 +183,30 @@ fn apply_record(
 
 /// A valid frame after `damaged_at` that was written once `damaged_at` had
 /// been synced proves the damage hit durable data, not a torn write.
-fn damage_before_synced_data(buf: &[u8], damaged_at: usize) -> Option<&'static str> {
-    find_valid_frame(buf, damaged_at + 1, |rec| {
+fn damage_before_synced_data(
+    buf: &[u8],
+    damaged_at: usize,
+    format: PayloadFormat,
+) -> Option<&'static str> {
+    find_valid_frame(buf, damaged_at + 1, format, |rec| {
         rec.synced_through > damaged_at as u64
     })
     .then_some("damaged record before data that was already synced")
 }
 
 /// Whether a valid frame that `wanted` accepts starts at or after `from`.
-fn find_valid_frame(buf: &[u8], from: usize, wanted: impl Fn(&record::Record) -> bool) -> bool {
+fn find_valid_frame(
+    buf: &[u8],
+    from: usize,
+    format: PayloadFormat,
+    wanted: impl Fn(&record::Record) -> bool,
+) -> bool {
     let magic = FRAME_MAGIC.to_le_bytes();
     (from..buf.len().saturating_sub(3))
         .filter(|&at| buf[at..at + 4] == magic)
-        .any(|at| matches!(record::decode(&buf[at..]), Frame::Valid(rec, _) if wanted(&rec)))
+        .any(
+            |at| matches!(record::decode(&buf[at..], format), Frame::Valid(rec, _) if wanted(&rec)),
+        )
 }
 
 /// Bytes of a torn `tail` that were written: up to its last non-zero
@@ -220,10 +238,11 @@ mod tests {
     fn a_torn_tail_counts_its_written_bytes_not_the_reserved_zeros() {
         assert_eq!(written_len(&[0u8; 4096]), 0, "reserved space only");
         assert_eq!(written_len(&[7, 0, 3, 0, 0, 0]), 3);
-        // A seal ends in zero bytes (its count); its header gives its length.
+        // A seal ends in zero bytes (its synced length and count); its
+        // header gives its length.
         let mut seal = Vec::new();
         record::encode(&mut seal, 5, 0, &[]);
-        assert!(seal.ends_with(&[0, 0, 0, 0]));
+        assert!(seal.ends_with(&[0, 0]));
         let mut tail = seal.clone();
         tail[14] ^= 1; // damaged payload, header intact
         tail.resize(seal.len() + 1000, 0);

@@ -5,9 +5,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::io::{File, FileSystem, OpenOptions, WriteMapping};
+use crate::wal::record::PayloadFormat;
 
 pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"TKVWAL\0\x01";
-pub(crate) const SEGMENT_FORMAT_VERSION: u32 = 1;
 pub(crate) const SEGMENT_HEADER_BYTES: u64 = 32;
 const SEGMENT_SUFFIX: &str = ".wal";
 /// Storage is reserved ahead of appends through the mapping in steps of
@@ -37,15 +37,16 @@ pub(crate) fn list_segments(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u
 pub(crate) fn encode_header(id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
     h[0..8].copy_from_slice(SEGMENT_MAGIC);
-    h[8..12].copy_from_slice(&SEGMENT_FORMAT_VERSION.to_le_bytes());
+    h[8..12].copy_from_slice(&PayloadFormat::CURRENT.version().to_le_bytes());
     h[16..24].copy_from_slice(&id.to_le_bytes());
     let crc = crc32c::crc32c(&h[0..24]);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// Checks a segment header; `Err` carries the reason it is unusable.
-pub(crate) fn check_header(header: &[u8], id: u64) -> Result<(), &'static str> {
+/// Checks a segment header and gives the layout of the segment's records;
+/// `Err` carries the reason it is unusable.
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, &'static str> {
     if header.len() < SEGMENT_HEADER_BYTES as usize {
         return Err("segment header cut short");
     }
@@ -55,13 +56,12 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<(), &'static str> {
     if &header[0..8] != SEGMENT_MAGIC {
         return Err("not a TurtleKV WAL segment");
     }
-    if header[8..12] != SEGMENT_FORMAT_VERSION.to_le_bytes() {
-        return Err("unsupported WAL format version");
-    }
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+    let format = PayloadFormat::from_version(version).ok_or("unsupported WAL format version")?;
     if header[16..24] != id.to_le_bytes() {
         return Err("segment id does not match its file name");
     }
-    Ok(())
+    Ok(format)
 }
 
 /// Appends records to one segment.

@@ -1,0 +1,104 @@
+//! Record payloads of format version 2, the one the log writes: every
+//! number a LEB128 integer (`wal::varint`; `docs/format.md`, "Payload").
+//! A put of an 8-byte key and a 120-byte value takes 23 bytes of frame,
+//! header and entry header, against 39 in version 1.
+
+use crate::batch::BatchOp;
+use crate::wal::record::{Record, copy_field};
+use crate::wal::varint;
+
+/// Low bit of an entry's tag: set for a put, clear for a delete.
+const TAG_PUT: u64 = 1;
+
+pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops: &[BatchOp]) {
+    varint::put(out, first_seq);
+    varint::put(out, synced_through);
+    varint::put(out, ops.len() as u64);
+    for op in ops {
+        let key_len = op.key.len() as u64;
+        match &op.value {
+            Some(v) => {
+                varint::put(out, key_len << 1 | TAG_PUT);
+                varint::put(out, v.len() as u64);
+                out.extend_from_slice(&op.key);
+                out.extend_from_slice(v);
+            }
+            None => {
+                varint::put(out, key_len << 1);
+                out.extend_from_slice(&op.key);
+            }
+        }
+    }
+}
+
+/// The payload `encode` writes for `ops`, at most: its two sequence
+/// numbers are counted at their longest.
+pub(crate) fn max_len(ops: &[BatchOp]) -> usize {
+    let entries: usize = ops
+        .iter()
+        .map(|op| {
+            let tag = varint::len_bytes((op.key.len() as u64) << 1 | TAG_PUT);
+            let value = op
+                .value
+                .as_ref()
+                .map_or(0, |v| varint::len_bytes(v.len() as u64) + v.len());
+            tag + op.key.len() + value
+        })
+        .sum();
+    2 * varint::MAX_LEN_BYTES + varint::len_bytes(ops.len() as u64) + entries
+}
+
+pub(crate) fn decode(payload: &[u8]) -> Result<Record, &'static str> {
+    let mut rest = payload;
+    let first_seq = take_int(&mut rest)?;
+    let synced_through = take_int(&mut rest)?;
+    let count = take_int(&mut rest)?;
+    // Every entry takes at least 2 bytes (tag and a 1-byte key), so a huge
+    // count cannot make us allocate much.
+    if count > rest.len() as u64 / 2 {
+        return Err("entry count exceeds payload");
+    }
+    let mut ops = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        ops.push(decode_entry(&mut rest)?);
+    }
+    if !rest.is_empty() {
+        return Err("trailing bytes after entries");
+    }
+    Record::checked(first_seq, synced_through, ops)
+}
+
+fn decode_entry(rest: &mut &[u8]) -> Result<BatchOp, &'static str> {
+    let tag = take_int(rest)?;
+    let key_len = tag >> 1;
+    if key_len == 0 || key_len > crate::MAX_KEY_SIZE as u64 {
+        return Err("key length out of range");
+    }
+    let value_len = if tag & TAG_PUT == TAG_PUT {
+        let len = take_int(rest)?;
+        if len > crate::MAX_VALUE_SIZE as u64 {
+            return Err("value length out of range");
+        }
+        Some(len as usize)
+    } else {
+        None
+    };
+    let key = take_field(rest, key_len as usize)?;
+    let value = match value_len {
+        Some(len) => Some(take_field(rest, len)?),
+        None => None,
+    };
+    Ok(BatchOp { key, value })
+}
+
+fn take_int(rest: &mut &[u8]) -> Result<u64, &'static str> {
+    let (value, used) = varint::get(rest)?;
+    *rest = &rest[used..];
+    Ok(value)
+}
+
+fn take_field(rest: &mut &[u8], len: usize) -> Result<bytes::Bytes, &'static str> {
+    let field = copy_field(rest, len)?;
+    *rest = &rest[len..];
+    Ok(field)
+}
