@@ -82,13 +82,19 @@ pub mod seeds {
         crate::wal::fuzz_hook::encode_record(version, first_seq, ops)
     }
 
-    /// Valid leaf contents of sorted, unique `items` (`None`: tombstone).
+    /// Valid leaf contents of sorted, unique `items` (`None`: tombstone),
+    /// the items laid out as in leaf format `version` (1 or 2, the current
+    /// one).
+    ///
+    /// # Panics
+    /// If `version` is neither.
     pub fn leaf_page(
+        version: u16,
         items: &[(Vec<u8>, Option<Vec<u8>>)],
         block_size: usize,
         filter_bits_per_key: u32,
     ) -> Vec<u8> {
-        crate::tree::fuzz_hook::encode_leaf(items, block_size, filter_bits_per_key)
+        crate::tree::fuzz_hook::encode_leaf(version, items, block_size, filter_bits_per_key)
     }
 }
 

@@ -47,6 +47,7 @@ mod snapshot;
 mod state;
 mod stats;
 mod tree;
+mod varint;
 mod wal;
 
 pub use batch::WriteBatch;

@@ -135,11 +135,14 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                     .collect()
             };
             let mut leaves = vec![
-                fuzz::seeds::leaf_page(&items(1, false), 256, 0),
-                fuzz::seeds::leaf_page(&items(30, false), 256, 10),
-                fuzz::seeds::leaf_page(&items(30, true), 256, 20),
-                fuzz::seeds::leaf_page(&items(12, false), 128, 30),
-                fuzz::seeds::leaf_page(&[kv("big", Some(&[3; 700]))], 256, 10),
+                fuzz::seeds::leaf_page(2, &items(1, false), 256, 0),
+                fuzz::seeds::leaf_page(2, &items(30, false), 256, 10),
+                fuzz::seeds::leaf_page(2, &items(30, true), 256, 20),
+                fuzz::seeds::leaf_page(2, &items(12, false), 128, 30),
+                fuzz::seeds::leaf_page(2, &[kv("big", Some(&[3; 700]))], 256, 10),
+                // Format version 1, which earlier builds wrote.
+                fuzz::seeds::leaf_page(1, &items(30, true), 256, 20),
+                fuzz::seeds::leaf_page(1, &[kv("big", Some(&[3; 700]))], 256, 10),
             ];
             leaves.extend(real_pages(false).into_iter().take(3));
             leaves

@@ -45,7 +45,7 @@ pub(crate) struct DbInner {
     pub checkpoint_on_read_pressure: bool,
     /// Shared by the MemTables and the page cache.
     pub budget: MemoryBudget,
-    /// Largest item (`7 + key + value`) the tree stores; larger writes are
+    /// Largest item (`Item::size_bytes`) the tree stores; larger writes are
     /// refused before they are logged.
     pub max_item_bytes: usize,
     /// Newest values of hot keys read from the tree.
@@ -170,8 +170,9 @@ impl DbInner {
     /// Refuses an entry the tree could not store (it would fail the
     /// checkpoint after the write was acknowledged).
     pub fn check_item_fits(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
-        let overhead = crate::tree::item::ITEM_OVERHEAD_BYTES + key.len();
         let value_len = value.map_or(0, <[u8]>::len);
+        let item_len = crate::tree::item::ItemLayout::CURRENT.item_len(key.len(), Some(value_len));
+        let overhead = item_len - value_len;
         if overhead + value_len > self.max_item_bytes {
             return Err(Error::ValueTooLarge {
                 len_bytes: value_len,

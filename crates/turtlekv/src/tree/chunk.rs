@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 
-use super::item::{ITEM_OVERHEAD_BYTES, Item};
+use super::item::{Item, ItemLayout, MIN_ITEM_BYTES};
 use crate::key::compare_keys;
 use crate::prefetch::{Locality, prefetch};
 
@@ -29,17 +29,13 @@ pub(crate) struct ItemSpan {
     is_put: bool,
 }
 
-/// Parses the item at `at` of `bytes`; `None` if it is malformed or
-/// overruns them.
-pub(super) fn parse_item(bytes: &[u8], at: usize) -> Option<ItemSpan> {
-    let fixed = bytes.get(at..at.checked_add(ITEM_OVERHEAD_BYTES)?)?;
-    let op = fixed[0];
-    let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
-    let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
-    let key_at = at + ITEM_OVERHEAD_BYTES;
-    let key_end = key_at + key_len;
-    let value_end = key_end.checked_add(value_len)?;
-    if op > 1 || key_len == 0 || value_end > bytes.len() || (op == 0 && value_len != 0) {
+/// Parses the item at `at` of `bytes`, laid out as `layout`; `None` if it
+/// is malformed or overruns them.
+pub(super) fn parse_item(bytes: &[u8], at: usize, layout: ItemLayout) -> Option<ItemSpan> {
+    let (key_at, key_len, value_len) = layout.parse_header(bytes, at)?;
+    let key_end = key_at.checked_add(key_len)?;
+    let value_end = key_end.checked_add(value_len.unwrap_or(0))?;
+    if key_len == 0 || value_end > bytes.len() {
         return None;
     }
     // Chunks are at most a page long, and page lengths fit in a u32.
@@ -48,7 +44,7 @@ pub(super) fn parse_item(bytes: &[u8], at: usize) -> Option<ItemSpan> {
         key_at: narrow(key_at)?,
         key_end: narrow(key_end)?,
         value_end: narrow(value_end)?,
-        is_put: op == 1,
+        is_put: value_len.is_some(),
     })
 }
 
@@ -83,6 +79,7 @@ impl ItemSpan {
 #[derive(Debug, Default)]
 pub(crate) struct ChunkItems {
     bytes: Bytes,
+    layout: ItemLayout,
     /// Items the chunk index says the chunk holds.
     count: usize,
     /// The items located so far, from the first.
@@ -90,17 +87,17 @@ pub(crate) struct ChunkItems {
 }
 
 impl ChunkItems {
-    /// Starts over on a chunk of `count` items, reusing this value's
-    /// allocation. Nothing is parsed yet.
-    pub(super) fn reset(&mut self, bytes: Bytes, count: usize) {
+    /// Starts over on a chunk of `count` items laid out as `layout`,
+    /// reusing this value's allocation. Nothing is parsed yet.
+    pub(super) fn reset(&mut self, bytes: Bytes, count: usize, layout: ItemLayout) {
         self.spans.clear();
         // Room for every item at once: growing the spans one doubling at a
         // time cost a scan three or four reallocations per source. The
         // count is only a claim until parsed: items take at least
-        // `ITEM_OVERHEAD_BYTES + 1` bytes each, which bounds it.
-        self.spans
-            .reserve(count.min(bytes.len() / (ITEM_OVERHEAD_BYTES + 1)));
+        // `MIN_ITEM_BYTES` each, which bounds it.
+        self.spans.reserve(count.min(bytes.len() / MIN_ITEM_BYTES));
         self.bytes = bytes;
+        self.layout = layout;
         self.count = count;
     }
 
@@ -126,7 +123,7 @@ impl ChunkItems {
         debug_assert!(i < self.count);
         while self.spans.len() <= i {
             let at = self.spans.last().map_or(0, ItemSpan::end);
-            let span = parse_item(&self.bytes, at).ok_or("item overruns chunk")?;
+            let span = parse_item(&self.bytes, at, self.layout).ok_or("item overruns chunk")?;
             self.spans.push(span);
         }
         Ok(())
@@ -180,15 +177,10 @@ impl ChunkItems {
 mod tests {
     use super::*;
 
-    fn encode(items: &[Item]) -> Bytes {
+    fn encode(items: &[Item], layout: ItemLayout) -> Bytes {
         let mut out = Vec::new();
         for item in items {
-            let value = item.value.as_deref().unwrap_or_default();
-            out.push(u8::from(item.value.is_some()));
-            out.extend_from_slice(&(item.key.len() as u16).to_le_bytes());
-            out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-            out.extend_from_slice(&item.key);
-            out.extend_from_slice(value);
+            layout.encode(item, &mut out);
         }
         out.resize(out.len() + 9, 0); // block padding after the last item
         Bytes::from(out)
@@ -201,54 +193,72 @@ mod tests {
             Item::tombstone("banana"),
             Item::put("cherry", ""),
             Item::put("date", "brown"),
+            Item::put(vec![b'k'; 300], vec![b'v'; 20_000]),
         ];
-        let mut chunk = ChunkItems::default();
-        chunk.reset(encode(&items), items.len());
-        assert_eq!(chunk.len(), 4);
-        assert_eq!(chunk.lower_bound(b"b"), Ok(1));
-        assert_eq!(
-            chunk.spans.len(),
-            2,
-            "a seek locates items only up to its answer"
-        );
-        assert_eq!(chunk.lower_bound(b"banana"), Ok(1));
-        assert_eq!(chunk.upper_bound(b"banana"), Ok(2));
-        assert_eq!(chunk.upper_bound(b"zebra"), Ok(4));
-        for (i, item) in items.iter().enumerate() {
-            chunk.locate_to(i).expect("locate");
-            assert_eq!(chunk.key(i), item.key.as_ref());
-            assert_eq!(&chunk.item(i), item);
+        for layout in ItemLayout::ALL {
+            let mut chunk = ChunkItems::default();
+            chunk.reset(encode(&items, layout), items.len(), layout);
+            assert_eq!(chunk.len(), 5);
+            assert_eq!(chunk.lower_bound(b"b"), Ok(1));
+            assert_eq!(
+                chunk.spans.len(),
+                2,
+                "a seek locates items only up to its answer"
+            );
+            assert_eq!(chunk.lower_bound(b"banana"), Ok(1));
+            assert_eq!(chunk.upper_bound(b"banana"), Ok(2));
+            assert_eq!(chunk.upper_bound(b"zebra"), Ok(5));
+            let mut at = 0;
+            for (i, item) in items.iter().enumerate() {
+                chunk.locate_to(i).expect("locate");
+                assert_eq!(chunk.key(i), item.key.as_ref());
+                assert_eq!(&chunk.item(i), item);
+                at += layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+                assert_eq!(chunk.span(i).end(), at, "{layout:?}: item_len of item {i}");
+            }
+            // Reuse keeps nothing of the previous chunk.
+            chunk.reset(encode(&items[2..3], layout), 1, layout);
+            chunk.locate_to(0).expect("locate");
+            assert_eq!(chunk.len(), 1);
+            assert_eq!(chunk.item(0), items[2]);
         }
-        // Reuse keeps nothing of the previous chunk.
-        chunk.reset(encode(&items[2..3]), 1);
-        chunk.locate_to(0).expect("locate");
-        assert_eq!(chunk.len(), 1);
-        assert_eq!(chunk.item(0), items[2]);
     }
 
     #[test]
     fn malformed_items_are_errors() {
-        let good = encode(&[Item::put("k", "v")]);
-        let mut chunk = ChunkItems::default();
-        chunk.reset(good.clone(), 2);
-        assert!(chunk.locate_to(1).is_err(), "a count past the items");
+        // Version 1: op, key length (2), value length (4), "k", "v".
+        let good = encode(&[Item::put("k", "v")], ItemLayout::V1);
         let mut cases = Vec::new();
-        for (at, byte) in [(0, 2u8), (3, 0xff)] {
+        for (at, byte) in [(0, 2u8), (3, 0xff), (1, 0), (0, 0)] {
+            // A bad op; a value overrunning the chunk; an empty key; a
+            // tombstone with a value.
             let mut bad = good.to_vec();
-            bad[at] = byte; // a bad op; a value overrunning the chunk
-            cases.push(bad);
+            bad[at] = byte;
+            cases.push((ItemLayout::V1, bad));
         }
-        let mut empty_key = good.to_vec();
-        empty_key[1] = 0;
-        cases.push(empty_key);
-        let mut tombstone_with_value = good.to_vec();
-        tombstone_with_value[0] = 0;
-        cases.push(tombstone_with_value);
-        for bad in cases {
-            chunk.reset(Bytes::from(bad.clone()), 1);
-            assert!(chunk.locate_to(0).is_err(), "{bad:?}");
-            chunk.reset(Bytes::from(bad.clone()), 1);
-            assert!(chunk.lower_bound(b"k").is_err(), "{bad:?}");
+        // Version 2: tag (key length 1, put), value length, "k", "v".
+        let good_v2 = encode(&[Item::put("k", "v")], ItemLayout::V2);
+        assert_eq!(good_v2[..4], [3, 1, b'k', b'v']);
+        for (at, byte) in [(1, 0x7f), (0, 1), (0, 0x83), (1, 0x81)] {
+            // A value overrunning the chunk; an empty key; a tag and a
+            // value length that run on into the bytes after them.
+            let mut bad = good_v2.to_vec();
+            bad[at] = byte;
+            cases.push((ItemLayout::V2, bad));
+        }
+        // The tag 3 in two bytes: not its shortest encoding.
+        cases.push((ItemLayout::V2, vec![0x83, 0x00, 1, b'k', b'v', 0, 0]));
+        let mut chunk = ChunkItems::default();
+        for layout in ItemLayout::ALL {
+            let good = encode(&[Item::put("k", "v")], layout);
+            chunk.reset(good, 2, layout);
+            assert!(chunk.locate_to(1).is_err(), "a count past the items");
+        }
+        for (layout, bad) in cases {
+            chunk.reset(Bytes::from(bad.clone()), 1, layout);
+            assert!(chunk.locate_to(0).is_err(), "{layout:?} {bad:?}");
+            chunk.reset(Bytes::from(bad.clone()), 1, layout);
+            assert!(chunk.lower_bound(b"k").is_err(), "{layout:?} {bad:?}");
         }
     }
 }

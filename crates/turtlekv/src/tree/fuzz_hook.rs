@@ -5,7 +5,7 @@
 use bytes::Bytes;
 
 use super::chunk::ChunkItems;
-use super::item::Item;
+use super::item::{Item, ItemLayout};
 use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
 use super::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
 use super::node_codec::referenced_pages;
@@ -142,11 +142,16 @@ pub(crate) fn node_with_valid_checksum(bytes: &[u8]) -> Vec<u8> {
 
 /// Valid leaf contents holding `items` (sorted, unique keys; `None` is a
 /// tombstone), for seeds.
+///
+/// # Panics
+/// If no item layout has format version `version`.
 pub(crate) fn encode_leaf(
+    version: u16,
     items: &[(Vec<u8>, Option<Vec<u8>>)],
     block_size: usize,
     filter_bits_per_key: u32,
 ) -> Vec<u8> {
+    let layout = ItemLayout::from_version(version).expect("a leaf format version");
     let items: Vec<Item> = items
         .iter()
         .map(|(k, v)| Item {
@@ -154,5 +159,5 @@ pub(crate) fn encode_leaf(
             value: v.as_deref().map(Bytes::copy_from_slice),
         })
         .collect();
-    leaf::serialize(&items, block_size, filter_bits_per_key, usize::MAX)
+    leaf::serialize_as(layout, &items, block_size, filter_bits_per_key, usize::MAX)
 }

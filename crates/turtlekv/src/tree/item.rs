@@ -6,9 +6,115 @@ use std::collections::BinaryHeap;
 use bytes::Bytes;
 
 use crate::key::{compare_keys, key_prefix};
+use crate::varint;
 
-/// Bytes of an item's encoding besides key and value: op, key length, value length.
-pub(crate) const ITEM_OVERHEAD_BYTES: usize = 7;
+/// The fewest bytes an item takes in either layout: a tombstone's
+/// one-byte tag and one-byte key in version 2.
+pub(crate) const MIN_ITEM_BYTES: usize = 2;
+/// Low bit of a version 2 item's tag: set for a put, clear for a tombstone.
+const TAG_PUT: u64 = 1;
+
+/// How a leaf page lays out its items, named by the format version in the
+/// page's header (`docs/format.md`, "Items"). Pages are written in the
+/// current layout; older ones are still read, so a database written by
+/// an earlier build opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum ItemLayout {
+    /// Version 1: a 7-byte header of op, key length and value length.
+    V1,
+    /// Version 2: LEB128 tag (key length and op) and value length, 2 bytes
+    /// for short keys and values.
+    #[default]
+    V2,
+}
+
+impl ItemLayout {
+    pub(crate) const CURRENT: Self = Self::V2;
+    #[cfg(test)]
+    pub(crate) const ALL: [Self; 2] = [Self::V1, Self::V2];
+
+    pub(crate) fn from_version(version: u16) -> Option<Self> {
+        match version {
+            1 => Some(Self::V1),
+            2 => Some(Self::V2),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn version(self) -> u16 {
+        match self {
+            Self::V1 => 1,
+            Self::V2 => 2,
+        }
+    }
+
+    /// Bytes an item of these lengths takes (`value_len` `None`: tombstone).
+    pub(crate) fn item_len(self, key_len: usize, value_len: Option<usize>) -> usize {
+        let value = value_len.unwrap_or(0);
+        match self {
+            Self::V1 => 7 + key_len + value,
+            Self::V2 => {
+                let tag = varint::len_bytes((key_len as u64) << 1 | TAG_PUT);
+                let value_header = value_len.map_or(0, |v| varint::len_bytes(v as u64));
+                tag + key_len + value_header + value
+            }
+        }
+    }
+
+    /// Appends `item`'s encoding to `out`.
+    pub(crate) fn encode(self, item: &Item, out: &mut Vec<u8>) {
+        let value = item.value.as_deref();
+        match self {
+            Self::V1 => {
+                out.push(u8::from(value.is_some()));
+                out.extend_from_slice(&(item.key.len() as u16).to_le_bytes());
+                out.extend_from_slice(&(value.map_or(0, <[u8]>::len) as u32).to_le_bytes());
+            }
+            Self::V2 => {
+                let op = if value.is_some() { TAG_PUT } else { 0 };
+                varint::put(out, (item.key.len() as u64) << 1 | op);
+                if let Some(v) = value {
+                    varint::put(out, v.len() as u64);
+                }
+            }
+        }
+        out.extend_from_slice(&item.key);
+        out.extend_from_slice(value.unwrap_or_default());
+    }
+
+    /// Where the item at `at` of `bytes` keeps its key and value: `(key
+    /// start, key length, value length)`, the value `None` for a tombstone;
+    /// `None` if its header is malformed or cut short. Lengths are not
+    /// checked against `bytes`.
+    pub(crate) fn parse_header(
+        self,
+        bytes: &[u8],
+        at: usize,
+    ) -> Option<(usize, usize, Option<usize>)> {
+        match self {
+            Self::V1 => {
+                let fixed = bytes.get(at..at.checked_add(7)?)?;
+                let key_len = u16::from_le_bytes([fixed[1], fixed[2]]) as usize;
+                let value_len = u32::from_le_bytes(fixed[3..7].try_into().ok()?) as usize;
+                match fixed[0] {
+                    1 => Some((at + 7, key_len, Some(value_len))),
+                    0 if value_len == 0 => Some((at + 7, key_len, None)),
+                    _ => None,
+                }
+            }
+            Self::V2 => {
+                let (tag, tag_len) = varint::get(bytes.get(at..)?).ok()?;
+                let key_len = usize::try_from(tag >> 1).ok()?;
+                if tag & TAG_PUT == 0 {
+                    return Some((at + tag_len, key_len, None));
+                }
+                let (value_len, len) = varint::get(bytes.get(at + tag_len..)?).ok()?;
+                let value_len = usize::try_from(value_len).ok()?;
+                Some((at + tag_len + len, key_len, Some(value_len)))
+            }
+        }
+    }
+}
 
 /// One update: a put (`value: Some`) or a tombstone (`None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,9 +140,10 @@ impl Item {
         }
     }
 
-    /// Encoded size: what pending bytes, leaf fill and batch cuts count.
+    /// Encoded size in the current layout: what pending bytes, leaf fill
+    /// and batch cuts count.
     pub(crate) fn size_bytes(&self) -> usize {
-        ITEM_OVERHEAD_BYTES + self.key.len() + self.value.as_ref().map_or(0, Bytes::len)
+        ItemLayout::CURRENT.item_len(self.key.len(), self.value.as_ref().map(Bytes::len))
     }
 }
 

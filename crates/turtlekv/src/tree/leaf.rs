@@ -5,14 +5,13 @@
 
 use bytes::Bytes;
 
-use super::item::{Item, separator_len, shortest_separator};
+use super::item::{Item, ItemLayout, separator_len, shortest_separator};
 pub(crate) use super::leaf_head::LeafHead;
 #[cfg(test)]
 use super::leaf_head::u32_at;
 use crate::filter;
 
 pub(super) const MAGIC: &[u8; 4] = b"TKLF";
-pub(super) const VERSION: u16 = 1;
 pub(crate) const HEADER_BYTES: usize = 48;
 pub(super) const INDEX_ENTRY_FIXED_BYTES: usize = 10;
 /// The page store prefixes page contents with 16 bytes; data blocks are
@@ -97,6 +96,25 @@ pub(crate) fn serialize(
     filter_bits_per_key: u32,
     max_page_bytes: usize,
 ) -> Vec<u8> {
+    serialize_as(
+        ItemLayout::CURRENT,
+        items,
+        block_size,
+        filter_bits_per_key,
+        max_page_bytes,
+    )
+}
+
+/// `serialize` with the items laid out as `layout`: only the current
+/// layout is written by the tree; the older one is written by tests and
+/// fuzz seeds, to check that it is still read.
+pub(crate) fn serialize_as(
+    layout: ItemLayout,
+    items: &[Item],
+    block_size: usize,
+    filter_bits_per_key: u32,
+    max_page_bytes: usize,
+) -> Vec<u8> {
     debug_assert!(
         items.windows(2).all(|w| w[0].key < w[1].key),
         "leaf items must be sorted and unique"
@@ -106,7 +124,8 @@ pub(crate) fn serialize(
     let mut chunks = 0u32;
     let mut tombstones = false;
     for (i, item) in items.iter().enumerate() {
-        let (start, new_chunk) = place(data.len(), item.size_bytes(), block_size);
+        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+        let (start, new_chunk) = place(data.len(), size, block_size);
         data.resize(start, 0);
         if new_chunk {
             let sep = if i == 0 {
@@ -121,7 +140,7 @@ pub(crate) fn serialize(
             chunks += 1;
         }
         tombstones |= item.value.is_none();
-        encode_item(item, &mut data);
+        layout.encode(item, &mut data);
     }
     let blocks = data.len().div_ceil(block_size);
     data.resize(blocks * block_size, 0);
@@ -136,7 +155,7 @@ pub(crate) fn serialize(
     let offset = data_offset(head_len + filter_bytes.len(), block_size);
     let mut out = Vec::with_capacity(offset + data.len());
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&layout.version().to_le_bytes());
     out.extend_from_slice(&u16::from(tombstones).to_le_bytes());
     for field in [
         items.len(),
@@ -168,15 +187,6 @@ pub(crate) fn serialize(
 pub(crate) fn page_lens(page: &[u8]) -> (u32, u32) {
     let at = |i: usize| u32::from_le_bytes(page[i..i + 4].try_into().expect("4 bytes"));
     (at(24), at(28))
-}
-
-fn encode_item(item: &Item, out: &mut Vec<u8>) {
-    out.push(u8::from(item.value.is_some()));
-    out.extend_from_slice(&(item.key.len() as u16).to_le_bytes());
-    let value = item.value.as_deref().unwrap_or_default();
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    out.extend_from_slice(&item.key);
-    out.extend_from_slice(value);
 }
 
 #[cfg(test)]

@@ -4,8 +4,8 @@
 use bytes::Bytes;
 
 use super::chunk::{ChunkItems, parse_item};
-use super::item::{ITEM_OVERHEAD_BYTES, Item};
-use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC, VERSION};
+use super::item::{Item, ItemLayout, MIN_ITEM_BYTES};
+use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC};
 use crate::key::{compare_keys, key_prefix};
 
 /// One chunk index entry.
@@ -26,6 +26,8 @@ pub(crate) struct LeafHead {
     pub filter_len: u32,
     pub data_offset: u32,
     pub has_tombstones: bool,
+    /// How the page's items are laid out (its format version).
+    pub item_layout: ItemLayout,
     pub chunks: Vec<ChunkEntry>,
     /// Each chunk's separator as a `key_prefix`, side by side: a lookup
     /// searches these few cache lines and reads a separator only where
@@ -44,9 +46,10 @@ impl LeafHead {
         if head.len() < HEADER_BYTES || &head[..4] != MAGIC {
             return Err("leaf head: bad magic or too short".into());
         }
-        if u16::from_le_bytes([head[4], head[5]]) != VERSION {
+        let Some(item_layout) = ItemLayout::from_version(u16::from_le_bytes([head[4], head[5]]))
+        else {
             return Err("leaf head: unknown version".into());
-        }
+        };
         let field = |i: usize| u32_at(head, 8 + 4 * i);
         let (item_count, chunk_count, block_count, block_size) =
             (field(0), field(1), field(2), field(3));
@@ -105,6 +108,7 @@ impl LeafHead {
             filter_len,
             data_offset,
             has_tombstones: u16::from_le_bytes([head[6], head[7]]) & 1 == 1,
+            item_layout,
             separator_prefixes: chunks.iter().map(|c| key_prefix(&c.separator)).collect(),
             chunks,
             block_crcs,
@@ -138,7 +142,7 @@ impl LeafHead {
         let (first, end) = self.chunk_items(c);
         let mut at = 0usize;
         for index in first..end {
-            let span = parse_item(blocks, at)
+            let span = parse_item(blocks, at, self.item_layout)
                 .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
             match compare_keys(span.key(blocks), key) {
                 std::cmp::Ordering::Less => at = span.end(),
@@ -224,10 +228,10 @@ impl LeafHead {
         self.check_chunk_len(c, blocks)?;
         let (first, end) = self.chunk_items(c);
         let mut items =
-            Vec::with_capacity(((end - first) as usize).min(blocks.len() / ITEM_OVERHEAD_BYTES));
+            Vec::with_capacity(((end - first) as usize).min(blocks.len() / MIN_ITEM_BYTES));
         let mut at = 0usize;
         for _ in first..end {
-            let span = parse_item(blocks, at)
+            let span = parse_item(blocks, at, self.item_layout)
                 .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
             items.push(span.item(blocks));
             at = span.end();
@@ -245,7 +249,7 @@ impl LeafHead {
     ) -> Result<(), String> {
         self.check_chunk_len(c, &blocks)?;
         let (first, end) = self.chunk_items(c);
-        out.reset(blocks, (end - first) as usize);
+        out.reset(blocks, (end - first) as usize, self.item_layout);
         Ok(())
     }
 
@@ -263,7 +267,7 @@ impl LeafHead {
     /// Decodes every item of a whole page.
     pub(crate) fn decode_all(&self, page: &Bytes) -> Result<Vec<Item>, String> {
         let mut items =
-            Vec::with_capacity((self.item_count as usize).min(page.len() / ITEM_OVERHEAD_BYTES));
+            Vec::with_capacity((self.item_count as usize).min(page.len() / MIN_ITEM_BYTES));
         for c in 0..self.chunks.len() {
             let (offset, len) = self.chunk_range(c);
             let end = (offset + len) as usize;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::cut;
 use super::flush::{Piece, take_child_node};
 use super::merge::merge_runs;
-use super::node::{Child, LeafData, MAX_LEVELS, Node, Segment};
+use super::node::{Child, LeafData, MAX_LEVELS, Node, Pivot, Segment};
 use super::update::Update;
 use crate::Result;
 
@@ -117,14 +117,31 @@ impl Update<'_> {
                 let left = if i + 1 < node.pivots.len() { i } else { i - 1 };
                 let pieces = self.join_pivots(node, left)?;
                 // One piece may still be small: look at it again (it then
-                // joins its next neighbour). Several pieces were cut evenly.
-                end = (end + pieces).saturating_sub(2).max(left + 1);
-                i = if pieces == 1 { left } else { left + pieces };
+                // joins its next neighbour). Several pieces of leaves were
+                // cut evenly. Several pieces of a node were split evenly,
+                // but restoring their buffers may have joined children of
+                // one and left it small: look at them again too. (That
+                // ends: each such round joins children below.)
+                let again = pieces == 1
+                    || (node.height > 1
+                        && self.any_underfull(&node.pivots[left..left + pieces])?);
+                let looked_at = if again { pieces } else { 1 };
+                end = (end + pieces).saturating_sub(2).max(left + looked_at);
+                i = if again { left } else { left + pieces };
                 continue;
             }
             i += 1;
         }
         Ok(())
+    }
+
+    fn any_underfull(&self, pivots: &[Pivot]) -> Result<bool> {
+        for pivot in pivots {
+            if self.is_underfull(&pivot.child)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn is_underfull(&self, child: &Child) -> Result<bool> {

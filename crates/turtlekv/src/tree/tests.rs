@@ -44,7 +44,7 @@ fn run_model(
 fn model_small_nodes_grow_and_shrink() {
     let mut events = UpdateEvents::default();
     for seed in 1..=5 {
-        let h = run_model(seed, 512, 150, 6000, 400);
+        let h = run_model(seed, 512, 180, 6000, 400);
         assert!(
             h.max_height >= 3,
             "seed {seed}: height only reached {}",

@@ -11,7 +11,6 @@ mod payload_v2;
 mod record;
 mod replay;
 mod segment;
-mod varint;
 mod verify;
 
 pub(crate) use group_commit::{GroupCommit, Request};

@@ -1,11 +1,11 @@
 //! Record payloads of format version 2, the one the log writes: every
-//! number a LEB128 integer (`wal::varint`; `docs/format.md`, "Payload").
+//! number a LEB128 integer (`crate::varint`; `docs/format.md`, "Payload").
 //! A put of an 8-byte key and a 120-byte value takes 23 bytes of frame,
 //! header and entry header, against 39 in version 1.
 
 use crate::batch::BatchOp;
+use crate::varint;
 use crate::wal::record::{Record, copy_field};
-use crate::wal::varint;
 
 /// Low bit of an entry's tag: set for a put, clear for a delete.
 const TAG_PUT: u64 = 1;

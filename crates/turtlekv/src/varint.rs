@@ -1,6 +1,6 @@
-//! LEB128 variable-length integers, as the record payload stores its
-//! numbers: 7 bits per byte, low bits first, the high bit set on every byte
-//! but the last. Decoding accepts only the shortest encoding of a value, so
+//! LEB128 variable-length integers, as WAL record payloads and leaf items
+//! store their lengths and numbers: 7 bits per byte, low bits first, the
+//! high bit set on every byte but the last. Decoding accepts only the shortest encoding of a value, so
 //! a valid record has exactly one encoding.
 
 /// Longest encoding of a `u64`.
