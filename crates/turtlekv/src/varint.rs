@@ -16,12 +16,14 @@ pub(crate) fn put(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// Bytes `put` appends for `value`.
+#[inline]
 pub(crate) fn len_bytes(value: u64) -> usize {
     let bits = 64 - (value | 1).leading_zeros() as usize;
     bits.div_ceil(7)
 }
 
 /// Decodes the integer at the start of `buf` and the bytes it took.
+#[inline]
 pub(crate) fn get(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     let mut value = 0u64;
     for (i, &byte) in buf.iter().enumerate().take(MAX_LEN_BYTES) {

@@ -31,6 +31,7 @@ pub(crate) struct ItemSpan {
 
 /// Parses the item at `at` of `bytes`, laid out as `layout`; `None` if it
 /// is malformed or overruns them.
+#[inline]
 pub(super) fn parse_item(bytes: &[u8], at: usize, layout: ItemLayout) -> Option<ItemSpan> {
     let (key_at, key_len, value_len) = layout.parse_header(bytes, at)?;
     let key_end = key_at.checked_add(key_len)?;
@@ -50,19 +51,23 @@ pub(super) fn parse_item(bytes: &[u8], at: usize, layout: ItemLayout) -> Option<
 
 impl ItemSpan {
     /// Where the next item starts.
+    #[inline]
     pub(super) fn end(&self) -> usize {
         self.value_end as usize
     }
 
+    #[inline]
     pub(super) fn key<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
         &bytes[self.key_at as usize..self.key_end as usize]
     }
 
+    #[inline]
     pub(super) fn is_put(&self) -> bool {
         self.is_put
     }
 
     /// The item as slices of `bytes`, which must be the bytes it was parsed from.
+    #[inline]
     pub(super) fn item(&self, bytes: &Bytes) -> Item {
         let key = bytes.slice(self.key_at as usize..self.key_end as usize);
         let value = self
@@ -114,6 +119,7 @@ impl ChunkItems {
     }
 
     /// Items in the chunk, located or not.
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.count
     }
@@ -130,21 +136,25 @@ impl ChunkItems {
     }
 
     /// Key of item `i`, which must be located.
+    #[inline]
     pub(crate) fn key(&self, i: usize) -> &[u8] {
         self.spans[i].key(&self.bytes)
     }
 
     /// Where item `i` lies in `bytes()`; it must be located.
+    #[inline]
     pub(crate) fn span(&self, i: usize) -> ItemSpan {
         self.spans[i]
     }
 
     /// The chunk's bytes.
+    #[inline]
     pub(crate) fn bytes(&self) -> &Bytes {
         &self.bytes
     }
 
     /// Item `i` as slices of the chunk; it must be located.
+    #[inline]
     pub(crate) fn item(&self, i: usize) -> Item {
         self.spans[i].item(&self.bytes)
     }

@@ -49,6 +49,7 @@ impl ItemLayout {
     }
 
     /// Bytes an item of these lengths takes (`value_len` `None`: tombstone).
+    #[inline]
     pub(crate) fn item_len(self, key_len: usize, value_len: Option<usize>) -> usize {
         let value = value_len.unwrap_or(0);
         match self {
@@ -86,7 +87,35 @@ impl ItemLayout {
     /// start, key length, value length)`, the value `None` for a tombstone;
     /// `None` if its header is malformed or cut short. Lengths are not
     /// checked against `bytes`.
+    #[inline]
     pub(crate) fn parse_header(
+        self,
+        bytes: &[u8],
+        at: usize,
+    ) -> Option<(usize, usize, Option<usize>)> {
+        if self == Self::V2 {
+            // Keys under 64 bytes and values under 128 take one byte each:
+            // read those without the general decoder (a lookup parses
+            // every item before its key in the chunk).
+            let tag = *bytes.get(at)?;
+            if tag < 0x80 {
+                let key_len = usize::from(tag >> 1);
+                if u64::from(tag) & TAG_PUT == 0 {
+                    return Some((at + 1, key_len, None));
+                }
+                let value_len = *bytes.get(at + 1)?;
+                if value_len < 0x80 {
+                    return Some((at + 2, key_len, Some(usize::from(value_len))));
+                }
+            }
+        }
+        self.parse_header_in_general(bytes, at)
+    }
+
+    /// `parse_header` for every item: out of line, so that the common
+    /// case above stays small enough to inline into the item walks.
+    #[inline(never)]
+    fn parse_header_in_general(
         self,
         bytes: &[u8],
         at: usize,
