@@ -130,3 +130,39 @@ fn rot_in_a_version_1_segment_is_still_found() {
         "{err}"
     );
 }
+
+/// Sets segment `id`'s header to format `version`, checksum repaired.
+fn set_version(fs: &FaultFs, id: u64, version: u32) {
+    let mut header = encode_header(id);
+    header[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&header[0..24]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    let path = Path::new(WAL).join(super::segment::segment_file_name(id));
+    let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
+    file.write_at(&header, 0).unwrap();
+}
+
+#[test]
+fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
+    // A newer build's log, opened by this one: its newest segment must
+    // not be taken for a torn creation and removed.
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    for i in 0..50u32 {
+        db.put(i.to_be_bytes(), [3u8; 40]).unwrap();
+    }
+    drop(db);
+    let before = segment_bytes(&fs, 1);
+    set_version(&fs, 1, 3);
+    let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
+    assert!(
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 3")),
+        "{err}"
+    );
+    assert_eq!(
+        segment_bytes(&fs, 1)[SEGMENT_HEADER_BYTES as usize..],
+        before[SEGMENT_HEADER_BYTES as usize..]
+    );
+    set_version(&fs, 1, 2);
+    assert_eq!(contents(&open(&fs)).len(), 50);
+}

@@ -10,7 +10,9 @@ use std::path::Path;
 use crate::batch::BatchOp;
 use crate::io::{FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
-use crate::wal::segment::{SEGMENT_HEADER_BYTES, check_header, list_segments, segment_file_name};
+use crate::wal::segment::{
+    HeaderError, SEGMENT_HEADER_BYTES, check_header, list_segments, segment_file_name,
+};
 use crate::{Error, Result};
 
 /// What replay found.
@@ -75,7 +77,11 @@ fn replay_segment(
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
     let format = match check_header(&buf, id) {
         Ok(format) => format,
-        Err(reason) => {
+        Err(e @ HeaderError::UnknownVersion(_)) => {
+            // Its records cannot be read, and must not be dropped.
+            return Err(Error::corruption(&path, 8, e.reason()));
+        }
+        Err(HeaderError::Damaged(reason)) => {
             if !is_newest {
                 return Err(Error::corruption(&path, 0, reason));
             }

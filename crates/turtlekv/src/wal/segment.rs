@@ -44,24 +44,45 @@ pub(crate) fn encode_header(id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     h
 }
 
-/// Checks a segment header and gives the layout of the segment's records;
-/// `Err` carries the reason it is unusable.
-pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, &'static str> {
+/// Why a segment header is unusable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HeaderError {
+    /// Damaged or not a segment header at all.
+    Damaged(&'static str),
+    /// Intact, but of a format version this build does not know: written
+    /// by a newer build. Never taken for a torn creation.
+    UnknownVersion(u32),
+}
+
+impl HeaderError {
+    pub(crate) fn reason(self) -> String {
+        match self {
+            Self::Damaged(reason) => reason.to_string(),
+            Self::UnknownVersion(v) => {
+                format!("WAL format version {v} is unknown to this build (written by a newer one?)")
+            }
+        }
+    }
+}
+
+/// Checks a segment header and gives the layout of the segment's records.
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, HeaderError> {
     if header.len() < SEGMENT_HEADER_BYTES as usize {
-        return Err("segment header cut short");
+        return Err(HeaderError::Damaged("segment header cut short"));
     }
     if crc32c::crc32c(&header[0..24]).to_le_bytes() != header[24..28] {
-        return Err("segment header checksum mismatch");
+        return Err(HeaderError::Damaged("segment header checksum mismatch"));
     }
     if &header[0..8] != SEGMENT_MAGIC {
-        return Err("not a TurtleKV WAL segment");
+        return Err(HeaderError::Damaged("not a TurtleKV WAL segment"));
+    }
+    if header[16..24] != id.to_le_bytes() {
+        return Err(HeaderError::Damaged(
+            "segment id does not match its file name",
+        ));
     }
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    let format = PayloadFormat::from_version(version).ok_or("unsupported WAL format version")?;
-    if header[16..24] != id.to_le_bytes() {
-        return Err("segment id does not match its file name");
-    }
-    Ok(format)
+    PayloadFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))
 }
 
 /// Appends records to one segment.

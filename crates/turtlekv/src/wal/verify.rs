@@ -39,8 +39,7 @@ pub(crate) fn verify(
         let mut buf = vec![0u8; len_bytes as usize];
         read_exact_at(&*file, &mut buf, 0)
             .map_err(|_| Error::corruption(&path, 0, "segment shorter than written"))?;
-        let format =
-            check_header(&buf, id).map_err(|reason| Error::corruption(&path, 0, reason))?;
+        let format = check_header(&buf, id).map_err(|e| Error::corruption(&path, 0, e.reason()))?;
         let mut offset = SEGMENT_HEADER_BYTES as usize;
         while offset < buf.len() {
             let Frame::Valid(rec, frame_len) = record::decode(&buf[offset..], format) else {
