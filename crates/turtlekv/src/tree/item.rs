@@ -55,8 +55,19 @@ impl ItemLayout {
         match self {
             Self::V1 => 7 + key_len + value,
             Self::V2 => {
-                let tag = varint::len_bytes((key_len as u64) << 1 | TAG_PUT);
-                let value_header = value_len.map_or(0, |v| varint::len_bytes(v as u64));
+                // Leaf sizing asks this for every item of every cut: plain
+                // comparisons for the usual lengths.
+                let tag = if key_len < 64 {
+                    1
+                } else {
+                    varint::len_bytes((key_len as u64) << 1 | TAG_PUT)
+                };
+                let value_header = match value_len {
+                    None => 0,
+                    Some(v) if v < 0x80 => 1,
+                    Some(v) if v < 0x4000 => 2,
+                    Some(v) => varint::len_bytes(v as u64),
+                };
                 tag + key_len + value_header + value
             }
         }

@@ -60,6 +60,7 @@ impl<'a> LeafSizer<'a> {
         self.items
     }
 
+    #[inline]
     pub(crate) fn add(&mut self, item: &'a Item) {
         let size = item.size_bytes();
         let (start, new_chunk) = place(self.data_end, size, self.block_size);
