@@ -171,7 +171,8 @@ impl DbInner {
     /// checkpoint after the write was acknowledged).
     pub fn check_item_fits(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         let value_len = value.map_or(0, <[u8]>::len);
-        let item_len = crate::tree::item::ItemLayout::CURRENT.item_len(key.len(), Some(value_len));
+        let item_len =
+            crate::tree::item_layout::ItemLayout::CURRENT.item_len(key.len(), Some(value_len));
         let overhead = item_len - value_len;
         if overhead + value_len > self.max_item_bytes {
             return Err(Error::ValueTooLarge {

@@ -8,7 +8,8 @@
 
 use bytes::Bytes;
 
-use super::item::{Item, ItemLayout, MIN_ITEM_BYTES};
+use super::item::Item;
+use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use crate::key::compare_keys;
 use crate::prefetch::{Locality, prefetch};
 

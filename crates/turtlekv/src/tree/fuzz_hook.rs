@@ -5,7 +5,8 @@
 use bytes::Bytes;
 
 use super::chunk::ChunkItems;
-use super::item::{Item, ItemLayout};
+use super::item::Item;
+use super::item_layout::ItemLayout;
 use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
 use super::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
 use super::node_codec::referenced_pages;

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 
-use super::item::{Item, ItemLayout, separator_len, shortest_separator};
+use super::item::{Item, separator_len, shortest_separator};
+use super::item_layout::ItemLayout;
 pub(crate) use super::leaf_head::LeafHead;
 #[cfg(test)]
 use super::leaf_head::u32_at;

@@ -4,7 +4,8 @@
 use bytes::Bytes;
 
 use super::chunk::{ChunkItems, parse_item};
-use super::item::{Item, ItemLayout, MIN_ITEM_BYTES};
+use super::item::Item;
+use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC};
 use crate::key::{compare_keys, key_prefix};
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::tree::chunk::ChunkItems;
-use crate::tree::item::ItemLayout;
+use crate::tree::item_layout::ItemLayout;
 
 fn items(n: usize, value_len: impl Fn(usize) -> usize) -> Vec<Item> {
     (0..n)

@@ -29,6 +29,7 @@ mod flush;
 pub(crate) mod fuzz_hook;
 mod get;
 pub(crate) mod item;
+pub(crate) mod item_layout;
 mod leaf;
 mod leaf_head;
 mod level_merge;

@@ -43,11 +43,7 @@ fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
 fn downgrade(fs: &FaultFs, id: u64) {
     let bytes = segment_bytes(fs, id);
     assert_eq!(check_header(&bytes, id), Ok(PayloadFormat::V2));
-    let mut header = encode_header(id);
-    header[8..12].copy_from_slice(&1u32.to_le_bytes());
-    let crc = crc32c::crc32c(&header[0..24]);
-    header[24..28].copy_from_slice(&crc.to_le_bytes());
-    let mut out = header.to_vec();
+    let mut out = header_of_version(id, 1).to_vec();
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < bytes.len() {
         let Frame::Valid(rec, len) = record::decode(&bytes[offset..], PayloadFormat::V2) else {
@@ -62,6 +58,26 @@ fn downgrade(fs: &FaultFs, id: u64) {
     file.set_len(0).unwrap();
     file.write_at(&out, 0).unwrap();
     file.sync_data().unwrap();
+}
+
+/// Segment `id`'s header as format `version` would have it.
+fn header_of_version(id: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+    let mut header = encode_header(id);
+    header[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&header[0..24]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// A closed database of 50 puts, all in segment 1.
+fn fifty_puts() -> FaultFs {
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    for i in 0..50u32 {
+        db.put(i.to_be_bytes(), [3u8; 40]).unwrap();
+    }
+    drop(db);
+    fs
 }
 
 fn version(fs: &FaultFs, id: u64) -> PayloadFormat {
@@ -113,12 +129,7 @@ fn a_log_of_format_version_1_replays_and_the_log_goes_on_in_version_2() {
 
 #[test]
 fn rot_in_a_version_1_segment_is_still_found() {
-    let fs = FaultFs::new();
-    let db = open(&fs);
-    for i in 0..50u32 {
-        db.put(i.to_be_bytes(), [3u8; 40]).unwrap();
-    }
-    drop(db);
+    let fs = fifty_puts();
     downgrade(&fs, 1);
     // A flipped bit in the first record, before records that say it was
     // synced: corruption, not a torn tail.
@@ -131,27 +142,18 @@ fn rot_in_a_version_1_segment_is_still_found() {
     );
 }
 
-/// Sets segment `id`'s header to format `version`, checksum repaired.
+/// Sets segment `id`'s header to format `version`.
 fn set_version(fs: &FaultFs, id: u64, version: u32) {
-    let mut header = encode_header(id);
-    header[8..12].copy_from_slice(&version.to_le_bytes());
-    let crc = crc32c::crc32c(&header[0..24]);
-    header[24..28].copy_from_slice(&crc.to_le_bytes());
     let path = Path::new(WAL).join(super::segment::segment_file_name(id));
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
-    file.write_at(&header, 0).unwrap();
+    file.write_at(&header_of_version(id, version), 0).unwrap();
 }
 
 #[test]
 fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
     // A newer build's log, opened by this one: its newest segment must
     // not be taken for a torn creation and removed.
-    let fs = FaultFs::new();
-    let db = open(&fs);
-    for i in 0..50u32 {
-        db.put(i.to_be_bytes(), [3u8; 40]).unwrap();
-    }
-    drop(db);
+    let fs = fifty_puts();
     let before = segment_bytes(&fs, 1);
     set_version(&fs, 1, 3);
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
