@@ -120,7 +120,7 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// remembers, to measure what more memory would save it.
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}
 
-    /// Largest item (`Item::size_bytes`) the target can store; writes
+    /// Largest item (encoded length) the target can store; writes
     /// of larger ones are refused up front.
     fn max_item_bytes(&self) -> usize {
         usize::MAX

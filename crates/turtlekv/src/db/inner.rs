@@ -45,7 +45,7 @@ pub(crate) struct DbInner {
     pub checkpoint_on_read_pressure: bool,
     /// Shared by the MemTables and the page cache.
     pub budget: MemoryBudget,
-    /// Largest item (`Item::size_bytes`) the tree stores; larger writes are
+    /// Largest item (encoded length) the tree stores; larger writes are
     /// refused before they are logged.
     pub max_item_bytes: usize,
     /// Newest values of hot keys read from the tree.

@@ -32,10 +32,14 @@ impl Item {
         }
     }
 
-    /// Encoded size in the current layout: what pending bytes, leaf fill
-    /// and batch cuts count.
+    /// The measure that pending bytes, buffer bounds and batch cuts count
+    /// in: the item's length in the version 1 layout, `7 + key + value`,
+    /// whatever layout its page has. Node pages store sums of it, so it
+    /// must not change with the leaf format; it is at least the item's
+    /// length in any layout. Leaf fill counts exact lengths instead
+    /// (`LeafSizer`).
     pub(crate) fn size_bytes(&self) -> usize {
-        ItemLayout::CURRENT.item_len(self.key.len(), self.value.as_ref().map(Bytes::len))
+        ItemLayout::V1.item_len(self.key.len(), self.value.as_ref().map(Bytes::len))
     }
 }
 

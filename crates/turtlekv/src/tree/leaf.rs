@@ -63,7 +63,8 @@ impl<'a> LeafSizer<'a> {
 
     #[inline]
     pub(crate) fn add(&mut self, item: &'a Item) {
-        let size = item.size_bytes();
+        let value_len = item.value.as_ref().map(Bytes::len);
+        let size = ItemLayout::CURRENT.item_len(item.key.len(), value_len);
         let (start, new_chunk) = place(self.data_end, size, self.block_size);
         if new_chunk {
             let sep_len = match &self.last_key {

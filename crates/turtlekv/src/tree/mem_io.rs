@@ -2,8 +2,10 @@
 //! of bytes seen before is a hit), counts misses by kind, can drop its cache
 //! (optionally keeping filters, as the real cache's priorities would), and
 //! can free pages so a wrong dead-page list shows up as a failed read.
+//! Like the page store, which checksums every block it reads, it refuses to
+//! return bytes of a block `corrupt` flipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 
 use bytes::Bytes;
@@ -33,7 +35,14 @@ struct Inner {
     prefetched: Option<Vec<PageRange>>,
     /// Leaf block reads outside every prefetched range, while tracking.
     reads_not_prefetched: u64,
+    /// `(page, byte offset)` of every bit `corrupt` flipped and did not
+    /// flip back.
+    flipped: HashSet<(u64, usize)>,
 }
+
+/// The page store verifies blocks of this many bytes (`docs/format.md`,
+/// "Blocks"); the model checks the same spans of a page's contents.
+const VERIFIED_BLOCK_BYTES: usize = 4096;
 
 #[derive(Debug, Default)]
 pub(super) struct MemPageIo {
@@ -116,6 +125,9 @@ impl MemPageIo {
         let mut copy = bytes.to_vec();
         copy[offset] ^= 0x40;
         *bytes = Bytes::from(copy);
+        if !inner.flipped.remove(&(id.to_raw(), offset)) {
+            inner.flipped.insert((id.to_raw(), offset));
+        }
         inner.cached.clear();
         inner.objects.clear();
     }
@@ -140,6 +152,17 @@ impl MemPageIo {
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of a page",
             )));
+        }
+        let blocks = offset as usize / VERIFIED_BLOCK_BYTES
+            ..=(offset + len.max(1) - 1) as usize / VERIFIED_BLOCK_BYTES;
+        if let Some(&(_, at)) = inner.flipped.iter().find(|&&(page, at)| {
+            page == id.to_raw() && blocks.contains(&(at / VERIFIED_BLOCK_BYTES))
+        }) {
+            return Err(Error::corruption(
+                format!("page {:#x}", id.to_raw()),
+                at as u64,
+                "block checksum mismatch",
+            ));
         }
         let whole = offset == 0 && len == bytes.len() as u64;
         if inner

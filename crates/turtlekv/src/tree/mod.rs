@@ -129,7 +129,7 @@ impl TreeConfig {
         }
     }
 
-    /// Largest item (`Item::size_bytes`) a leaf page can hold on its
+    /// Largest item (encoded length) a leaf page can hold on its
     /// own: head, one-key filter and block alignment included. The engine
     /// should reject larger writes up front (a 4 KiB leaf holds ~3.7 KiB
     /// items; 2 MiB leaves hold `MAX_KEY_SIZE + MAX_VALUE_SIZE` easily).

@@ -32,14 +32,24 @@ impl Update<'_> {
         let mut acc = 0;
         let mut m = 1;
         for (i, p) in node.pivots.iter().enumerate() {
-            acc += p.lower.len() + 26;
+            let entry = p.lower.len() + 26;
+            acc += entry;
             if acc >= half {
+                // The pivot that crosses the half goes to the side it
+                // leaves closer to even: with keys of hundreds of bytes,
+                // one pivot is a large share of a node, and the left half
+                // without it could fall below the node minimum.
+                let cut = if acc - half < half - (acc - entry) {
+                    i + 1
+                } else {
+                    i
+                };
                 // Halves of one child could not join an underfull child.
                 let n = node.pivots.len();
                 m = if n >= 4 {
-                    i.clamp(2, n - 2)
+                    cut.clamp(2, n - 2)
                 } else {
-                    i.clamp(1, n - 1)
+                    cut.clamp(1, n - 1)
                 };
                 break;
             }
@@ -120,10 +130,12 @@ impl Update<'_> {
                 // joins its next neighbour). Several pieces of leaves were
                 // cut evenly. Several pieces of a node were split evenly,
                 // but restoring their buffers may have joined children of
-                // one and left it small: look at them again too. (That
-                // ends: each such round joins children below.)
+                // one and left it small: look at them again too, when
+                // joining them again makes one node (so the loop ends:
+                // that join leaves one pivot fewer).
                 let again = pieces == 1
                     || (node.height > 1
+                        && self.rejoin_fits(node, left, pieces)
                         && self.any_underfull(&node.pivots[left..left + pieces])?);
                 let looked_at = if again { pieces } else { 1 };
                 end = (end + pieces).saturating_sub(2).max(left + looked_at);
@@ -133,6 +145,20 @@ impl Update<'_> {
             i += 1;
         }
         Ok(())
+    }
+
+    /// Whether the child nodes of pivots `start..start + count`, joined
+    /// back into one, would need no split: their pivots, with the
+    /// separators the join adds, within a node's share for pivots.
+    fn rejoin_fits(&self, node: &Node, start: usize, count: usize) -> bool {
+        let mut bytes = 0;
+        for (i, pivot) in node.pivots[start..start + count].iter().enumerate() {
+            let Child::Node(child) = &pivot.child else {
+                return false;
+            };
+            bytes += child.pivot_bytes() + if i > 0 { 2 + pivot.lower.len() } else { 0 };
+        }
+        bytes <= self.tree.config.node_pivot_max_bytes()
     }
 
     fn any_underfull(&self, pivots: &[Pivot]) -> Result<bool> {

@@ -168,3 +168,42 @@ fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
     set_version(&fs, 1, 2);
     assert_eq!(contents(&open(&fs)).len(), 50);
 }
+
+#[test]
+fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
+    let fs = fifty_puts();
+    let path = Path::new(WAL).join(super::segment::segment_file_name(1));
+    // A newer build's header naming another segment id: still its version
+    // that is reported.
+    let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
+    file.write_at(&header_of_version(77, 3), 0).unwrap();
+    let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
+    assert!(
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 3")),
+        "{err}"
+    );
+    // A rotted header, then a frame whose checksum holds but whose
+    // payload no layout of this build parses: rot, not a torn creation.
+    let payload = [0xFF_u8; 5];
+    let mut frame = record::FRAME_MAGIC.to_le_bytes().to_vec();
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..8]), &payload);
+    frame.extend_from_slice(&crc.to_le_bytes());
+    frame.extend_from_slice(&payload);
+    let mut header = header_of_version(1, 3);
+    header[20] ^= 1; // in the segment id, under the header checksum
+    let mut bytes = header.to_vec();
+    bytes.extend_from_slice(&frame);
+    file.set_len(0).unwrap();
+    file.write_at(&bytes, 0).unwrap();
+    let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
+    assert!(
+        matches!(&err, crate::Error::Corruption { offset: 0, .. }),
+        "{err}"
+    );
+    assert_eq!(
+        segment_bytes(&fs, 1),
+        bytes,
+        "the segment is kept as it was"
+    );
+}

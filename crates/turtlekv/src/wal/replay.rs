@@ -87,12 +87,10 @@ fn replay_segment(
             }
             // A crash while the segment was being created leaves no record
             // behind it, since the header is synced before any record is
-            // written: a valid record (of any layout, since the header no
-            // longer says which) after a damaged header proves rot.
-            if PayloadFormat::ALL
-                .into_iter()
-                .any(|format| find_valid_frame(&buf, 0, format, |_| true))
-            {
+            // written: a frame whose checksum holds after a damaged header
+            // proves rot (whatever its payload's layout, which the header
+            // no longer tells).
+            if checksummed_frame_after(&buf, 0) {
                 return Err(Error::corruption(&path, 0, reason));
             }
             fs.remove_file(&path)?;
@@ -200,6 +198,23 @@ fn damage_before_synced_data(
     .then_some("damaged record before data that was already synced")
 }
 
+/// Whether a frame whose checksum holds (its payload parsing or not)
+/// starts at or after `from`.
+fn checksummed_frame_after(buf: &[u8], from: usize) -> bool {
+    frame_starts(buf, from).any(|at| {
+        matches!(
+            record::decode(&buf[at..], PayloadFormat::CURRENT),
+            Frame::Valid(..) | Frame::Malformed(_)
+        )
+    })
+}
+
+/// Offsets at or after `from` where a frame's magic is.
+fn frame_starts(buf: &[u8], from: usize) -> impl Iterator<Item = usize> + '_ {
+    let magic = FRAME_MAGIC.to_le_bytes();
+    (from..buf.len().saturating_sub(3)).filter(move |&at| buf[at..at + 4] == magic)
+}
+
 /// Whether a valid frame that `wanted` accepts starts at or after `from`.
 fn find_valid_frame(
     buf: &[u8],
@@ -207,12 +222,9 @@ fn find_valid_frame(
     format: PayloadFormat,
     wanted: impl Fn(&record::Record) -> bool,
 ) -> bool {
-    let magic = FRAME_MAGIC.to_le_bytes();
-    (from..buf.len().saturating_sub(3))
-        .filter(|&at| buf[at..at + 4] == magic)
-        .any(
-            |at| matches!(record::decode(&buf[at..], format), Frame::Valid(rec, _) if wanted(&rec)),
-        )
+    frame_starts(buf, from).any(
+        |at| matches!(record::decode(&buf[at..], format), Frame::Valid(rec, _) if wanted(&rec)),
+    )
 }
 
 /// Bytes of a torn `tail` that were written: up to its last non-zero

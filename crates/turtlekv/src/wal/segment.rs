@@ -76,13 +76,17 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, Head
     if &header[0..8] != SEGMENT_MAGIC {
         return Err(HeaderError::Damaged("not a TurtleKV WAL segment"));
     }
+    // The version first: a newer build's header is reported as such even
+    // if it also lays out the rest differently.
+    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
+    let format =
+        PayloadFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))?;
     if header[16..24] != id.to_le_bytes() {
         return Err(HeaderError::Damaged(
             "segment id does not match its file name",
         ));
     }
-    let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    PayloadFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))
+    Ok(format)
 }
 
 /// Appends records to one segment.
