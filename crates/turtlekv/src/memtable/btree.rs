@@ -26,7 +26,7 @@ use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::btree_node::{FANOUT, Header, Snapshot, Step, slot_entry};
 use super::node::{Node, NodeRef, compare, write_node};
-use super::search::{Edge, MAX_VERSION_STEPS, Search, within};
+use super::search::{Edge, Search};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -234,7 +234,7 @@ impl BTreeMemTable {
 /// A forward walk over the leaves: one consistent copy of a leaf's slots
 /// at a time, then on along its right link. Each copy and its link were
 /// read together, so a split after the copy cannot hide entries from it.
-struct Cursor<'a> {
+pub(super) struct Cursor<'a> {
     table: &'a BTreeMemTable,
     snapshot: Snapshot,
     at: usize,
@@ -422,62 +422,10 @@ impl Search for BTreeMemTable {
         (found.pred, found.next)
     }
 
-    /// Forward scans walk the leaves (one step per entry) instead of
-    /// searching from the root for every key.
-    fn scan_forward<'a>(
-        &'a self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        limit: usize,
-        found: &mut Vec<NodeRef<'a>>,
-    ) {
-        let mut cursor = self.cursor_from(lower);
-        let mut next = cursor.next();
-        while found.len() < limit {
-            let Some(first) = next else {
-                return;
-            };
-            let key = first.key();
-            if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
-                return;
-            }
-            // Versions come newest first: the first at or below `seq` is
-            // the visible one.
-            let mut node = first;
-            let mut steps = 0;
-            let mut after = None;
-            let visible = loop {
-                if node.seq() <= seq {
-                    break Some(node);
-                }
-                match cursor.next() {
-                    Some(n) if n.key() == key => node = n,
-                    other => {
-                        after = Some(other);
-                        break None;
-                    }
-                }
-                steps += 1;
-            };
-            found.extend(visible);
-            // On to the next key: step over a few older versions, or seek.
-            next = match after {
-                Some(other) => other,
-                None => loop {
-                    match cursor.next() {
-                        Some(n) if n.key() == key => {
-                            steps += 1;
-                            if steps > MAX_VERSION_STEPS {
-                                cursor = self.cursor_from(Bound::Excluded(key));
-                                break cursor.next();
-                            }
-                        }
-                        other => break other,
-                    }
-                },
-            };
-        }
+    type Forward<'a> = Cursor<'a>;
+
+    fn forward_from<'a>(&'a self, lower: Bound<&[u8]>) -> Cursor<'a> {
+        self.cursor_from(lower)
     }
 
     fn sealed_chunks(&self) -> Option<&Vec<Bytes>> {

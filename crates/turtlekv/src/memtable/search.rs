@@ -11,7 +11,7 @@ use super::{Direction, Versioned};
 
 /// Versions of one key a forward scan steps over before seeking past the
 /// key instead (a hot key may hold many).
-pub(super) const MAX_VERSION_STEPS: usize = 4;
+const MAX_VERSION_STEPS: usize = 4;
 
 /// Which entries a search passes: those before a version, those whose key
 /// is below a key, those whose key is at most a key, or all of them.
@@ -107,6 +107,16 @@ pub(super) trait Search: Sized {
     /// does not (`None`: every entry passes).
     fn around(&self, edge: Edge<'_>) -> (Option<NodeRef<'_>>, Option<NodeRef<'_>>);
 
+    /// Walks entries in order (keys ascending, each key's versions newest
+    /// first) one step per entry, instead of searching from the top for
+    /// every key.
+    type Forward<'a>: Iterator<Item = NodeRef<'a>>
+    where
+        Self: 'a;
+
+    /// A forward walk from the first entry at or after `lower`.
+    fn forward_from<'a>(&'a self, lower: Bound<&[u8]>) -> Self::Forward<'a>;
+
     /// Appends to `found` up to `limit` keys within `(lower, upper)`, each
     /// with its newest version visible at `seq`, from the lower end up.
     fn scan_forward<'a>(
@@ -116,7 +126,39 @@ pub(super) trait Search: Sized {
         seq: u64,
         limit: usize,
         found: &mut Vec<NodeRef<'a>>,
-    );
+    ) {
+        let mut walk = self.forward_from(lower);
+        let mut next = walk.next();
+        while found.len() < limit {
+            let Some(first) = next else {
+                return;
+            };
+            let key = first.key();
+            if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
+                return;
+            }
+            // Versions come newest first: the first at or below `seq` is
+            // the visible one. Past it, step over a few older versions to
+            // the next key, or seek past them.
+            let mut visible = (first.seq() <= seq).then_some(first);
+            let mut steps = 0;
+            next = loop {
+                match walk.next() {
+                    Some(n) if n.key() == key => {
+                        steps += 1;
+                        if visible.is_none() && n.seq() <= seq {
+                            visible = Some(n);
+                        } else if visible.is_some() && steps > MAX_VERSION_STEPS {
+                            walk = self.forward_from(Bound::Excluded(key));
+                            break walk.next();
+                        }
+                    }
+                    other => break other,
+                }
+            };
+            found.extend(visible);
+        }
+    }
 
     /// The arena's chunks once the MemTable is sealed (reads then share
     /// them), `None` while it takes writes (reads copy).

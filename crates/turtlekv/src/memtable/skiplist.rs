@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
-use super::search::{Edge, MAX_VERSION_STEPS, Search, within};
+use super::search::{Edge, Search};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::io::MappingPool;
 
@@ -345,50 +345,12 @@ impl Search for SkipListMemTable {
         self.seek(edge, None)
     }
 
-    /// Forward scans walk the bottom level (one step per entry) instead of
-    /// seeking from the top for every key.
-    fn scan_forward<'a>(
-        &'a self,
-        lower: Bound<&[u8]>,
-        upper: Bound<&[u8]>,
-        seq: u64,
-        limit: usize,
-        found: &mut Vec<NodeRef<'a>>,
-    ) {
-        let mut next = self.first_from(lower);
-        while found.len() < limit {
-            let Some(first) = next else {
-                return;
-            };
-            let key = first.key();
-            if !within(key, upper, |k, b| k < b, |k, b| k <= b) {
-                return;
-            }
-            // Versions come newest first: the first at or below `seq` is
-            // the visible one.
-            let mut node = first;
-            let mut steps = 0;
-            let visible = loop {
-                if node.seq() <= seq {
-                    break Some(node);
-                }
-                match self.load(node.next(0)) {
-                    Some(n) if n.key() == key => node = n,
-                    _ => break None,
-                }
-                steps += 1;
-            };
-            found.extend(visible);
-            // On to the next key: step over a few older versions, or seek.
-            next = self.load(node.next(0));
-            while let Some(n) = next.filter(|n| n.key() == key) {
-                steps += 1;
-                if steps > MAX_VERSION_STEPS {
-                    next = self.first_from(Bound::Excluded(key));
-                    break;
-                }
-                next = self.load(n.next(0));
-            }
+    type Forward<'a> = Forward<'a>;
+
+    fn forward_from<'a>(&'a self, lower: Bound<&[u8]>) -> Forward<'a> {
+        Forward {
+            table: self,
+            next: self.first_from(lower),
         }
     }
 
@@ -398,5 +360,21 @@ impl Search for SkipListMemTable {
 
     fn may_contain(&self, key: &[u8]) -> bool {
         self.bloom.may_contain(key)
+    }
+}
+
+/// A forward walk along the bottom level's links.
+pub(super) struct Forward<'a> {
+    table: &'a SkipListMemTable,
+    next: Option<NodeRef<'a>>,
+}
+
+impl<'a> Iterator for Forward<'a> {
+    type Item = NodeRef<'a>;
+
+    fn next(&mut self) -> Option<NodeRef<'a>> {
+        let node = self.next?;
+        self.next = self.table.load(node.next(0));
+        Some(node)
     }
 }
