@@ -32,8 +32,12 @@ fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .collect()
 }
 
+fn segment_path(id: u64) -> std::path::PathBuf {
+    Path::new(WAL).join(super::segment::segment_file_name(id))
+}
+
 fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
-    let path = Path::new(WAL).join(super::segment::segment_file_name(id));
+    let path = segment_path(id);
     read_all(&*fs.open(&path, OpenOptions::read_only()).unwrap()).unwrap()
 }
 
@@ -53,7 +57,7 @@ fn downgrade(fs: &FaultFs, id: u64) {
         record::encode_as(PayloadFormat::V1, &mut out, rec.first_seq, synced, &rec.ops);
         offset += len;
     }
-    let path = Path::new(WAL).join(super::segment::segment_file_name(id));
+    let path = segment_path(id);
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
     file.set_len(0).unwrap();
     file.write_at(&out, 0).unwrap();
@@ -133,7 +137,7 @@ fn rot_in_a_version_1_segment_is_still_found() {
     downgrade(&fs, 1);
     // A flipped bit in the first record, before records that say it was
     // synced: corruption, not a torn tail.
-    let path = Path::new(WAL).join(super::segment::segment_file_name(1));
+    let path = segment_path(1);
     fs.flip_bit(&path, (SEGMENT_HEADER_BYTES + 30) * 8).unwrap();
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
@@ -144,7 +148,7 @@ fn rot_in_a_version_1_segment_is_still_found() {
 
 /// Sets segment `id`'s header to format `version`.
 fn set_version(fs: &FaultFs, id: u64, version: u32) {
-    let path = Path::new(WAL).join(super::segment::segment_file_name(id));
+    let path = segment_path(id);
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
     file.write_at(&header_of_version(id, version), 0).unwrap();
 }
@@ -172,7 +176,7 @@ fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
 #[test]
 fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
     let fs = fifty_puts();
-    let path = Path::new(WAL).join(super::segment::segment_file_name(1));
+    let path = segment_path(1);
     // A newer build's header naming another segment id: still its version
     // that is reported.
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
