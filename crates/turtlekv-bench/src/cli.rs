@@ -75,6 +75,10 @@ pub struct YcsbArgs {
     /// the engine's own default.
     #[arg(long)]
     pub turtlekv_filter_bits_per_key: Option<u32>,
+    /// TurtleKV only: threads of the checkpoint pool (`Options::
+    /// checkpoint_threads`); default: the engine's own default.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub turtlekv_checkpoint_threads: Option<u16>,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -170,6 +174,9 @@ impl YcsbArgs {
         if let Some(bits) = self.turtlekv_filter_bits_per_key {
             args.push(format!("--turtlekv-filter-bits-per-key={bits}").into());
         }
+        if let Some(threads) = self.turtlekv_checkpoint_threads {
+            args.push(format!("--turtlekv-checkpoint-threads={threads}").into());
+        }
         if self.sync {
             args.push("--sync".into());
         }
@@ -227,7 +234,7 @@ mod tests {
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
              --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
-             --turtlekv-checkpoint-io-idle"
+             --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3"
                 .split_whitespace(),
         )
         .unwrap();
@@ -255,6 +262,7 @@ mod tests {
         );
         assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
         assert!(child.turtlekv_checkpoint_io_idle);
+        assert_eq!(child.turtlekv_checkpoint_threads, Some(3));
         assert_eq!(child.distribution, Distribution::Uniform);
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);
@@ -278,5 +286,13 @@ mod tests {
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--threads", "0"]).is_err());
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--records", "0"]).is_err());
         assert!(Cli::try_parse_from(["turtlekv-bench", "ycsb", "--value-size", "4"]).is_err());
+        // 0 would mean "one per core" to the engine: say that by leaving it out.
+        let zero_threads = [
+            "turtlekv-bench",
+            "ycsb",
+            "--turtlekv-checkpoint-threads",
+            "0",
+        ];
+        assert!(Cli::try_parse_from(zero_threads).is_err());
     }
 }

@@ -46,6 +46,8 @@ pub struct TurtlekvKnobs {
     pub leaf_size_bytes: Option<u64>,
     /// Filter bits per key (0 turns filters off).
     pub filter_bits_per_key: Option<u32>,
+    /// Threads of the checkpoint pool.
+    pub checkpoint_threads: Option<usize>,
     /// Let the engine move memory between its record cache and page cache.
     pub record_cache_auto_split: bool,
     /// Checkpoints in the idle I/O class while nobody waits for one.
