@@ -103,6 +103,10 @@ pub struct Stats {
     /// would have saved. For windows of 4 MiB and more, an estimate: eight
     /// times the recalls of a fixed sample of one block in eight.
     pub cache_ghost_recalls: u64,
+    /// Blocks that were still in the page cache when a checkpoint freed
+    /// their page (the page was rewritten, so the block's records now live
+    /// in a new page that reads must fetch again).
+    pub cache_blocks_freed_cached: u64,
     /// Bytes read from page files.
     pub page_bytes_read: u64,
     /// Read calls on page files.

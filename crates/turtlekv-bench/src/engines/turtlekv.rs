@@ -96,7 +96,7 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
     format!(
         "t {:.0}s gets {gets} disk_reads_per_get {:.3} read_ios {} kib_per_read {:.1} \
          head_misses {} filter_misses {} record_hits {} record_cap_mib {} cache_cap_mib {} \
-         cache_used_mib {} pooled_mib {} frame_mib {} frames_released {} head_mib {} filter_mib {} node_mib {} memtable_mib {} checkpoints {} \
+         cache_used_mib {} pooled_mib {} frame_mib {} frames_released {} blocks_freed_cached {} head_mib {} filter_mib {} node_mib {} memtable_mib {} checkpoints {} \
          resizes {} write_stalls {} write_stall_ms {} rss_anon_mib {} rss_file_mib {} malloc_mib {} \
          malloc_free_mib {}",
         at.as_secs_f64(),
@@ -112,6 +112,7 @@ fn monitor_line(at: Duration, last: &turtlekv::Stats, now: &turtlekv::Stats) -> 
         now.cache_pooled_bytes >> 20,
         now.cache_frame_bytes >> 20,
         now.cache_frames_released - last.cache_frames_released,
+        now.cache_blocks_freed_cached - last.cache_blocks_freed_cached,
         now.cache_leaf_head_bytes >> 20,
         now.cache_filter_bytes >> 20,
         now.cache_node_bytes >> 20,
@@ -143,6 +144,9 @@ impl TurtleKv {
         options.checkpoint_io_idle = knobs.checkpoint_io_idle;
         if let Some(bytes) = knobs.leaf_size_bytes {
             options.leaf_size_bytes = bytes;
+        }
+        if let Some(threads) = knobs.checkpoint_threads {
+            options.checkpoint_threads = threads;
         }
         if let Some(bits) = knobs.filter_bits_per_key {
             options.filter_bits_per_key = bits;

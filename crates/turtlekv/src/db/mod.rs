@@ -301,6 +301,7 @@ fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
     stats.cache_filter_misses = store.cache_filter_misses;
     stats.cache_evictions = store.cache_evictions;
     stats.cache_ghost_recalls = store.cache_ghost_recalls;
+    stats.cache_blocks_freed_cached = store.cache_blocks_freed_cached;
     stats.page_bytes_read = store.bytes_read;
     stats.page_read_ios = store.read_ios;
     stats.page_bytes_written = store.bytes_written;

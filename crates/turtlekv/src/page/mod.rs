@@ -72,6 +72,9 @@ pub(crate) struct PageStoreStats {
     /// Blocks read from disk that the cache had evicted within its ghost
     /// window: reads a cache larger by that window would have saved.
     pub cache_ghost_recalls: u64,
+    /// Blocks still cached when their page was freed (rewritten by a
+    /// checkpoint): reads of their records go to disk again.
+    pub cache_blocks_freed_cached: u64,
     /// Bytes the cache holds, entry overhead included.
     pub cache_used_bytes: u64,
     /// Of those, kept mappings of written pages and MemTable chunks.

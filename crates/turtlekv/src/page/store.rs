@@ -79,6 +79,7 @@ pub(super) struct IoCounters {
     pub syncs: AtomicU64,
     pub commits: AtomicU64,
     pub bytes_punched: AtomicU64,
+    pub blocks_freed_cached: AtomicU64,
 }
 
 pub(super) fn bump(counter: &AtomicU64, by: u64) {
@@ -198,8 +199,22 @@ impl PageStore {
             .map_err(|e| self.poison_with(e))?;
         bump(&self.counters.syncs, 1);
         bump(&self.counters.commits, 1);
+        let cached_blocks: usize = unreachable.iter().map(|&id| self.cached_blocks(id)).sum();
+        bump(&self.counters.blocks_freed_cached, cached_blocks as u64);
         self.versions.publish(next, record, unreachable.to_vec());
         Ok(next)
+    }
+
+    /// How many of the page's blocks the cache holds.
+    fn cached_blocks(&self, id: PageId) -> usize {
+        (0..id.blocks())
+            .filter(|&part| {
+                self.cache.contains(CacheKey {
+                    page: id.to_raw(),
+                    part,
+                })
+            })
+            .count()
     }
 
     fn debug_check_unreachable(&self, record: SuperblockRecord, unreachable: &[PageId]) {
@@ -307,6 +322,7 @@ impl PageStore {
             cache_filter_misses: load(&c.filter_misses),
             cache_evictions: cache.evictions,
             cache_ghost_recalls: cache.ghost_recalls,
+            cache_blocks_freed_cached: load(&c.blocks_freed_cached),
             cache_used_bytes: cache.used_bytes,
             cache_pooled_bytes: cache.pooled_bytes,
             cache_frame_bytes: (cache.frames.live_frames + cache.frames.warm_frames)

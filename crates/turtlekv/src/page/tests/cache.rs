@@ -373,3 +373,28 @@ fn a_written_page_read_by_ranges_ages_out_of_a_full_cache() {
         "its block is cached"
     );
 }
+
+/// `cache_blocks_freed_cached` counts, at the commit that frees a page, the
+/// blocks of it that reads had cached: what a rewrite takes from the cache.
+#[test]
+fn a_commit_counts_the_cached_blocks_of_the_pages_it_frees() {
+    let (store, _) = open(&FaultFs::new(), &small_options()).unwrap();
+    let v1 = Version::write(&store, vec![Version::new_leaf(&store, 1, 30_000).unwrap()]).unwrap();
+    store.commit(record(Some(v1.root), 1), &[]).unwrap();
+    let leaf = v1.leaves[0].0;
+    // Three blocks: the one at 0, and the two a range across 8,100 covers.
+    for (offset, len) in [(0, 10), (8_100, 100), (8_150, 10)] {
+        store
+            .read_range(leaf, offset, len, CachePriority::LeafBlock)
+            .unwrap();
+    }
+    assert_eq!(store.stats().cache_blocks_freed_cached, 0);
+    let v2 = Version::write(&store, vec![Version::new_leaf(&store, 2, 30_000).unwrap()]).unwrap();
+    store
+        .commit(record(Some(v2.root), 2), &[v1.root, leaf])
+        .unwrap();
+    assert_eq!(store.stats().cache_blocks_freed_cached, 3);
+    // The node page is cached whole, not by blocks: it does not count.
+    store.commit(record(Some(v2.root), 3), &[]).unwrap();
+    assert_eq!(store.stats().cache_blocks_freed_cached, 3);
+}
