@@ -87,6 +87,11 @@ impl SlotAllocator {
         self.live.get(&id.slot()) == Some(&id)
     }
 
+    /// Whether `slot` is free below the high-water mark.
+    pub fn is_free(&self, slot: u64) -> bool {
+        self.free.contains(&slot)
+    }
+
     /// Pages allocated and not freed.
     pub fn live_count(&self) -> u64 {
         self.live.len() as u64

@@ -11,6 +11,7 @@ mod codec;
 mod id;
 mod open;
 mod prefetch;
+mod punch;
 pub(crate) use prefetch::PageRange;
 mod read;
 mod store;

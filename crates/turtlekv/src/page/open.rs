@@ -96,6 +96,7 @@ impl PageStore {
             poison: OnceLock::new(),
             counters: IoCounters::default(),
             prefetch_pool: PrefetchPool::default(),
+            punches: Mutex::default(),
         };
         let live = store.reachable(slot.record.root, list_children, Some(CachePriority::Node))?;
         // With a damaged slot we cannot tell a torn commit from a decayed

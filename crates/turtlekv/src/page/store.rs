@@ -109,6 +109,8 @@ pub(crate) struct PageStore {
     pub(super) poison: OnceLock<String>,
     pub(super) counters: IoCounters,
     pub(super) prefetch_pool: PrefetchPool,
+    /// Freed leaf slot space to punch at the next commit (`page::punch`).
+    pub(super) punches: Mutex<super::punch::DeferredPunches>,
 }
 
 impl std::fmt::Debug for PageStore {
@@ -174,6 +176,7 @@ impl PageStore {
         let _serial = self.commit_lock.lock();
         self.check_writable()?;
         self.reclaim_locked()?;
+        self.punch_deferred()?;
         self.debug_check_unreachable(record, unreachable);
         for pf in &self.files {
             // Cleared before the sync: a write finishing during it sets the
@@ -233,10 +236,11 @@ impl PageStore {
         }
     }
 
-    /// Returns to the free lists the pages no pinned reader can reach:
-    /// drops them from the cache and punches their blocks out of the file.
-    /// Runs before each commit and before a write when pages wait; call it
-    /// after dropping old pins to release space sooner.
+    /// Returns to the free lists the pages no pinned reader can reach and
+    /// drops them from the cache. Their leaf slots are punched out of the
+    /// file at the next commit unless a write reuses them first
+    /// (`page::punch`). Runs before each commit and before a write when
+    /// pages wait; call it after dropping old pins to reuse slots sooner.
     pub fn reclaim(&self) -> Result<()> {
         let _serial = self.commit_lock.lock();
         self.check_writable()?;
@@ -248,7 +252,6 @@ impl PageStore {
         if pages.is_empty() {
             return Ok(());
         }
-        let mut punch_supported = true;
         for &id in &pages {
             self.cache.remove(CacheKey {
                 page: id.to_raw(),
@@ -261,24 +264,17 @@ impl PageStore {
                     part,
                 });
             }
-            // A free leaf slot is a hole, so disk usage follows live data and
-            // a reused slot holds nothing past its new page. The whole slot
-            // is punched, not just the page's blocks: after an open that had
-            // to leave stale bytes (a damaged superblock slot) they go too.
-            // Node slots are small and rewritten whole.
-            if id.kind() == PageKind::Leaf && punch_supported {
-                let pf = self.file_of(id);
-                let len = u64::from(id.blocks()) * pf.geometry.block_bytes as u64;
-                match pf.file.punch_hole(pf.offset_of(id), pf.geometry.slot_bytes) {
-                    Ok(()) => {
-                        pf.dirty.store(true, Ordering::Release);
-                        bump(&self.counters.bytes_punched, len);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Unsupported => punch_supported = false,
-                    Err(e) => return Err(self.poison_with(e)),
-                }
-            }
         }
+        // Marked dirty before they are free, so a write that takes one
+        // knows its tail may hold old bytes. The whole slot is punched
+        // later, not just the page's blocks: after an open that had to
+        // leave stale bytes (a damaged superblock slot) they go too. Node
+        // slots are small and rewritten whole.
+        let mut punches = self.punches.lock();
+        for id in pages.iter().filter(|id| id.kind() == PageKind::Leaf) {
+            punches.slot_freed(id.slot());
+        }
+        drop(punches);
         let mut alloc = self.alloc.lock();
         for id in pages {
             let freed = alloc[kind_index(id.kind())].free(id);
@@ -382,6 +378,9 @@ impl PageIo for PageStore {
             .write_at(&image, pf.offset_of(id))
             .map_err(|e| self.poison_with(e))?;
         pf.dirty.store(true, Ordering::Release);
+        if kind == PageKind::Leaf {
+            self.punches.lock().page_written(id, g.slot_blocks());
+        }
         bump(&self.counters.bytes_written, image.len() as u64);
         bump(&self.counters.pages_written, 1);
         let key = CacheKey {

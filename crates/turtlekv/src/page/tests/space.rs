@@ -9,7 +9,7 @@ use super::harness::{Version, list_children, record};
 use crate::io::{FileSystem, OpenOptions, RealFs};
 use crate::page::open::PAGE_FILE_NAMES;
 use crate::page::superblock::SUPERBLOCK_FILE_NAME;
-use crate::page::{PageKind, PageStore, PageStoreOptions};
+use crate::page::{PageIo, PageKind, PageStore, PageStoreOptions};
 
 const LEAVES: usize = 48;
 const CHECKPOINTS: u64 = 60;
@@ -104,5 +104,64 @@ fn space_amplification_stays_under_1_3_on_steady_random_updates() {
     );
     assert!(worst < 1.3, "worst space amplification {worst:.3}");
     assert_eq!(stats.live_leaf_pages, LEAVES as u64);
+    store.check(&store.pin(), &list_children).unwrap();
+}
+
+/// Freed leaf slots keep their bytes until the next commit. That commit
+/// punches every freed slot no write reused, and the tail past its page of
+/// every slot a write did reuse, and no byte of a live page.
+#[test]
+fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(RealFs);
+    let options = PageStoreOptions {
+        node_size_bytes: 4096,
+        leaf_size_bytes: 256 * 1024,
+        cache_capacity_bytes: 1 << 20,
+        direct_io: false,
+        create_if_missing: true,
+        cache_written_leaves: false,
+    };
+    let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
+    let full = store.max_page_bytes(PageKind::Leaf);
+    let leaves = (0..4)
+        .map(|s| Version::new_leaf(&store, s, full).unwrap())
+        .collect();
+    let v1 = Version::write(&store, leaves).unwrap();
+    store.commit(record(Some(v1.root), 1), &[]).unwrap();
+    // Replace leaves 0 and 1; once reclaimed their slots are free but not
+    // yet punched.
+    let mut leaves = v1.leaves.clone();
+    leaves[0] = Version::new_leaf(&store, 10, full).unwrap();
+    leaves[1] = Version::new_leaf(&store, 11, full).unwrap();
+    let v2 = Version::write(&store, leaves.clone()).unwrap();
+    let dead = [v1.root, v1.leaves[0].0, v1.leaves[1].0];
+    store.commit(record(Some(v2.root), 2), &dead).unwrap();
+    store.reclaim().unwrap();
+    let with_dirty_slots = allocated_bytes(&fs, dir.path());
+    assert_eq!(store.stats().bytes_punched, 0);
+    // One block of a page reuses the lowest dirty slot; the next commit
+    // punches that slot's tail and the other dirty slot whole.
+    leaves[2] = Version::new_leaf(&store, 12, 1000).unwrap();
+    assert_eq!(leaves[2].0.slot(), v1.leaves[0].0.slot());
+    let v3 = Version::write(&store, leaves).unwrap();
+    store
+        .commit(record(Some(v3.root), 3), &[v2.root, v1.leaves[2].0])
+        .unwrap();
+    let slot_bytes = 256 * 1024;
+    let block_bytes = 4096;
+    assert_eq!(
+        store.stats().bytes_punched,
+        (slot_bytes - block_bytes) + slot_bytes
+    );
+    let after = allocated_bytes(&fs, dir.path());
+    assert!(
+        after + slot_bytes <= with_dirty_slots,
+        "allocated {after} B after the commit, {with_dirty_slots} B before"
+    );
+    for &(id, seed, len) in &v3.leaves {
+        let got = store.read_page_uncached(id).unwrap();
+        assert_eq!(got, super::harness::leaf_bytes(seed, len));
+    }
     store.check(&store.pin(), &list_children).unwrap();
 }
