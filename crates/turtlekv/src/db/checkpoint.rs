@@ -92,11 +92,8 @@ impl DbInner {
         retired.push(oldest.memtable.clone());
         drop(oldest);
         target.reclaim().map_err(|e| self.poison_with_error(e))?;
-        let removed = self
-            .wal
-            .lock()
-            .trim(covered_seq)
-            .map_err(|e| self.poison_with(e))?;
+        let covered = self.wal.lock().detach_covered(covered_seq);
+        let removed = covered.remove().map_err(|e| self.poison_with(e))?;
         bump(&self.stats.wal_segments_trimmed, removed as u64);
         // The working set is gone with the checkpoint: the cache gets the
         // reserve back, and the room the finished MemTable left, before

@@ -29,6 +29,30 @@ impl WalVerification {
     }
 }
 
+/// Segments a checkpoint covers, out of the log and still on disk.
+#[derive(Debug)]
+#[must_use = "the segments stay on disk until removed"]
+pub(crate) struct CoveredSegments {
+    fs: Arc<dyn FileSystem>,
+    dir: PathBuf,
+    ids: Vec<u64>,
+}
+
+impl CoveredSegments {
+    /// Deletes the segment files and syncs the directory; returns how many.
+    /// A crash before that leaves them for the next open, which skips
+    /// records the checkpoint covers, as after a crash before the detach.
+    pub fn remove(self) -> io::Result<usize> {
+        for &id in &self.ids {
+            self.fs.remove_file(&self.dir.join(segment_file_name(id)))?;
+        }
+        if !self.ids.is_empty() {
+            self.fs.sync_dir(&self.dir)?;
+        }
+        Ok(self.ids.len())
+    }
+}
+
 /// The write side of the WAL. Owned by one group-commit leader at a time.
 #[derive(Debug)]
 pub(crate) struct Wal {
@@ -172,18 +196,26 @@ impl Wal {
     /// Removes the segments whose every record is at or below `covered_seq`
     /// (now in a durable checkpoint). The current segment always stays.
     /// Returns how many were removed.
+    #[cfg(test)]
     pub fn trim(&mut self, covered_seq: u64) -> io::Result<usize> {
-        let mut removed = 0;
+        self.detach_covered(covered_seq).remove()
+    }
+
+    /// Takes the segments whose every record is at or below `covered_seq`
+    /// (now in a durable checkpoint) out of the log, and returns them for
+    /// removal. The current segment always stays. Removing a 64 MiB file
+    /// took 55-70 ms on ext4 here; done apart from the log, it does not
+    /// hold up the writers' appends.
+    pub fn detach_covered(&mut self, covered_seq: u64) -> CoveredSegments {
+        let mut ids = Vec::new();
         while self.segments.len() > 1 && self.segments[1].1 <= covered_seq + 1 {
-            let (id, _) = self.segments[0];
-            self.fs.remove_file(&self.dir.join(segment_file_name(id)))?;
-            self.segments.pop_front();
-            removed += 1;
+            ids.extend(self.segments.pop_front().map(|(id, _)| id));
         }
-        if removed > 0 {
-            self.fs.sync_dir(&self.dir)?;
+        CoveredSegments {
+            fs: self.fs.clone(),
+            dir: self.dir.clone(),
+            ids,
         }
-        Ok(removed)
     }
 
     /// Live segments as (id, bytes written).
