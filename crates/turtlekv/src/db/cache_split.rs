@@ -105,12 +105,21 @@ impl DbInner {
     }
 
     /// Gives the record cache the share asked for (capped), and the page
-    /// cache the rest.
+    /// cache the rest. The cache that shrinks goes first, so that the two
+    /// never hold more than the budget together.
     pub fn apply_record_cache_share(&self) {
         let asked = self.record_cache_asked_bytes.load(Ordering::Relaxed);
         let share = crate::options::record_cache_share(asked, self.budget.total_bytes());
+        if share <= self.record_cache.capacity_bytes() {
+            self.record_cache.set_capacity(share);
+            self.rebalance_memory(true);
+            return;
+        }
+        if let Some(target) = &self.target {
+            let in_use = self.memtable_bytes() + share;
+            self.budget.rebalance(in_use, &**target, true);
+        }
         self.record_cache.set_capacity(share);
-        self.rebalance_memory(true);
     }
 
     /// One window's decision of the automatic split.
@@ -126,10 +135,14 @@ impl DbInner {
         let max = crate::options::record_cache_share(u64::MAX, budget);
         let share = step_share(current, direction, budget / STEP_DIVISOR, max);
         if share != current {
+            // Counted first: `stats()` must not show a resize's capacity
+            // without its count (a test waiting for two steps once saw the
+            // second step's capacity, one resize, and the page cache not
+            // yet shrunk).
+            bump(&self.stats.record_cache_resizes, 1);
             self.record_cache_asked_bytes
                 .store(share, Ordering::Relaxed);
             self.apply_record_cache_share();
-            bump(&self.stats.record_cache_resizes, 1);
         }
     }
 }
