@@ -55,6 +55,11 @@ pub struct YcsbArgs {
     /// default: the engine's own default.
     #[arg(long)]
     pub turtlekv_checkpoint_distance_bytes: Option<u64>,
+    /// TurtleKV only: its MemTable capacity while writes come alone, as in
+    /// the load (`Options::write_only_checkpoint_distance_bytes`; at or
+    /// below the checkpoint distance turns it off); default: the engine's.
+    #[arg(long)]
+    pub turtlekv_write_only_checkpoint_distance_bytes: Option<u64>,
     /// TurtleKV only: bytes of the memory budget given to its hot-record
     /// cache (0 turns it off); default: the engine's own default.
     #[arg(long)]
@@ -159,6 +164,9 @@ impl YcsbArgs {
         if let Some(bytes) = self.turtlekv_checkpoint_distance_bytes {
             args.push(format!("--turtlekv-checkpoint-distance-bytes={bytes}").into());
         }
+        if let Some(bytes) = self.turtlekv_write_only_checkpoint_distance_bytes {
+            args.push(format!("--turtlekv-write-only-checkpoint-distance-bytes={bytes}").into());
+        }
         if let Some(bytes) = self.turtlekv_record_cache_bytes {
             args.push(format!("--turtlekv-record-cache-bytes={bytes}").into());
         }
@@ -234,7 +242,8 @@ mod tests {
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
              --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
-             --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3"
+             --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3 \
+             --turtlekv-write-only-checkpoint-distance-bytes 8192"
                 .split_whitespace(),
         )
         .unwrap();
@@ -263,6 +272,10 @@ mod tests {
         assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
         assert!(child.turtlekv_checkpoint_io_idle);
         assert_eq!(child.turtlekv_checkpoint_threads, Some(3));
+        assert_eq!(
+            child.turtlekv_write_only_checkpoint_distance_bytes,
+            Some(8192)
+        );
         assert_eq!(child.distribution, Distribution::Uniform);
         assert_eq!(child.key_format, KeyFormat::Ycsb);
         assert_eq!(child.dir, parent.dir);

@@ -58,6 +58,8 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
         threads: usize::from(args.threads),
         turtlekv: crate::engines::TurtlekvKnobs {
             checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
+            write_only_checkpoint_distance_bytes: args
+                .turtlekv_write_only_checkpoint_distance_bytes,
             record_cache_bytes: args.turtlekv_record_cache_bytes,
             leaf_size_bytes: args.turtlekv_leaf_size_bytes,
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,

@@ -264,6 +264,10 @@ pub struct TuneArgs {
     /// MemTable capacity: bytes of updates gathered per checkpoint.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub checkpoint_distance: Option<u64>,
+    /// MemTable capacity while writes come alone (a bulk load); at or below
+    /// the checkpoint distance turns the switch off.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub write_only_checkpoint_distance: Option<u64>,
     /// Memory budget shared by the page cache and the MemTables.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub cache: Option<u64>,

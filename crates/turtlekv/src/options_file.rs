@@ -76,11 +76,12 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
 
 fn format(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,
         o.record_cache_capacity_bytes,
         o.record_cache_auto_split,
         o.checkpoint_distance_bytes,
+        o.write_only_checkpoint_distance_bytes,
         o.checkpoint_on_read_pressure,
         o.checkpoint_io_idle,
         o.checkpoint_threads,
@@ -109,6 +110,9 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
                 o.record_cache_auto_split = value.parse().map_err(|_| bad("not true/false"))?
             }
             "checkpoint_distance_bytes" => o.checkpoint_distance_bytes = number()?,
+            "write_only_checkpoint_distance_bytes" => {
+                o.write_only_checkpoint_distance_bytes = number()?
+            }
             "checkpoint_on_read_pressure" => {
                 o.checkpoint_on_read_pressure = value.parse().map_err(|_| bad("not true/false"))?
             }
@@ -151,6 +155,7 @@ mod tests {
         let mut tuned = Options {
             cache_capacity_bytes: 1 << 30,
             checkpoint_distance_bytes: 128 << 20,
+            write_only_checkpoint_distance_bytes: 256 << 20,
             direct_io: true,
             ..Options::default()
         };
@@ -158,6 +163,7 @@ mod tests {
         let loaded = load_with_fs(&fs, dir).unwrap();
         assert_eq!(loaded.cache_capacity_bytes, 1 << 30);
         assert_eq!(loaded.checkpoint_distance_bytes, 128 << 20);
+        assert_eq!(loaded.write_only_checkpoint_distance_bytes, 256 << 20);
         assert!(loaded.direct_io);
         assert_eq!(
             (loaded.leaf_size_bytes, loaded.node_size_bytes),

@@ -36,12 +36,14 @@ impl Snapshot {
     /// Iterates over a key range at the snapshot's point in time.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let (lower, upper) = owned_bounds(&range);
+        bump(&self.db.stats.scans, 1);
         Iter::new(self.view.clone(), lower, upper)
     }
 
     /// Iterates over the keys starting with `prefix` at the snapshot's point in time.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let (lower, upper) = prefix_bounds(prefix.as_ref());
+        bump(&self.db.stats.scans, 1);
         Iter::new(self.view.clone(), lower, upper)
     }
 

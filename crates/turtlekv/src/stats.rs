@@ -12,6 +12,9 @@ pub struct Stats {
     pub deletes: u64,
     /// Point lookups served (`Db::get` and `Snapshot::get`).
     pub gets: u64,
+    /// Range and prefix scans started (`range`/`prefix` of `Db` and
+    /// `Snapshot`).
+    pub scans: u64,
     /// Non-empty batches committed (`put`/`delete` are one-entry batches).
     pub batches: u64,
     /// Key plus value bytes of all committed entries.
@@ -45,7 +48,8 @@ pub struct Stats {
     /// Highest sequence number in the newest durable checkpoint.
     pub checkpoint_covered_sequence: u64,
     /// MemTable capacity in force: the configured checkpoint distance,
-    /// capped at a quarter of the memory budget.
+    /// capped at a quarter of the memory budget, or the write-only one
+    /// while it applies (`Options::write_only_checkpoint_distance_bytes`).
     pub checkpoint_distance_bytes: u64,
     /// MemTables frozen early because reads dominated and missed the cache.
     pub read_pressure_checkpoints: u64,
@@ -195,6 +199,7 @@ pub(crate) struct Counters {
     pub puts: AtomicU64,
     pub deletes: AtomicU64,
     pub gets: AtomicU64,
+    pub scans: AtomicU64,
     pub batches: AtomicU64,
     pub user_bytes_written: AtomicU64,
     pub wal_bytes_written: AtomicU64,
@@ -232,6 +237,7 @@ impl Counters {
             puts: read(&self.puts),
             deletes: read(&self.deletes),
             gets: read(&self.gets),
+            scans: read(&self.scans),
             batches: read(&self.batches),
             user_bytes_written: read(&self.user_bytes_written),
             wal_bytes_written: read(&self.wal_bytes_written),

@@ -363,6 +363,103 @@ fn read_pressure_checkpoints_a_big_memtable_early() {
     assert_eq!(db.get(key(7)).unwrap().as_deref(), Some(&[2u8; 40][..]));
 }
 
+const SMALL_DISTANCE_BYTES: u64 = 16 * 1024;
+const WRITE_ONLY_DISTANCE_BYTES: u64 = 128 * 1024;
+
+/// Options for the write-only distance: a 1 MiB budget without a record
+/// cache, and only writes freeze MemTables.
+fn write_only_options() -> turtlekv::Options {
+    let mut options = checkpointing_options();
+    options.cache_capacity_bytes = 1 << 20;
+    options.record_cache_capacity_bytes = 0;
+    options.checkpoint_distance_bytes = SMALL_DISTANCE_BYTES;
+    options.write_only_checkpoint_distance_bytes = WRITE_ONLY_DISTANCE_BYTES;
+    options.checkpoint_on_read_pressure = false;
+    options
+}
+
+/// Puts the next of `keys` distinct keys, with a value naming the write.
+fn put_next(db: &Db, model: &mut Model, n: &mut u64, keys: u64) {
+    let (k, v) = (key(*n % keys), n.to_le_bytes().repeat(5));
+    db.put(&k, &v).unwrap();
+    model.insert(k, v);
+    *n += 1;
+}
+
+/// While writes come alone (a bulk load) into a tree the page cache cannot
+/// hold, MemTables grow to the write-only distance; the first busy second
+/// with reads brings the checkpoint distance back, and the next write
+/// freezes a MemTable grown past it.
+#[test]
+fn writes_alone_out_of_cache_use_the_write_only_distance_until_reads_come_back() {
+    const KEYS: u64 = 200_000; // about 10 MB of items against a 1 MiB budget
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, write_only_options()).unwrap();
+    assert_eq!(db.stats().checkpoint_distance_bytes, SMALL_DISTANCE_BYTES);
+    let started = std::time::Instant::now();
+    let (mut model, mut n) = (Model::new(), 0);
+    while db.stats().checkpoint_distance_bytes != WRITE_ONLY_DISTANCE_BYTES {
+        assert!(started.elapsed().as_secs() < 60, "{:?}", db.stats());
+        put_next(&db, &mut model, &mut n, KEYS);
+    }
+    assert!(db.stats().page_read_ios > 0, "checkpoints read from disk");
+    // Two MemTables, a checkpoint's reserve of twice one and the page
+    // cache's floor (1/8) fit in the budget: at most 7/8 MiB / 4.
+    db.set_write_only_checkpoint_distance(1 << 30);
+    assert_eq!(db.stats().checkpoint_distance_bytes, (7 << 20) / 8 / 4);
+    db.set_write_only_checkpoint_distance(WRITE_ONLY_DISTANCE_BYTES);
+    // With no frozen MemTable, all of this is the active one, grown past
+    // twice the checkpoint distance.
+    loop {
+        let stats = db.stats();
+        if stats.frozen_memtables == 0 && stats.memtable_bytes > 2 * SMALL_DISTANCE_BYTES {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 60, "{stats:?}");
+        put_next(&db, &mut model, &mut n, KEYS);
+    }
+    let frozen = db.stats().memtables_frozen;
+    let mut i = 0;
+    while db.stats().checkpoint_distance_bytes != SMALL_DISTANCE_BYTES {
+        assert!(started.elapsed().as_secs() < 60, "{:?}", db.stats());
+        let k = key(i % KEYS);
+        assert_eq!(
+            db.get(&k).unwrap().as_deref(),
+            model.get(&k).map(|v| &v[..])
+        );
+        i += 1;
+    }
+    assert_eq!(db.stats().memtables_frozen, frozen, "reads froze nothing");
+    put_next(&db, &mut model, &mut n, KEYS);
+    assert_eq!(db.stats().memtables_frozen, frozen + 1);
+    db.checkpoint_now().unwrap();
+    db.check().unwrap();
+    assert_eq!(contents(&db), model);
+}
+
+/// Writes alone into a tree the page cache holds keep the checkpoint
+/// distance: larger MemTables would push pages later reads want out of the
+/// cache.
+#[test]
+fn writes_alone_into_a_cached_tree_keep_the_checkpoint_distance() {
+    const KEYS: u64 = 2_000; // about 100 KB of items against an 8 MiB budget
+    let fs = FaultFs::new();
+    let mut options = write_only_options();
+    options.cache_capacity_bytes = 8 << 20;
+    let db = open_fault(&fs, options).unwrap();
+    let (mut model, mut n) = (Model::new(), 0);
+    let started = std::time::Instant::now();
+    // Several of the checkpoint thread's one-second windows.
+    while started.elapsed() < std::time::Duration::from_millis(2_500) {
+        put_next(&db, &mut model, &mut n, KEYS);
+        assert_eq!(db.stats().checkpoint_distance_bytes, SMALL_DISTANCE_BYTES);
+    }
+    let stats = db.stats();
+    assert!(stats.checkpoints >= 2, "{stats:?}");
+    assert_eq!(stats.page_read_ios, 0, "{stats:?}");
+    assert_eq!(contents(&db), model);
+}
+
 /// Checkpoints that rewrite leaves free the pages they replace; the cache's
 /// copies of those go to its pool of mappings (charged to the cache), and
 /// later checkpoints copy their new pages into them. Data and budget hold.

@@ -40,6 +40,8 @@ pub struct EngineConfig {
 pub struct TurtlekvKnobs {
     /// MemTable capacity (checkpoint distance).
     pub checkpoint_distance_bytes: Option<u64>,
+    /// MemTable capacity while writes come alone.
+    pub write_only_checkpoint_distance_bytes: Option<u64>,
     /// Record-cache share of the budget (0 turns it off).
     pub record_cache_bytes: Option<u64>,
     /// Leaf and segment page size.

@@ -137,6 +137,9 @@ impl TurtleKv {
         if let Some(bytes) = knobs.checkpoint_distance_bytes {
             options.checkpoint_distance_bytes = bytes;
         }
+        if let Some(bytes) = knobs.write_only_checkpoint_distance_bytes {
+            options.write_only_checkpoint_distance_bytes = bytes;
+        }
         if let Some(bytes) = knobs.record_cache_bytes {
             options.record_cache_capacity_bytes = bytes;
         }

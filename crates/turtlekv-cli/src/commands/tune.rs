@@ -28,6 +28,10 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<()> {
         &mut after.checkpoint_distance_bytes,
         args.checkpoint_distance,
     );
+    set(
+        &mut after.write_only_checkpoint_distance_bytes,
+        args.write_only_checkpoint_distance,
+    );
     set(&mut after.cache_capacity_bytes, args.cache);
     set(&mut after.wal_segment_size_bytes, args.wal_segment_size);
     if let Some(threads) = args.checkpoint_threads {
@@ -86,6 +90,11 @@ fn write_knobs(before: &Options, after: &Options, out: &mut dyn Write) -> Result
             "checkpoint distance",
             format_size(before.checkpoint_distance_bytes),
             format_size(after.checkpoint_distance_bytes),
+        ),
+        (
+            "write-only distance",
+            format_size(before.write_only_checkpoint_distance_bytes),
+            format_size(after.write_only_checkpoint_distance_bytes),
         ),
         (
             "cache",

@@ -15,6 +15,8 @@ fn tuned_knobs_are_stored_and_used() {
         "1.5GiB",
         "--filter-bits",
         "12",
+        "--write-only-checkpoint-distance",
+        "96MiB",
     ]);
     assert!(
         said.contains("cache                  1.5 GiB (was 256 MiB)"),
@@ -27,6 +29,10 @@ fn tuned_knobs_are_stored_and_used() {
         serde_json::from_str(&ok(&["stats", path(&db), "--json"])).unwrap();
     assert_eq!(json["options"]["stored"], true);
     assert_eq!(json["options"]["checkpoint_distance_bytes"], 32 << 20);
+    assert_eq!(
+        json["options"]["write_only_checkpoint_distance_bytes"],
+        96 << 20
+    );
     assert_eq!(json["options"]["cache_capacity_bytes"], 3_u64 << 29);
     assert_eq!(json["options"]["filter_bits_per_key"], 12);
     // The open that stats made used them.

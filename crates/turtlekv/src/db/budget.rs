@@ -62,6 +62,17 @@ impl MemoryBudget {
             .store(bytes, Ordering::Relaxed);
     }
 
+    /// The largest write-only distance that keeps the budget whole: two
+    /// MemTables of it, a checkpoint's reserve for one, the record cache
+    /// and the page cache's floor must fit (`docs/tuning.md`). A quarter
+    /// of the budget, the cap of the plain distance, would overdraw it.
+    pub fn max_write_only_distance_bytes(&self, record_cache_bytes: u64) -> u64 {
+        let total = self.total_bytes();
+        let memtables_and_reserve =
+            (total - total / MIN_CACHE_SHARE_DIVISOR).saturating_sub(record_cache_bytes);
+        memtables_and_reserve / (2 + CHECKPOINT_RESERVE_PER_BATCH_BYTE)
+    }
+
     /// The page cache's share when the MemTables hold `memtable_bytes`.
     pub fn cache_share(&self, memtable_bytes: u64) -> u64 {
         let total = self.total_bytes();
@@ -97,6 +108,18 @@ mod tests {
         assert_eq!(budget.cache_share(5000), 100);
         budget.set_total_bytes(1600);
         assert_eq!(budget.cache_share(300), 1300);
+    }
+
+    #[test]
+    fn the_write_only_distance_leaves_the_cache_its_floor() {
+        let budget = MemoryBudget::new(1600);
+        // 1600 - 200 (floor) - 200 (record cache) = 1200 for two MemTables
+        // and a reserve of twice one.
+        assert_eq!(budget.max_write_only_distance_bytes(200), 300);
+        let distance = budget.max_write_only_distance_bytes(200);
+        budget.set_checkpoint_reserve_bytes(checkpoint_reserve_bytes(distance));
+        assert_eq!(budget.cache_share(2 * distance + 200), 200);
+        assert_eq!(budget.max_write_only_distance_bytes(5000), 0);
     }
 
     #[test]

@@ -34,6 +34,9 @@ impl DbInner {
             }
             release_unused(&mut retired);
             if let Some(delta) = monitor.window(self.activity(target)) {
+                if let Some(grow) = delta.memtables_may_grow() {
+                    self.grow_memtables.store(grow, Ordering::Relaxed);
+                }
                 self.checkpoint_on_read_pressure(delta);
                 self.split_caches(Recalls {
                     record: delta.record_ghost_recalls,
@@ -136,8 +139,11 @@ impl DbInner {
         let store = target.stats().store;
         Sample {
             gets: load(&self.stats.gets),
+            scans: load(&self.stats.scans),
             writes: load(&self.stats.puts) + load(&self.stats.deletes),
             cache_misses: store.cache_misses,
+            page_read_ios: store.read_ios,
+            checkpoints: load(&self.stats.checkpoints),
             record_ghost_recalls: self.record_cache.ghost_recalls(),
             block_ghost_recalls: store.cache_ghost_recalls,
         }

@@ -41,6 +41,11 @@ pub(crate) struct DbInner {
     /// `checkpoint_now`): checkpoints do not go idle while any does.
     pub checkpoint_waiters: AtomicUsize,
     pub checkpoint_distance_bytes: AtomicU64,
+    /// `Options::write_only_checkpoint_distance_bytes`.
+    pub write_only_checkpoint_distance_bytes: AtomicU64,
+    /// Whether the write-only distance is in force (set by the checkpoint
+    /// thread; see `read_pressure::Sample::memtables_may_grow`).
+    pub grow_memtables: AtomicBool,
     /// `Options::checkpoint_on_read_pressure`.
     pub checkpoint_on_read_pressure: bool,
     /// Shared by the MemTables and the page cache.
@@ -138,11 +143,23 @@ impl DbInner {
         bump(&self.stats.wal_syncs, io.syncs);
     }
 
-    /// The MemTable capacity in force: the configured checkpoint distance,
-    /// capped at a quarter of the memory budget so that the active and the
-    /// frozen MemTable cannot take more than half of it.
+    /// The MemTable capacity in force: the configured checkpoint distance
+    /// (or the write-only one, under its own tighter cap, while writes come
+    /// alone and the page cache does not hold the tree), capped at a
+    /// quarter of the memory budget so that the active and the frozen
+    /// MemTable cannot take more than half of it.
     pub fn effective_checkpoint_distance(&self) -> u64 {
-        let configured = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        let mut configured = self.checkpoint_distance_bytes.load(Ordering::Relaxed);
+        if self.grow_memtables.load(Ordering::Relaxed) {
+            let write_only = self
+                .write_only_checkpoint_distance_bytes
+                .load(Ordering::Relaxed)
+                .min(
+                    self.budget
+                        .max_write_only_distance_bytes(self.record_cache.capacity_bytes()),
+                );
+            configured = configured.max(write_only);
+        }
         configured
             .min(self.budget.total_bytes() / 4)
             .max(crate::options::MIN_CHECKPOINT_DISTANCE_BYTES)

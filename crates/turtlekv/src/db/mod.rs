@@ -154,12 +154,14 @@ impl Db {
     /// `db.range::<&[u8], _>(..)`, at the moment of the call.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let (lower, upper) = owned_bounds(&range);
+        bump(&self.inner.stats.scans, 1);
         Iter::new(self.inner.read_view(), lower, upper)
     }
 
     /// Iterates over every key that starts with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let (lower, upper) = prefix_bounds(prefix.as_ref());
+        bump(&self.inner.stats.scans, 1);
         Iter::new(self.inner.read_view(), lower, upper)
     }
 
@@ -228,6 +230,15 @@ impl Db {
             .checkpoint_distance_bytes
             .store(bytes, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Changes the MemTable capacity used while writes come alone (see
+    /// [`Options::write_only_checkpoint_distance_bytes`]); a value at or
+    /// below the checkpoint distance turns the switch off.
+    pub fn set_write_only_checkpoint_distance(&self, bytes: u64) {
+        self.inner
+            .write_only_checkpoint_distance_bytes
+            .store(bytes, Ordering::Relaxed);
     }
 
     /// Changes the memory budget shared by the page cache and the MemTables

@@ -95,6 +95,10 @@ pub(crate) fn open(
             .and_then(|t| t.io_priority()),
         checkpoint_waiters: AtomicUsize::new(0),
         checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
+        write_only_checkpoint_distance_bytes: AtomicU64::new(
+            options.write_only_checkpoint_distance_bytes,
+        ),
+        grow_memtables: AtomicBool::new(false),
         checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
         budget: MemoryBudget::new(options.cache_capacity_bytes),
         max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),

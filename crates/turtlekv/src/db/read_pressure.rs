@@ -13,8 +13,14 @@ pub(crate) const WINDOW: Duration = Duration::from_secs(1);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Sample {
     pub gets: u64,
+    pub scans: u64,
     pub writes: u64,
     pub cache_misses: u64,
+    /// Reads of page files (gets, scans and checkpoints that missed the
+    /// page cache).
+    pub page_read_ios: u64,
+    /// Checkpoints completed.
+    pub checkpoints: u64,
     /// Ghost recalls of the record cache and of the page cache
     /// (`cache_split`).
     pub record_ghost_recalls: u64,
@@ -44,6 +50,36 @@ impl Pressure {
     }
 }
 
+/// Operations a window needs before it says anything about the mix: an
+/// idle database keeps the distance it had.
+const BUSY_WINDOW_OPS: u64 = 1_000;
+
+impl Sample {
+    /// Whether MemTables may grow to the write-only distance, judged from a
+    /// window; `None` when the window cannot tell (the setting stays).
+    /// They may when the window saw writes alone (reads and scans under 1%
+    /// of the writes, as in a bulk load) and the page cache does not hold
+    /// the tree anyway (checkpoints read pages from disk): then the memory
+    /// they take costs no reader a cached page. A checkpoint that found
+    /// every page cached says the tree fits: the cache keeps its memory.
+    pub fn memtables_may_grow(&self) -> Option<bool> {
+        let reads = self.gets + self.scans;
+        if reads + self.writes < BUSY_WINDOW_OPS {
+            return None;
+        }
+        if reads * 100 >= self.writes {
+            return Some(false);
+        }
+        if self.page_read_ios > 0 {
+            return Some(true);
+        }
+        if self.checkpoints > 0 {
+            return Some(false);
+        }
+        None
+    }
+}
+
 /// The checkpoint thread's view over successive windows.
 #[derive(Debug)]
 pub(crate) struct Monitor {
@@ -66,8 +102,11 @@ impl Monitor {
         }
         let delta = Sample {
             gets: now.gets - self.at_start.gets,
+            scans: now.scans - self.at_start.scans,
             writes: now.writes - self.at_start.writes,
             cache_misses: now.cache_misses - self.at_start.cache_misses,
+            page_read_ios: now.page_read_ios - self.at_start.page_read_ios,
+            checkpoints: now.checkpoints - self.at_start.checkpoints,
             record_ghost_recalls: now.record_ghost_recalls - self.at_start.record_ghost_recalls,
             block_ghost_recalls: now.block_ghost_recalls - self.at_start.block_ghost_recalls,
         };
@@ -110,5 +149,45 @@ mod tests {
             "small MemTable"
         );
         assert!(!pressure(999, 0, 999, 400).wants_checkpoint(), "idle");
+    }
+
+    fn mix(
+        gets: u64,
+        scans: u64,
+        writes: u64,
+        page_read_ios: u64,
+        checkpoints: u64,
+    ) -> Option<bool> {
+        Sample {
+            gets,
+            scans,
+            writes,
+            page_read_ios,
+            checkpoints,
+            ..Sample::default()
+        }
+        .memtables_may_grow()
+    }
+
+    #[test]
+    fn memtables_grow_only_under_writes_alone_on_a_tree_the_cache_cannot_hold() {
+        assert_eq!(
+            mix(0, 0, 1_000, 3, 1),
+            Some(true),
+            "a bulk load out of cache"
+        );
+        assert_eq!(mix(5, 4, 1_000, 3, 0), Some(true), "reads under 1%");
+        assert_eq!(
+            mix(0, 0, 1_000, 0, 1),
+            Some(false),
+            "the tree fits the cache"
+        );
+        assert_eq!(mix(0, 0, 1_000, 0, 0), None, "no checkpoint to tell");
+        assert_eq!(mix(10, 0, 1_000, 3, 1), Some(false), "1% of gets");
+        assert_eq!(mix(0, 10, 1_000, 3, 1), Some(false), "1% of scans");
+        assert_eq!(mix(500, 0, 500, 3, 1), Some(false), "YCSB A");
+        assert_eq!(mix(950, 0, 50, 3, 1), Some(false), "read mostly");
+        assert_eq!(mix(0, 0, 999, 3, 1), None, "too quiet to tell");
+        assert_eq!(mix(0, 0, 0, 0, 0), None, "idle");
     }
 }

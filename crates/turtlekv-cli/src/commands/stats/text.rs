@@ -125,6 +125,11 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
         "checkpoint distance",
         format_size(o.checkpoint_distance_bytes),
     )?;
+    line(
+        out,
+        "write-only distance",
+        format_size(o.write_only_checkpoint_distance_bytes),
+    )?;
     line(out, "cache", format_size(o.cache_capacity_bytes))?;
     line(out, "checkpoint threads", threads(o.checkpoint_threads))?;
     line(
