@@ -37,18 +37,24 @@ fn allocated_bytes(fs: &RealFs, dir: &Path) -> u64 {
         .sum()
 }
 
-#[test]
-fn space_amplification_stays_under_1_3_on_steady_random_updates() {
-    let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(RealFs);
-    let options = PageStoreOptions {
+/// 256 KiB leaves on a real file system; written leaves are not cached,
+/// so reads and punches meet the files.
+fn uncached_256k_leaf_options() -> PageStoreOptions {
+    PageStoreOptions {
         node_size_bytes: 4096,
         leaf_size_bytes: 256 * 1024,
         cache_capacity_bytes: 1 << 20,
         direct_io: false,
         create_if_missing: true,
         cache_written_leaves: false,
-    };
+    }
+}
+
+#[test]
+fn space_amplification_stays_under_1_3_on_steady_random_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(RealFs);
+    let options = uncached_256k_leaf_options();
     let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
     let max_leaf = store.max_page_bytes(PageKind::Leaf);
     let min_leaf = options.leaf_size_bytes as usize / 4;
@@ -114,14 +120,7 @@ fn space_amplification_stays_under_1_3_on_steady_random_updates() {
 fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(RealFs);
-    let options = PageStoreOptions {
-        node_size_bytes: 4096,
-        leaf_size_bytes: 256 * 1024,
-        cache_capacity_bytes: 1 << 20,
-        direct_io: false,
-        create_if_missing: true,
-        cache_written_leaves: false,
-    };
+    let options = uncached_256k_leaf_options();
     let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
     let full = store.max_page_bytes(PageKind::Leaf);
     let leaves = (0..4)
