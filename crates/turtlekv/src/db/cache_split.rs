@@ -115,10 +115,7 @@ impl DbInner {
             self.rebalance_memory(true);
             return;
         }
-        if let Some(target) = &self.target {
-            let in_use = self.memtable_bytes() + share;
-            self.budget.rebalance(in_use, &**target, true);
-        }
+        self.rebalance_memory_for(share, true);
         self.record_cache.set_capacity(share);
     }
 

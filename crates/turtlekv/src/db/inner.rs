@@ -172,16 +172,16 @@ impl DbInner {
 
     /// Gives the page cache what the MemTables leave of the memory budget.
     pub fn rebalance_memory(&self, force: bool) {
-        if let Some(target) = &self.target {
-            self.budget
-                .rebalance(self.memory_in_use_bytes(), &**target, force);
-        }
+        self.rebalance_memory_for(self.record_cache.capacity_bytes(), force);
     }
 
-    /// The page cache's share of the memory budget: what MemTables and the
-    /// record cache leave.
-    fn memory_in_use_bytes(&self) -> u64 {
-        self.memtable_bytes() + self.record_cache.capacity_bytes()
+    /// Gives the page cache what the MemTables and a record cache of
+    /// `record_cache_bytes` leave (one about to be resized to that).
+    pub fn rebalance_memory_for(&self, record_cache_bytes: u64, force: bool) {
+        if let Some(target) = &self.target {
+            let in_use = self.memtable_bytes() + record_cache_bytes;
+            self.budget.rebalance(in_use, &**target, force);
+        }
     }
 
     /// Refuses an entry the tree could not store (it would fail the
