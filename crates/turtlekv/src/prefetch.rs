@@ -1,6 +1,7 @@
 //! Cache prefetch hints, for searches whose next load depends on the last
-//! one (the skiplist MemTable, a leaf chunk's items). Shared by the
-//! MemTable and the tree, like `key.rs`.
+//! one (the skiplist MemTable, a leaf chunk's items) and for loads better
+//! started together (a lookup's filter probes). Shared by the MemTable,
+//! the tree and the filters, like `key.rs`.
 
 /// How close to the core a prefetched line should come.
 #[derive(Debug, Clone, Copy)]

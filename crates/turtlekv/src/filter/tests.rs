@@ -106,3 +106,34 @@ fn looked_up_slot_counts_match_the_formula() {
         );
     }
 }
+
+/// The prefetch reads where the probe reads: for every key in the filter,
+/// the three fingerprints at `probe_offsets` XOR to the key's own
+/// fingerprint, and a probe reported absent never has them agree.
+#[test]
+fn prefetched_offsets_are_the_probed_fingerprints() {
+    let fingerprint_of = |bytes: &[u8], hash: u64| {
+        let seed = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+        let mixed = murmur3_finalizer(hash.wrapping_add(seed));
+        (mixed ^ (mixed >> 32)) as u8
+    };
+    let xor_at = |bytes: &[u8], hash: u64| {
+        let offsets = probe_offsets(bytes, hash).expect("an 8-bit filter");
+        offsets.iter().fold(0u8, |acc, &at| acc ^ bytes[at])
+    };
+    for count in [1u64, 2, 100, 15_000] {
+        let hashes: Vec<u64> = (0..count).map(|i| key_hash(&i.to_be_bytes())).collect();
+        let bytes = build(hashes.clone(), 10);
+        for &hash in &hashes {
+            assert_eq!(xor_at(&bytes, hash), fingerprint_of(&bytes, hash));
+        }
+        for probe in 0..2_000u64 {
+            let hash = key_hash(&(probe + 1_000_000).to_be_bytes());
+            let agrees = xor_at(&bytes, hash) == fingerprint_of(&bytes, hash);
+            assert_eq!(agrees, may_contain(&bytes, hash).unwrap());
+        }
+    }
+    assert_eq!(probe_offsets(&build(vec![1, 2, 3], 16), 1), None);
+    assert_eq!(probe_offsets(&[8; 10], 1), None);
+    prefetch_probe(&[8; 10], 1); // malformed: a no-op, never a fault
+}

@@ -3,12 +3,15 @@
 
 use bytes::Bytes;
 
+use std::cmp::Ordering;
+
 use super::item::Item;
 use super::node::LeafRef;
-use super::probe::PivotTarget;
+use super::probe::{NodeProbe, PivotTarget};
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::filter;
+use crate::key::compare_keys;
 use crate::page::{CachePriority, PageId};
 
 #[cfg(test)]
@@ -31,15 +34,20 @@ impl Tree {
             if expected_height.is_some_and(|h| h != node.height) {
                 return Err(corrupt(id, "child height does not match its parent"));
             }
-            for seg in &node.segments {
-                if key < seg.flushed_key {
+            let filters = self.prefetch_filters(&node, key, hash)?;
+            for (seg, filter) in node.segments.iter().zip(&filters) {
+                if compare_keys(key, seg.flushed_key) == Ordering::Less {
                     continue; // flushed already: skip the segment unread
                 }
                 // A hit below the flushed bound was already moved down;
                 // a newer version, if any, is further down the tree.
-                if let Some((index, item)) =
-                    self.probe_leaf(&seg.leaf, key, hash, seg.flushed_index)?
-                {
+                if let Some((index, item)) = self.probe_leaf_filtered(
+                    &seg.leaf,
+                    filter.as_ref(),
+                    key,
+                    hash,
+                    seg.flushed_index,
+                )? {
                     if index >= seg.flushed_index {
                         return Ok(item.value);
                     }
@@ -47,8 +55,9 @@ impl Tree {
             }
             match node.child_leaf {
                 Some(leaf) => {
+                    let filter = filters.get(node.segments.len()).and_then(Option::as_ref);
                     return Ok(self
-                        .probe_leaf(&leaf, key, hash, 0)?
+                        .probe_leaf_filtered(&leaf, filter, key, hash, 0)?
                         .and_then(|(_, it)| it.value));
                 }
                 None => {
@@ -59,19 +68,57 @@ impl Tree {
         }
     }
 
+    /// The filters of every segment the lookup may probe in `node` (those
+    /// the key is not flushed from), then of its child leaf, with their
+    /// fingerprints for `hash` prefetched: a lookup probes several filters
+    /// per node, and each probe is otherwise a memory stall of its own.
+    fn prefetch_filters(
+        &self,
+        node: &NodeProbe<'_>,
+        key: &[u8],
+        hash: u64,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let leaves = node.segments.iter().map(|seg| {
+            let flushed = compare_keys(key, seg.flushed_key) == Ordering::Less;
+            (!flushed).then_some(&seg.leaf)
+        });
+        let child = node.child_leaf.as_ref().map(Some);
+        let mut filters = Vec::with_capacity(node.segments.len() + 1);
+        for leaf in leaves.chain(child) {
+            let filter = match leaf {
+                Some(r) if r.filter_len > 0 => Some(self.read_filter(r)?),
+                _ => None,
+            };
+            if let Some(bytes) = &filter {
+                filter::prefetch_probe(bytes, hash);
+            }
+            filters.push(filter);
+        }
+        Ok(filters)
+    }
+
     /// Looks `key` up in one stored leaf: filter, head, one chunk. Returns the
     /// item and its index in the leaf; items below `min_index` may be
-    /// reported absent without reading their chunk.
-    pub(super) fn probe_leaf(
+    /// reported absent without reading their chunk. `filter` is the leaf's
+    /// filter when the caller has read it already.
+    fn probe_leaf_filtered(
         &self,
         r: &LeafRef,
+        filter: Option<&Bytes>,
         key: &[u8],
         hash: u64,
         min_index: u32,
     ) -> Result<Option<(u32, Item)>> {
         if r.filter_len > 0 {
-            let bytes = self.read_filter(r)?;
-            if !filter::may_contain(&bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
+            let read;
+            let bytes = match filter {
+                Some(bytes) => bytes,
+                None => {
+                    read = self.read_filter(r)?;
+                    &read
+                }
+            };
+            if !filter::may_contain(bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
                 return Ok(None);
             }
         }
