@@ -46,6 +46,7 @@ mod record_cache;
 mod snapshot;
 mod state;
 mod stats;
+mod striped;
 mod tree;
 mod varint;
 mod wal;

@@ -29,7 +29,7 @@ impl Snapshot {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         validate_entry(key, None)?;
-        bump(&self.db.stats.gets, 1);
+        self.db.stats.gets.add(1);
         self.db.get_at(&self.view.state, self.view.seq, key)
     }
 

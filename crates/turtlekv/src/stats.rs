@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::striped::StripedCounter;
+
 /// A point-in-time copy of the engine's counters, from [`crate::Db::stats`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -198,7 +200,8 @@ impl Stats {
 pub(crate) struct Counters {
     pub puts: AtomicU64,
     pub deletes: AtomicU64,
-    pub gets: AtomicU64,
+    /// Bumped by every reader: striped (`striped.rs`).
+    pub gets: StripedCounter,
     pub scans: AtomicU64,
     pub batches: AtomicU64,
     pub user_bytes_written: AtomicU64,
@@ -236,7 +239,7 @@ impl Counters {
         Stats {
             puts: read(&self.puts),
             deletes: read(&self.deletes),
-            gets: read(&self.gets),
+            gets: self.gets.load(),
             scans: read(&self.scans),
             batches: read(&self.batches),
             user_bytes_written: read(&self.user_bytes_written),

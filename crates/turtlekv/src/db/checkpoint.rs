@@ -138,7 +138,7 @@ impl DbInner {
         let load = |c: &std::sync::atomic::AtomicU64| c.load(Ordering::Relaxed);
         let store = target.stats().store;
         Sample {
-            gets: load(&self.stats.gets),
+            gets: self.stats.gets.load(),
             scans: load(&self.stats.scans),
             writes: load(&self.stats.puts) + load(&self.stats.deletes),
             cache_misses: store.cache_misses,

@@ -146,7 +146,7 @@ impl Db {
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
         let key = key.as_ref();
         validate_entry(key, None)?;
-        bump(&self.inner.stats.gets, 1);
+        self.inner.stats.gets.add(1);
         self.inner.get_latest(key)
     }
 

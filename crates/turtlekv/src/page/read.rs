@@ -23,7 +23,7 @@ impl PageStore {
         };
         if priority.is_some() {
             if let Some(bytes) = self.cache.get(key) {
-                bump(&self.counters.cache_hits, 1);
+                self.counters.cache_hits.add(1);
                 return Ok(bytes);
             }
             bump(&self.counters.cache_misses, 1);
@@ -71,7 +71,7 @@ impl PageStore {
         // the cache once it is full. Left to age, it goes at the hand's
         // next pass, and the blocks reads then want come back one by one.
         if let Some(whole) = self.cache.peek(whole_key) {
-            bump(&self.counters.cache_hits, 1);
+            self.counters.cache_hits.add(1);
             let end = offset.checked_add(len).filter(|&e| e <= whole.len() as u64);
             let end = end.ok_or_else(beyond)?;
             return Ok(whole.slice(offset as usize..end as usize));
@@ -94,14 +94,11 @@ impl PageStore {
             })
             .collect();
         let all_cached = blocks.iter().all(Option::is_some);
-        bump(
-            if all_cached {
-                &self.counters.cache_hits
-            } else {
-                &self.counters.cache_misses
-            },
-            1,
-        );
+        if all_cached {
+            self.counters.cache_hits.add(1);
+        } else {
+            bump(&self.counters.cache_misses, 1);
+        }
         let skip = (start - u64::from(first) * payload) as usize;
         if priority.is_none() && blocks.iter().all(Option::is_none) {
             let image = self.read_image(pf, id, first, last - first + 1)?;

@@ -17,6 +17,7 @@ use super::superblock::{Slot, SuperblockRecord};
 use super::versions::{RootPin, Versions};
 use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
 use crate::io::{AlignedBuf, File};
+use crate::striped::StripedCounter;
 use crate::{Error, Options, Result};
 
 /// What the page store needs from [`Options`].
@@ -68,7 +69,8 @@ impl PageFile {
 
 #[derive(Debug, Default)]
 pub(super) struct IoCounters {
-    pub cache_hits: AtomicU64,
+    /// Bumped by every read the cache answers: striped (`striped.rs`).
+    pub cache_hits: StripedCounter,
     pub cache_misses: AtomicU64,
     pub leaf_head_misses: AtomicU64,
     pub filter_misses: AtomicU64,
@@ -312,7 +314,7 @@ impl PageStore {
         let (pending_free_pages, pinned_readers) = self.versions.counts();
         let alloc = self.alloc.lock();
         PageStoreStats {
-            cache_hits: load(&c.cache_hits),
+            cache_hits: c.cache_hits.load(),
             cache_misses: load(&c.cache_misses),
             cache_leaf_head_misses: load(&c.leaf_head_misses),
             cache_filter_misses: load(&c.filter_misses),
@@ -444,13 +446,15 @@ impl PageIo for PageStore {
             part: kind.part(),
         };
         let found = self.cache.get_object(key);
-        let counter = match (found.is_some(), kind) {
-            (true, _) => &self.counters.cache_hits,
-            (false, ObjectKind::LeafHead) => &self.counters.leaf_head_misses,
-            (false, ObjectKind::Filter) => &self.counters.filter_misses,
-            (false, ObjectKind::NodeIndex) => &self.counters.cache_misses,
+        let miss_counter = match kind {
+            ObjectKind::LeafHead => &self.counters.leaf_head_misses,
+            ObjectKind::Filter => &self.counters.filter_misses,
+            ObjectKind::NodeIndex => &self.counters.cache_misses,
         };
-        bump(counter, 1);
+        match found {
+            Some(_) => self.counters.cache_hits.add(1),
+            None => bump(miss_counter, 1),
+        }
         found
     }
 
