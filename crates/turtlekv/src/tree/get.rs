@@ -1,9 +1,9 @@
 //! Point lookups: newest buffer level first, only segments active for the
 //! key's pivot, filter before leaf, hits below a flushed bound ignored.
 
-use bytes::Bytes;
-
 use std::cmp::Ordering;
+
+use bytes::Bytes;
 
 use super::item::Item;
 use super::node::LeafRef;
