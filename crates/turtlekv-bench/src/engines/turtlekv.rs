@@ -210,7 +210,8 @@ impl Engine for TurtleKv {
         Ok(self.db.flush_wal()?)
     }
 
-    /// Cumulative read-path counters, so that phases can be told apart.
+    /// Cumulative read-path counters and the writers' stalls on
+    /// checkpoints, so that phases can be told apart.
     fn phase_report(&self) -> Option<String> {
         std::env::var_os("TURTLEKV_BENCH_STATS")?;
         let s = self.db.stats();
@@ -218,7 +219,8 @@ impl Engine for TurtleKv {
             "gets {} get_disk_reads {} record_cache_hits {} record_cache_capacity_bytes {} \
              cache_capacity_bytes {} record_cache_ghost_recalls {} cache_ghost_recalls {} \
              record_cache_resizes {} page_read_ios {} page_bytes_read {} cache_used_bytes {} \
-             cache_leaf_head_misses {} cache_filter_misses {}",
+             cache_leaf_head_misses {} cache_filter_misses {} checkpoints {} write_stalls {} \
+             write_stall_nanos {}",
             s.gets,
             s.get_disk_reads,
             s.record_cache_hits,
@@ -231,7 +233,10 @@ impl Engine for TurtleKv {
             s.page_bytes_read,
             s.cache_used_bytes,
             s.cache_leaf_head_misses,
-            s.cache_filter_misses
+            s.cache_filter_misses,
+            s.checkpoints,
+            s.write_stalls,
+            s.write_stall_nanos
         ))
     }
 }
