@@ -20,6 +20,14 @@ thread_local! {
     pub(super) static FILTER_FALSE_POSITIVES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// What a lookup does with one segment or leaf of a node.
+enum Probe {
+    /// The key was flushed from the segment: nothing to read.
+    Skip,
+    /// Search it, with its filter read (`None`: the page has none).
+    Search(Option<Bytes>),
+}
+
 impl Tree {
     /// The value of `key` in the tree at `root`; `None` if absent or deleted.
     pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
@@ -34,11 +42,11 @@ impl Tree {
             if expected_height.is_some_and(|h| h != node.height) {
                 return Err(corrupt(id, "child height does not match its parent"));
             }
-            let filters = self.prefetch_filters(&node, key, hash)?;
-            for (seg, filter) in node.segments.iter().zip(&filters) {
-                if compare_keys(key, seg.flushed_key) == Ordering::Less {
+            let probes = self.prefetch_filters(&node, key, hash)?;
+            for (seg, probe) in node.segments.iter().zip(&probes) {
+                let Probe::Search(filter) = probe else {
                     continue; // flushed already: skip the segment unread
-                }
+                };
                 // A hit below the flushed bound was already moved down;
                 // a newer version, if any, is further down the tree.
                 if let Some((index, item)) = self.probe_leaf_filtered(
@@ -55,7 +63,10 @@ impl Tree {
             }
             match node.child_leaf {
                 Some(leaf) => {
-                    let filter = filters.get(node.segments.len()).and_then(Option::as_ref);
+                    let filter = match probes.get(node.segments.len()) {
+                        Some(Probe::Search(filter)) => filter.as_ref(),
+                        _ => None,
+                    };
                     return Ok(self
                         .probe_leaf_filtered(&leaf, filter, key, hash, 0)?
                         .and_then(|(_, it)| it.value));
@@ -68,33 +79,30 @@ impl Tree {
         }
     }
 
-    /// The filters of every segment the lookup may probe in `node` (those
-    /// the key is not flushed from), then of its child leaf, with their
-    /// fingerprints for `hash` prefetched: a lookup probes several filters
-    /// per node, and each probe is otherwise a memory stall of its own.
-    fn prefetch_filters(
-        &self,
-        node: &NodeProbe<'_>,
-        key: &[u8],
-        hash: u64,
-    ) -> Result<Vec<Option<Bytes>>> {
-        let leaves = node.segments.iter().map(|seg| {
+    /// For every segment of `node`, then its child leaf: skipped (the key
+    /// is flushed from the segment) or to probe, with the filter read and
+    /// the fingerprints for `hash` prefetched. A lookup probes several
+    /// filters per node, and each probe is otherwise a memory stall of its
+    /// own.
+    fn prefetch_filters(&self, node: &NodeProbe<'_>, key: &[u8], hash: u64) -> Result<Vec<Probe>> {
+        let segments = node.segments.iter().map(|seg| {
             let flushed = compare_keys(key, seg.flushed_key) == Ordering::Less;
             (!flushed).then_some(&seg.leaf)
         });
         let child = node.child_leaf.as_ref().map(Some);
-        let mut filters = Vec::with_capacity(node.segments.len() + 1);
-        for leaf in leaves.chain(child) {
-            let filter = match leaf {
-                Some(r) if r.filter_len > 0 => Some(self.read_filter(r)?),
-                _ => None,
-            };
-            if let Some(bytes) = &filter {
-                filter::prefetch_probe(bytes, hash);
-            }
-            filters.push(filter);
+        let mut probes = Vec::with_capacity(node.segments.len() + 1);
+        for leaf in segments.chain(child) {
+            probes.push(match leaf {
+                None => Probe::Skip,
+                Some(r) if r.filter_len > 0 => {
+                    let filter = self.read_filter(r)?;
+                    filter::prefetch_probe(&filter, hash);
+                    Probe::Search(Some(filter))
+                }
+                Some(_) => Probe::Search(None),
+            });
         }
-        Ok(filters)
+        Ok(probes)
     }
 
     /// Looks `key` up in one stored leaf: filter, head, one chunk. Returns the
