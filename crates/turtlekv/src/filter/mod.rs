@@ -221,25 +221,50 @@ impl KeyFilter {
 /// the bytes when it read them, and `check()` verifies the filter's own
 /// checksum. The 8-bit filter (the default) is probed in place.
 pub(crate) fn may_contain(encoded: &[u8], hash: u64) -> Result<bool, String> {
-    if encoded.len() >= HEADER_BYTES && encoded[4] == 8 {
+    if let Some(header) = Fuse8Header::parse(encoded) {
         // Validate the structure once, then probe without copying.
-        let count = u32::from_le_bytes(encoded[28..32].try_into().expect("4 bytes")) as usize;
-        let segment_length =
-            u32::from_le_bytes(encoded[16..20].try_into().expect("4 bytes")) as usize;
-        let segment_count_length =
-            u32::from_le_bytes(encoded[24..28].try_into().expect("4 bytes")) as usize;
         let body = &encoded[HEADER_BYTES..];
-        let mask = u32::from_le_bytes(encoded[20..24].try_into().expect("4 bytes")) as usize;
-        if body.len() != count
-            || count < segment_count_length + 2 * segment_length
+        let (segment_length, segment_count_length) = (
+            header.segment_length as usize,
+            header.segment_count_length as usize,
+        );
+        if body.len() != header.count as usize
+            || body.len() < segment_count_length + 2 * segment_length
             || !segment_length.is_power_of_two()
-            || mask != segment_length - 1
+            || header.mask as usize != segment_length - 1
         {
             return Err("filter descriptor does not match its fingerprints".to_string());
         }
         return Ok(BinaryFuse8Ref::from_dma(&encoded[8..28], body).contains(&hash));
     }
     Ok(KeyFilter::decode_unverified(encoded)?.may_contain(hash))
+}
+
+/// The header fields of an encoded 8-bit filter (the default), probed in
+/// place; `None` for the wider fingerprints or a header cut short.
+struct Fuse8Header {
+    seed: u64,
+    segment_length: u32,
+    mask: u32,
+    segment_count_length: u32,
+    /// Fingerprint bytes after the header.
+    count: u32,
+}
+
+impl Fuse8Header {
+    fn parse(encoded: &[u8]) -> Option<Self> {
+        if encoded.len() < HEADER_BYTES || encoded[4] != 8 {
+            return None;
+        }
+        let word = |at: usize| u32::from_le_bytes(encoded[at..at + 4].try_into().expect("4 bytes"));
+        Some(Fuse8Header {
+            seed: u64::from_le_bytes(encoded[8..16].try_into().expect("8 bytes")),
+            segment_length: word(16),
+            mask: word(20),
+            segment_count_length: word(24),
+            count: word(28),
+        })
+    }
 }
 
 /// Asks the CPU to fetch the three fingerprints that `may_contain(encoded,
@@ -263,16 +288,11 @@ pub(crate) fn prefetch_probe(encoded: &[u8], hash: u64) {
 /// three consecutive segments). Unchecked against the length: only for
 /// prefetching.
 fn probe_offsets(encoded: &[u8], hash: u64) -> Option<[usize; 3]> {
-    if encoded.len() < HEADER_BYTES || encoded[4] != 8 {
-        return None;
-    }
-    let word = |at: usize| u32::from_le_bytes(encoded[at..at + 4].try_into().expect("4 bytes"));
-    let seed = u64::from_le_bytes(encoded[8..16].try_into().expect("8 bytes"));
-    let (segment_length, mask, segment_count_length) = (word(16), word(20), word(24));
-    let mixed = murmur3_finalizer(hash.wrapping_add(seed));
-    let first = ((u128::from(mixed) * u128::from(segment_count_length)) >> 64) as u32;
-    let second = first.wrapping_add(segment_length) ^ ((mixed >> 18) as u32 & mask);
-    let third = first.wrapping_add(segment_length.wrapping_mul(2)) ^ (mixed as u32 & mask);
+    let h = Fuse8Header::parse(encoded)?;
+    let mixed = murmur3_finalizer(hash.wrapping_add(h.seed));
+    let first = ((u128::from(mixed) * u128::from(h.segment_count_length)) >> 64) as u32;
+    let second = first.wrapping_add(h.segment_length) ^ ((mixed >> 18) as u32 & h.mask);
+    let third = first.wrapping_add(h.segment_length.wrapping_mul(2)) ^ (mixed as u32 & h.mask);
     Some([first, second, third].map(|slot| HEADER_BYTES + slot as usize))
 }
 
