@@ -113,7 +113,7 @@ fn looked_up_slot_counts_match_the_formula() {
 #[test]
 fn prefetched_offsets_are_the_probed_fingerprints() {
     let fingerprint_of = |bytes: &[u8], hash: u64| {
-        let seed = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+        let seed = Fuse8Header::parse(bytes).expect("an 8-bit filter").seed;
         let mixed = murmur3_finalizer(hash.wrapping_add(seed));
         (mixed ^ (mixed >> 32)) as u8
     };
