@@ -269,7 +269,10 @@ impl BTreeMemTable {
         hint: Option<(*const Header, u64)>,
     ) {
         // Before the entry: a get that finds the entry must pass the filter.
-        self.bloom.insert(&key);
+        // A hint from this MemTable means `prepare_insert` did it already.
+        if hint.is_none() {
+            self.bloom.insert(&key);
+        }
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
         let writer = &mut *writer;
@@ -362,6 +365,11 @@ impl MemTable for BTreeMemTable {
     }
 
     fn prepare_insert(&self, key: &[u8]) -> InsertHint {
+        // The filter's bits for the key, set here in the writer's thread
+        // rather than in the leader's turn; the insert that follows takes
+        // them as set if it gets this hint. A key set and then not
+        // inserted (a failed write) is only a false positive.
+        self.bloom.insert(key);
         let found = self.seek(Edge::below(key));
         InsertHint::new(
             self.owner(),
