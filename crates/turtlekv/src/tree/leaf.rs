@@ -5,7 +5,7 @@
 
 use bytes::Bytes;
 
-use super::item::{Item, separator_len, shortest_separator};
+use super::item::{Item, separator_len};
 use super::item_layout::ItemLayout;
 pub(crate) use super::leaf_head::LeafHead;
 #[cfg(test)]
@@ -111,6 +111,12 @@ pub(crate) fn serialize(
 /// `serialize` with the items laid out as `layout`: only the current
 /// layout is written by the tree; the older one is written by tests and
 /// fuzz seeds, to check that it is still read.
+///
+/// Two passes: the first places the items and builds the chunk index, so
+/// the head's and filter's lengths, and with them the data's offset, are
+/// known before any item is copied; the second copies each item to its
+/// place in the page. (Encoding into a data buffer of its own and copying
+/// that after the head cost a copy of every page a checkpoint writes.)
 pub(crate) fn serialize_as(
     layout: ItemLayout,
     items: &[Item],
@@ -122,47 +128,25 @@ pub(crate) fn serialize_as(
         items.windows(2).all(|w| w[0].key < w[1].key),
         "leaf items must be sorted and unique"
     );
-    let mut data = Vec::new();
-    let mut index = Vec::new();
-    let mut chunks = 0u32;
-    let mut tombstones = false;
-    for (i, item) in items.iter().enumerate() {
-        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
-        let (start, new_chunk) = place(data.len(), size, block_size);
-        data.resize(start, 0);
-        if new_chunk {
-            let sep = if i == 0 {
-                Bytes::new()
-            } else {
-                shortest_separator(&items[i - 1].key, &item.key)
-            };
-            index.extend_from_slice(&(i as u32).to_le_bytes());
-            index.extend_from_slice(&((start / block_size) as u32).to_le_bytes());
-            index.extend_from_slice(&(sep.len() as u16).to_le_bytes());
-            index.extend_from_slice(&sep);
-            chunks += 1;
-        }
-        tombstones |= item.value.is_none();
-        layout.encode(item, &mut data);
-    }
-    let blocks = data.len().div_ceil(block_size);
-    data.resize(blocks * block_size, 0);
-    let head_len = HEADER_BYTES + index.len() + 4 * blocks;
+    let plan = plan_chunks(layout, items, block_size);
+    let blocks = plan.data_len.div_ceil(block_size);
+    let data_len = blocks * block_size;
+    let head_len = HEADER_BYTES + plan.index.len() + 4 * blocks;
     let mut filter_bytes = filter::build(
         items.iter().map(|it| filter::key_hash(&it.key)).collect(),
         filter_bits_per_key,
     );
-    if data_offset(head_len + filter_bytes.len(), block_size) + data.len() > max_page_bytes {
+    if data_offset(head_len + filter_bytes.len(), block_size) + data_len > max_page_bytes {
         filter_bytes.clear();
     }
     let offset = data_offset(head_len + filter_bytes.len(), block_size);
-    let mut out = Vec::with_capacity(offset + data.len());
+    let mut out = Vec::with_capacity(offset + data_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&layout.version().to_le_bytes());
-    out.extend_from_slice(&u16::from(tombstones).to_le_bytes());
+    out.extend_from_slice(&u16::from(plan.tombstones).to_le_bytes());
     for field in [
         items.len(),
-        chunks as usize,
+        plan.chunks as usize,
         blocks,
         block_size,
         head_len,
@@ -174,16 +158,68 @@ pub(crate) fn serialize_as(
         out.extend_from_slice(&(field as u32).to_le_bytes());
     }
     out.extend_from_slice(&[0; 4]); // head checksum, filled below
-    out.extend_from_slice(&index);
-    for block in data.chunks_exact(block_size) {
-        out.extend_from_slice(&crc32c::crc32c(block).to_le_bytes());
-    }
-    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..44]), &out[HEADER_BYTES..]);
-    out[44..48].copy_from_slice(&crc.to_le_bytes());
+    out.extend_from_slice(&plan.index);
+    out.resize(head_len, 0); // block checksums, filled below
     out.extend_from_slice(&filter_bytes);
     out.resize(offset, 0);
-    out.extend_from_slice(&data);
+    for item in items {
+        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+        let (start, _) = place(out.len() - offset, size, block_size);
+        out.resize(offset + start, 0);
+        layout.encode(item, &mut out);
+    }
+    debug_assert_eq!(out.len() - offset, plan.data_len);
+    out.resize(offset + data_len, 0);
+    let (head, data) = out.split_at_mut(offset);
+    let checksums = &mut head[head_len - 4 * blocks..head_len];
+    for (block, crc) in data
+        .chunks_exact(block_size)
+        .zip(checksums.chunks_exact_mut(4))
+    {
+        crc.copy_from_slice(&crc32c::crc32c(block).to_le_bytes());
+    }
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&out[..44]), &out[HEADER_BYTES..head_len]);
+    out[44..48].copy_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// Where `serialize_as`'s first pass put the items.
+struct ChunkPlan {
+    /// The chunk index as the head stores it.
+    index: Vec<u8>,
+    chunks: u32,
+    tombstones: bool,
+    /// The data's length up to the end of the last item.
+    data_len: usize,
+}
+
+fn plan_chunks(layout: ItemLayout, items: &[Item], block_size: usize) -> ChunkPlan {
+    let mut plan = ChunkPlan {
+        index: Vec::new(),
+        chunks: 0,
+        tombstones: false,
+        data_len: 0,
+    };
+    for (i, item) in items.iter().enumerate() {
+        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+        let (start, new_chunk) = place(plan.data_len, size, block_size);
+        if new_chunk {
+            let sep = match i {
+                0 => &[][..],
+                _ => &item.key[..separator_len(&items[i - 1].key, &item.key)],
+            };
+            plan.index.extend_from_slice(&(i as u32).to_le_bytes());
+            plan.index
+                .extend_from_slice(&((start / block_size) as u32).to_le_bytes());
+            plan.index
+                .extend_from_slice(&(sep.len() as u16).to_le_bytes());
+            plan.index.extend_from_slice(&sep);
+            plan.chunks += 1;
+        }
+        plan.tombstones |= item.value.is_none();
+        plan.data_len = start + size;
+    }
+    plan
 }
 
 /// `(head_len, filter_len)` of serialised leaf contents.
