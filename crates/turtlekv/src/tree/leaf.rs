@@ -213,7 +213,7 @@ fn plan_chunks(layout: ItemLayout, items: &[Item], block_size: usize) -> ChunkPl
                 .extend_from_slice(&((start / block_size) as u32).to_le_bytes());
             plan.index
                 .extend_from_slice(&(sep.len() as u16).to_le_bytes());
-            plan.index.extend_from_slice(&sep);
+            plan.index.extend_from_slice(sep);
             plan.chunks += 1;
         }
         plan.tombstones |= item.value.is_none();
