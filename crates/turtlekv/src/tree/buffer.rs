@@ -1,6 +1,7 @@
 //! The update buffer of a node: level-tiered insertion (binary counter) and
 //! the flush policy that keeps the buffer within its bounds.
 
+use super::background_drop::drop_in_background;
 use super::cut;
 use super::item::Item;
 use super::level_merge::new_segment;
@@ -85,7 +86,10 @@ impl Update<'_> {
         }
         node.pivots[p].pending_bytes = 0;
         let run_refs: Vec<&[Item]> = runs.iter().map(|(items, r)| &items[r.clone()]).collect();
-        Ok(merge_runs(&run_refs, false))
+        let merged = merge_runs(&run_refs, false);
+        drop(run_refs);
+        drop_in_background(runs);
+        Ok(merged)
     }
 
     /// Drops segments no pivot is active for.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::background_drop::drop_in_background;
 use super::cut;
 use super::item::{Item, lower_bound, merge_prefix, shortest_separator, total_size_bytes};
 use super::merge::merge_runs;
@@ -136,6 +137,7 @@ impl Update<'_> {
         if node.height == 1 {
             let old = self.take_leaf(&node.pivots[p].child)?;
             let merged = merge_runs(&[&batch, &old], true);
+            drop_in_background((batch, old));
             return Ok(self.leaf_pieces(merged));
         }
         let leaf_bytes = self.tree.config.leaf_max_bytes;

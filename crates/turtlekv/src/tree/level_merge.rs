@@ -10,6 +10,7 @@
 use std::ops::Range;
 use std::sync::Arc;
 
+use super::background_drop::drop_in_background;
 use super::cut;
 use super::item::{Item, lower_bound, total_size_bytes};
 use super::merge::merge_runs;
@@ -83,7 +84,8 @@ impl Update<'_> {
                 runs.extend(ranges.iter().map(|r| &items[r.clone()]));
             }
             let merged = merge_runs(&runs, false);
-            drop(sources);
+            drop(runs);
+            drop_in_background(sources);
             out.tail_bytes += total_size_bytes(&merged);
             out.tail.extend(merged);
             if out.tail_bytes > 2 * self.tree.config.leaf_max_bytes {
@@ -97,6 +99,7 @@ impl Update<'_> {
         for seg in &merging {
             self.drop_segment(seg, node.height)?;
         }
+        drop_in_background((batch, merging));
         Ok(out.segments)
     }
 

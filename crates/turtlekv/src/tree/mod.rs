@@ -21,6 +21,7 @@
 //! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
 //!   references, for the page store's live-set walk at open.
 
+mod background_drop;
 mod buffer;
 pub(crate) mod check;
 mod chunk;

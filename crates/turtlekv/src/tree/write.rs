@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
+use super::background_drop::drop_in_background;
 use super::item::Item;
 use super::leaf;
 use super::node::{Child, LeafData, LeafRef, Node, Segment};
@@ -66,9 +67,12 @@ impl Update<'_> {
         let refs = self.write_leaves(jobs)?;
         let new_pages = refs.iter().map(|r| r.id).collect();
         let mut refs = refs.into_iter();
+        let mut written = Vec::new();
         for_each_new(root, pass, &mut |data| {
-            *data = LeafData::Stored(refs.next().expect("one page per new leaf"));
+            let stored = LeafData::Stored(refs.next().expect("one page per new leaf"));
+            written.push(std::mem::replace(data, stored));
         });
+        drop_in_background(written);
         Ok(new_pages)
     }
 
