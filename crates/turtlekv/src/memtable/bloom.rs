@@ -1,6 +1,6 @@
 //! A concurrent Bloom filter over a MemTable's keys, so that a get of a key
 //! the MemTable does not hold (most gets, once data is in the tree) skips
-//! the skiplist search and its cache misses.
+//! the MemTable search and its cache misses.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -20,7 +20,8 @@ const BLOCK_BIT_INDEX_BITS: u32 = 9;
 /// block, so an insert or a test costs one cache miss instead of one per
 /// probe: the leader of a group commit inserted every key of its group,
 /// and each missed the cache up to six times (in-cache load profile,
-/// `docs/benchmarks.md`, "The MemTable's filter in one cache line").
+/// `docs/benchmarks.md`, "The load's CPU: four cuts in the write path and
+/// the checkpoint").
 #[derive(Debug)]
 #[repr(C, align(64))]
 struct Block([AtomicU64; 8]);
