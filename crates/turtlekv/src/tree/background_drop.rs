@@ -25,7 +25,14 @@ mod tests {
 
     use super::*;
 
-    /// Tells `done` when dropped, from the thread that drops it.
+    fn pool(threads: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+    }
+
+    /// Sends the id of the thread that drops it.
     struct Tell(mpsc::Sender<std::thread::ThreadId>);
 
     impl Drop for Tell {
@@ -44,10 +51,7 @@ mod tests {
 
     #[test]
     fn inside_a_pool_the_value_is_dropped_by_a_pool_thread() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
+        let pool = pool(2);
         let (tx, rx) = mpsc::channel();
         let pool_threads: Vec<_> = pool.broadcast(|_| std::thread::current().id());
         pool.install(|| drop_in_background(Tell(tx)));
@@ -59,10 +63,7 @@ mod tests {
 
     #[test]
     fn in_a_one_thread_pool_the_value_is_dropped_at_once() {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap();
+        let pool = pool(1);
         let (tx, rx) = mpsc::channel();
         pool.install(move || {
             drop_in_background(Tell(tx));
