@@ -224,7 +224,7 @@ mod tests {
                 chunk.locate_to(i).expect("locate");
                 assert_eq!(chunk.key(i), item.key.as_ref());
                 assert_eq!(&chunk.item(i), item);
-                at += layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+                at += layout.len_of(item);
                 assert_eq!(chunk.span(i).end(), at, "{layout:?}: item_len of item {i}");
             }
             // Reuse keeps nothing of the previous chunk.

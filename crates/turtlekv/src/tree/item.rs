@@ -54,7 +54,7 @@ impl Item {
     /// length in any layout. Leaf fill counts exact lengths instead
     /// (`LeafSizer`).
     pub(crate) fn size_bytes(&self) -> usize {
-        ItemLayout::V1.item_len(self.key.len(), self.value.as_ref().map(Bytes::len))
+        ItemLayout::V1.len_of(self)
     }
 }
 

@@ -45,6 +45,12 @@ impl ItemLayout {
         }
     }
 
+    /// Bytes `item` takes.
+    #[inline]
+    pub(crate) fn len_of(self, item: &Item) -> usize {
+        self.item_len(item.key.len(), item.value.as_ref().map(|v| v.len()))
+    }
+
     /// Bytes an item of these lengths takes (`value_len` `None`: tombstone).
     #[inline]
     pub(crate) fn item_len(self, key_len: usize, value_len: Option<usize>) -> usize {

@@ -3,8 +3,6 @@
 //! Serialisation is a pure function of the items, so new leaves can be
 //! serialised in parallel.
 
-use bytes::Bytes;
-
 use super::item::{Item, separator_len};
 use super::item_layout::ItemLayout;
 pub(crate) use super::leaf_head::LeafHead;
@@ -63,8 +61,7 @@ impl<'a> LeafSizer<'a> {
 
     #[inline]
     pub(crate) fn add(&mut self, item: &'a Item) {
-        let value_len = item.value.as_ref().map(Bytes::len);
-        let size = ItemLayout::CURRENT.item_len(item.key.len(), value_len);
+        let size = ItemLayout::CURRENT.len_of(item);
         let (start, new_chunk) = place(self.data_end, size, self.block_size);
         if new_chunk {
             let sep_len = match &self.last_key {
@@ -163,7 +160,7 @@ pub(crate) fn serialize_as(
     out.extend_from_slice(&filter_bytes);
     out.resize(offset, 0);
     for item in items {
-        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+        let size = layout.len_of(item);
         let (start, _) = place(out.len() - offset, size, block_size);
         out.resize(offset + start, 0);
         layout.encode(item, &mut out);
@@ -201,7 +198,7 @@ fn plan_chunks(layout: ItemLayout, items: &[Item], block_size: usize) -> ChunkPl
         data_len: 0,
     };
     for (i, item) in items.iter().enumerate() {
-        let size = layout.item_len(item.key.len(), item.value.as_ref().map(Bytes::len));
+        let size = layout.len_of(item);
         let (start, new_chunk) = place(plan.data_len, size, block_size);
         if new_chunk {
             let sep = match i {

@@ -1,3 +1,5 @@
+use bytes::Bytes;
+
 use super::*;
 use crate::tree::chunk::ChunkItems;
 use crate::tree::item_layout::ItemLayout;
