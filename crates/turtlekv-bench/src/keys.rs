@@ -124,11 +124,16 @@ impl ValueCodec {
         let (header, payload) = value.split_at(VALUE_HEADER_BYTES);
         let nonce = u64::from_le_bytes(header.try_into().expect("header is 8 bytes"));
         let mut rng = self.payload_rng(key, nonce);
-        let mut expected = [0u8; 8];
-        payload.chunks(8).all(|chunk| {
-            rng.fill(&mut expected);
-            chunk == &expected[..chunk.len()]
-        })
+        // Word compares, not slice compares: a scan verifies every value it
+        // returns, and a library call per 8 bytes was a fifth of YCSB E's
+        // time in cache, charged to whichever engine ran.
+        let mut words = payload.chunks_exact(8);
+        let whole_words_match = words.by_ref().all(|word| {
+            u64::from_le_bytes(word.try_into().expect("chunks of 8")) == rng.next_u64()
+        });
+        let tail = words.remainder();
+        whole_words_match
+            && (tail.is_empty() || tail == &rng.next_u64().to_le_bytes()[..tail.len()])
     }
 }
 
@@ -189,5 +194,21 @@ mod tests {
         codec.encode(b"key-a", 78, &mut other);
         assert_ne!(value, other);
         assert!(codec.verify(b"key-a", &other));
+    }
+
+    #[test]
+    fn values_of_any_length_verify_to_their_last_byte() {
+        // Sizes whose payload ends in a partial word, and one with none.
+        for size in [8, 9, 15, 16, 17, 23, 121] {
+            let codec = ValueCodec::new(3, size);
+            let mut value = Vec::new();
+            codec.encode(b"k", 5, &mut value);
+            assert!(codec.verify(b"k", &value), "size {size}");
+            for at in VALUE_HEADER_BYTES..size {
+                let mut torn = value.clone();
+                torn[at] ^= 0x80;
+                assert!(!codec.verify(b"k", &torn), "size {size}, byte {at}");
+            }
+        }
     }
 }
