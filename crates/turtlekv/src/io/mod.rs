@@ -30,6 +30,7 @@ pub(crate) use ioprio::CheckpointIoPriority;
 pub(crate) use mapped::{Mapping, mapping_bytes, page_bytes};
 pub(crate) use mapping_pool::MappingPool;
 pub use real::RealFs;
+pub(crate) use write_map::Populater;
 pub use write_map::WriteMapping;
 
 /// How to open a file.

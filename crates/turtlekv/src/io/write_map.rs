@@ -14,19 +14,41 @@
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// A shared, writable mapping of a file's first `len_bytes`.
 #[derive(Debug)]
 pub struct WriteMapping {
-    base: NonNull<u8>,
-    len_bytes: usize,
+    region: Arc<Region>,
     /// Pages below this offset have been dropped from the process.
     released_to_bytes: usize,
 }
 
-// SAFETY: the mapping is plain memory that only its owner writes; moving
-// the owner to another thread moves that right with it.
-unsafe impl Send for WriteMapping {}
+/// The mapped addresses, unmapped when the last of the `WriteMapping` and
+/// its `Populater`s lets go.
+#[derive(Debug)]
+struct Region {
+    base: NonNull<u8>,
+    len_bytes: usize,
+}
+
+// SAFETY: the region is plain memory. Only the `WriteMapping` writes its
+// bytes; a `Populater` only asks the kernel to fault pages in, which
+// changes none of them.
+unsafe impl Send for Region {}
+// SAFETY: as above; shared access never reads or writes the bytes.
+unsafe impl Sync for Region {}
+
+/// Faults in pages of a `WriteMapping` ahead of its appends, and drops
+/// the written ones behind them, from another thread
+/// (`wal::reserve_ahead`): both take the kernel a while, which the
+/// appending thread then does not wait for.
+#[derive(Debug)]
+pub(crate) struct Populater {
+    region: Arc<Region>,
+    /// Pages below this offset have been dropped by this handle.
+    released_to_bytes: usize,
+}
 
 impl WriteMapping {
     /// Maps `len_bytes` of the open file `fd`, which must stay open (and
@@ -51,16 +73,27 @@ impl WriteMapping {
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(WriteMapping {
+        let region = Region {
             base: NonNull::new(addr.cast()).expect("mmap does not return null on success"),
             len_bytes,
+        };
+        Ok(WriteMapping {
+            region: Arc::new(region),
             released_to_bytes: 0,
         })
     }
 
     /// Bytes of the file the mapping covers.
     pub(crate) fn len_bytes(&self) -> u64 {
-        self.len_bytes as u64
+        self.region.len_bytes as u64
+    }
+
+    /// A handle that faults in pages of this mapping from another thread.
+    pub(crate) fn populater(&self) -> Populater {
+        Populater {
+            region: self.region.clone(),
+            released_to_bytes: self.released_to_bytes,
+        }
     }
 
     /// Copies `bytes` to the file at `offset`. The range must lie within
@@ -71,13 +104,17 @@ impl WriteMapping {
         let end = start
             .checked_add(bytes.len())
             .expect("range within the mapping");
-        assert!(end <= self.len_bytes, "write past the end of the mapping");
+        assert!(
+            end <= self.region.len_bytes,
+            "write past the end of the mapping"
+        );
         // SAFETY: `start..end` lies within the mapping (asserted above),
-        // which is writable and referenced by nothing else in this process.
+        // which is writable, and whose bytes nothing else in this process
+        // reads or writes (`Populater`s only fault pages in).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                self.base.as_ptr().add(start),
+                self.region.base.as_ptr().add(start),
                 bytes.len(),
             );
         }
@@ -88,31 +125,84 @@ impl WriteMapping {
     /// shared file mapping this only unmaps them: written data stays in the
     /// kernel's page cache, dirty until written back.
     pub(crate) fn release_before(&mut self, offset: u64) {
+        self.released_to_bytes = self.region.release(self.released_to_bytes, offset);
+    }
+}
+
+impl Region {
+    /// Drops the whole pages from `released_to_bytes` up to below
+    /// `offset` from the process's memory; returns how far pages are
+    /// dropped now. They must be written: a page the appends are still
+    /// filling would only fault back in, its bytes kept (a shared
+    /// mapping's data is the file's).
+    fn release(&self, released_to_bytes: usize, offset: u64) -> usize {
         let page = page_size_bytes();
         let to = (usize::try_from(offset).unwrap_or(usize::MAX)).min(self.len_bytes) / page * page;
-        if to <= self.released_to_bytes {
-            return;
+        if to <= released_to_bytes {
+            return released_to_bytes;
         }
-        // SAFETY: the range is whole pages inside the mapping, which nothing
-        // in this process references; on a shared mapping MADV_DONTNEED
-        // keeps the file's data.
+        // SAFETY: the range is whole pages inside the mapping, whose bytes
+        // nothing in this process references; on a shared mapping
+        // MADV_DONTNEED keeps the file's data.
         let rc = unsafe {
             libc::madvise(
-                self.base.as_ptr().add(self.released_to_bytes).cast(),
-                to - self.released_to_bytes,
+                self.base.as_ptr().add(released_to_bytes).cast(),
+                to - released_to_bytes,
                 libc::MADV_DONTNEED,
             )
         };
         // Only a hint for memory use: the data is safe either way.
         debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on our own mapping");
-        self.released_to_bytes = to;
+        to
     }
 }
 
-impl Drop for WriteMapping {
+impl Populater {
+    /// Faults in the pages of `offset..offset + len_bytes` for writing, in
+    /// one system call (`MADV_POPULATE_WRITE`), so that appends do not take
+    /// a page fault per 4 KiB. The range must be storage the file has
+    /// (reserved); a page it does not back fails the call (`EFAULT`)
+    /// rather than raising `SIGBUS`. Only a hint: on a kernel without it
+    /// (before Linux 5.14) the appends fault the pages in as before.
+    pub(crate) fn populate(&self, offset: u64, len_bytes: u64) {
+        let page = page_size_bytes();
+        let start = usize::try_from(offset).unwrap_or(usize::MAX) / page * page;
+        let end = usize::try_from(offset.saturating_add(len_bytes))
+            .unwrap_or(usize::MAX)
+            .min(self.region.len_bytes);
+        if start >= end {
+            return;
+        }
+        // SAFETY: the range lies inside the mapping, which the region keeps
+        // mapped; populating changes none of its bytes.
+        let rc = unsafe {
+            libc::madvise(
+                self.region.base.as_ptr().add(start).cast(),
+                end - start,
+                libc::MADV_POPULATE_WRITE,
+            )
+        };
+        // A failure costs only the faults it would have saved.
+        let _ = rc;
+    }
+
+    /// `WriteMapping::release_before`, for the pages below `offset`, which
+    /// the appends have written.
+    pub(crate) fn release_before(&mut self, offset: u64) {
+        self.released_to_bytes = self.region.release(self.released_to_bytes, offset);
+    }
+
+    /// How far pages are dropped by this handle.
+    pub(crate) fn released_to_bytes(&self) -> u64 {
+        self.released_to_bytes as u64
+    }
+}
+
+impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: `base..base + len_bytes` is exactly the mapping made in
-        // `new`, and nothing refers to it once its owner is dropped.
+        // `WriteMapping::new`, and nothing refers to it once the last
+        // holder of the region is dropped.
         let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
         debug_assert_eq!(rc, 0, "munmap of a mapping we made");
     }

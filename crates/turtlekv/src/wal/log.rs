@@ -384,6 +384,7 @@ mod tests {
         }
         let lengths = wal.segment_lengths().unwrap();
         // As if killed: no seal, nothing cut.
+        wal.writer.stop_reserving_ahead();
         std::mem::forget(wal);
         let file_len = |id| {
             let path = dir.path().join(segment_file_name(id));

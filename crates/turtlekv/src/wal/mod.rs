@@ -10,6 +10,7 @@ mod payload_v1;
 mod payload_v2;
 mod record;
 mod replay;
+mod reserve_ahead;
 mod segment;
 mod verify;
 

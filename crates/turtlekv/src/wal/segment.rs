@@ -4,6 +4,7 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use super::reserve_ahead::{Request, ReserveAhead};
 use crate::io::{File, FileSystem, OpenOptions, WriteMapping};
 use crate::wal::record::PayloadFormat;
 
@@ -11,8 +12,13 @@ pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"TKVWAL\0\x01";
 pub(crate) const SEGMENT_HEADER_BYTES: u64 = 32;
 const SEGMENT_SUFFIX: &str = ".wal";
 /// Storage is reserved ahead of appends through the mapping in steps of
-/// this size: one `fallocate` per about 6,000 records of the load.
+/// this size: one `fallocate` per about 6,000 records of the load. A
+/// worker thread reserves the steps ahead of the one being written
+/// (`reserve_ahead.rs`).
 const RESERVE_STEP_BYTES: u64 = 1 << 20;
+/// How many steps past the reserved storage the worker is asked for: up
+/// to 5 MiB of a segment's file may lie past its last record.
+const RESERVE_AHEAD_STEPS: u64 = 4;
 /// The mapping covers this much past the segment's size limit, since the
 /// group that crosses the limit is appended whole. Larger appends there
 /// go through `write_at`.
@@ -103,8 +109,14 @@ pub(crate) struct SegmentWriter {
     /// reserved, instead of each costing a `write` (`io::WriteMapping`).
     mapping: Option<WriteMapping>,
     /// The file's storage reaches this far: appends through the mapping
-    /// stay below it, and the file's length equals it.
+    /// stay below it. The file is this long, or longer by what the worker
+    /// has reserved ahead (`requested_len_bytes` at most).
     reserved_len_bytes: u64,
+    /// Reserves the steps ahead and faults their pages in, off the
+    /// leader's turn; `None` without a mapping.
+    ahead: Option<ReserveAhead>,
+    /// The end of the furthest step asked of `ahead`.
+    requested_len_bytes: u64,
 }
 
 /// Bytes written to and syncs of WAL segments, headers included.
@@ -136,9 +148,15 @@ impl SegmentWriter {
         let mapping = file
             .map_for_writes(segment_size_bytes + MAPPING_SLACK_BYTES)
             .unwrap_or(None);
-        Ok(SegmentWriter {
+        // Without a worker the leader reserves every step itself.
+        let ahead = mapping
+            .as_ref()
+            .and_then(|m| ReserveAhead::start(file.clone(), m.populater()).ok());
+        let mut writer = SegmentWriter {
             mapping,
             reserved_len_bytes: SEGMENT_HEADER_BYTES,
+            ahead,
+            requested_len_bytes: SEGMENT_HEADER_BYTES,
             file,
             id,
             len_bytes: SEGMENT_HEADER_BYTES,
@@ -148,7 +166,9 @@ impl SegmentWriter {
                 bytes_written: SEGMENT_HEADER_BYTES,
                 syncs: 1,
             },
-        })
+        };
+        writer.request_next_step();
+        Ok(writer)
     }
 
     /// WAL I/O since the last call.
@@ -209,22 +229,64 @@ impl SegmentWriter {
         if end <= self.reserved_len_bytes {
             return self.mapping.as_mut();
         }
-        let from = self.reserved_len_bytes;
-        let to = end
-            .next_multiple_of(RESERVE_STEP_BYTES)
-            .min(mapping_len_bytes);
-        match self.file.allocate(from, to - from) {
-            Ok(()) => self.reserved_len_bytes = to,
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => {
-                self.mapping = None;
-                return None;
-            }
-            Err(_) => return None,
+        if let Some(ahead) = &self.ahead {
+            // One step at a time, so that what lies reserved past the last
+            // record stays within `RESERVE_AHEAD_STEPS` steps.
+            let step_end = end
+                .next_multiple_of(RESERVE_STEP_BYTES)
+                .min(mapping_len_bytes);
+            let ready = ahead.ready_to_bytes().min(step_end);
+            self.reserved_len_bytes = self.reserved_len_bytes.max(ready);
         }
+        if end > self.reserved_len_bytes {
+            // The worker is behind (or failed): reserve here, as it would.
+            let from = self.reserved_len_bytes;
+            let to = end
+                .next_multiple_of(RESERVE_STEP_BYTES)
+                .min(mapping_len_bytes);
+            match self.file.allocate(from, to - from) {
+                Ok(()) => self.reserved_len_bytes = to,
+                Err(e) if e.kind() == io::ErrorKind::Unsupported => {
+                    self.mapping = None;
+                    self.ahead = None;
+                    return None;
+                }
+                Err(_) => return None,
+            }
+        }
+        self.request_next_step();
         let mapping = self.mapping.as_mut()?;
-        // Written pages need not stay in the process's resident set.
-        mapping.release_before(self.len_bytes);
+        if self.ahead.is_none() {
+            // Written pages need not stay in the process's resident set
+            // (the worker drops them where there is one).
+            mapping.release_before(self.len_bytes);
+        }
         Some(mapping)
+    }
+
+    /// Asks the worker for the steps up to `RESERVE_AHEAD_STEPS` past the
+    /// reserved storage, once fewer than two are asked for.
+    fn request_next_step(&mut self) {
+        let (Some(ahead), Some(mapping)) = (&self.ahead, &self.mapping) else {
+            return;
+        };
+        // Asked for in batches: waking the worker for every step cost the
+        // leader its core about half the time (the woken worker ran in its
+        // place), so the worker is woken once the lead is down to a step.
+        let from = self.requested_len_bytes.max(self.reserved_len_bytes);
+        if from - self.reserved_len_bytes > RESERVE_STEP_BYTES {
+            return;
+        }
+        let to = (self.reserved_len_bytes + RESERVE_AHEAD_STEPS * RESERVE_STEP_BYTES)
+            .next_multiple_of(RESERVE_STEP_BYTES)
+            .min(mapping.len_bytes());
+        if from < to {
+            ahead.request(Request {
+                reserve: from..to,
+                written_to_bytes: self.len_bytes,
+            });
+            self.requested_len_bytes = to;
+        }
     }
 
     /// Makes everything appended so far durable. `fdatasync` covers the
@@ -243,11 +305,27 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// Ends the reserving worker as a crash would: whatever it reserved
+    /// stays, and it changes the file no more. (A test that leaks a writer
+    /// to play a crash would otherwise leave the worker reserving behind
+    /// the reopened log's back; a killed process takes it along.)
+    #[cfg(test)]
+    pub(crate) fn stop_reserving_ahead(&mut self) {
+        if let Some(mut ahead) = self.ahead.take() {
+            ahead.stop();
+        }
+    }
+
     /// Cuts the storage reserved past the last record off the file and
     /// makes everything durable, so a finished segment (rotated, or sealed
     /// on a clean close) ends with its last record: replay reports damage
     /// in older segments as corruption, zeros included.
     pub fn finish(&mut self) -> io::Result<()> {
+        // The worker must not lengthen the file once it is cut.
+        if let Some(mut ahead) = self.ahead.take() {
+            ahead.stop();
+        }
+        self.reserved_len_bytes = self.reserved_len_bytes.max(self.requested_len_bytes);
         if self.reserved_len_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
             self.reserved_len_bytes = self.len_bytes;
@@ -286,11 +364,19 @@ mod tests {
             expected.extend_from_slice(&bytes);
         }
         assert!(w.mapping.is_some(), "no append fell back to write_at");
-        // Storage is reserved ahead, in whole steps.
+        assert!(w.ahead.is_some(), "a mapped segment reserves ahead");
+        // Storage is reserved ahead, in whole steps; the worker may be
+        // further on.
         assert_eq!(w.reserved_len_bytes % RESERVE_STEP_BYTES, 0);
         assert!(w.reserved_len_bytes > w.len_bytes());
         let on_disk = read_all(&*w.file).unwrap();
-        assert_eq!(on_disk.len() as u64, w.reserved_len_bytes);
+        let file_len = on_disk.len() as u64;
+        assert!(
+            (w.reserved_len_bytes..=w.requested_len_bytes).contains(&file_len),
+            "file of {file_len} bytes, reserved {} and asked for {}",
+            w.reserved_len_bytes,
+            w.requested_len_bytes
+        );
         assert_eq!(&on_disk[..expected.len()], &expected[..]);
         assert!(on_disk[expected.len()..].iter().all(|&b| b == 0));
         w.finish().unwrap();
@@ -300,6 +386,54 @@ mod tests {
             "finish cuts the reserve"
         );
         assert_eq!(w.synced_len_bytes(), expected.len() as u64);
+    }
+
+    /// Waits until the worker has reserved everything asked of it.
+    fn wait_for_worker(w: &SegmentWriter) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let ahead = w.ahead.as_ref().expect("a worker");
+        while ahead.ready_to_bytes() < w.requested_len_bytes {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the worker never got there"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn the_worker_reserves_steps_ahead_and_finish_cuts_them() {
+        const MIB: u64 = RESERVE_STEP_BYTES;
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path(), 64 << 20);
+        let file_len = |w: &SegmentWriter| read_all(&*w.file).unwrap().len() as u64;
+        // A new segment asks for its first steps at once.
+        assert_eq!(w.requested_len_bytes, (1 + RESERVE_AHEAD_STEPS) * MIB);
+        wait_for_worker(&w);
+        assert_eq!(file_len(&w), (1 + RESERVE_AHEAD_STEPS) * MIB);
+        let record = pattern(1000, 7);
+        let mut expected = encode_header(1).to_vec();
+        for step in 1..=2 * RESERVE_AHEAD_STEPS {
+            // Into the next step: the appends take it from the worker.
+            while (expected.len() as u64) < (step - 1) * MIB + 10_000 {
+                w.append(&record).unwrap();
+                expected.extend_from_slice(&record);
+            }
+            assert_eq!(w.reserved_len_bytes, step * MIB);
+            // Asked for in batches, once the lead is down to one step.
+            let lead = w.requested_len_bytes - w.reserved_len_bytes;
+            assert!(
+                lead > MIB && lead <= RESERVE_AHEAD_STEPS * MIB,
+                "step {step}: {lead} bytes asked for ahead"
+            );
+            wait_for_worker(&w);
+            assert_eq!(file_len(&w), w.requested_len_bytes);
+        }
+        let expected_len = expected.len() as u64;
+        w.finish().unwrap();
+        assert!(w.ahead.is_none(), "finish ends the worker");
+        assert_eq!(file_len(&w), expected_len, "finish cuts what was reserved");
+        assert_eq!(read_all(&*w.file).unwrap(), expected);
     }
 
     #[test]
