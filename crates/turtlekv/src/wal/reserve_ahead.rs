@@ -1,19 +1,19 @@
-//! Reserving a WAL segment's next storage step, faulting its pages in and
-//! dropping written pages from memory, on a thread of its own.
+//! Reserving a WAL segment's storage ahead of its appends, faulting those
+//! pages in and dropping written pages from memory, on a thread of its own.
 //!
 //! Appends go through a shared mapping of the segment (`io/write_map.rs`).
 //! Every 1 MiB step the group-commit leader, whose turn every writer waits
 //! on, used to reserve storage (`fallocate`) and drop the written pages
 //! (`madvise`): over 200 µs each time, about 1,500 times in a 10M-record
-//! load. And the first write to each 4 KiB page faulted (the kernel reads
+//! load. And its first write to each 4 KiB page faulted (the kernel reads
 //! the reserved zeros in and prepares the page for writing): 5% of an
-//! in-cache load's samples. The leader now asks this worker for all of
-//! it, `RESERVE_AHEAD_STEPS` ahead: by the time its appends get to a step,
-//! the step is reserved and its pages are present. (With one step ahead
-//! the worker, which shares two cores with the writers and checkpoints,
-//! was often late.) When the worker is late, or
-//! failed, the leader reserves the step itself as before
-//! (`SegmentWriter::mapping_reserved_to`).
+//! in-cache load's samples. (The worker reads the pages in; the leader's
+//! first write still makes each writable: see `Populater::populate`.) The leader now asks this worker for all of it,
+//! up to `RESERVE_AHEAD_STEPS` steps ahead (with one step ahead, half as
+//! many appends as before still took 200 µs or more: the worker shares two
+//! cores with the writers and checkpoints): by the time the appends get to
+//! a step, it is reserved and its pages are present. When the worker is late, or failed, the leader
+//! reserves the step itself as before (`SegmentWriter::mapping_reserved_to`).
 
 use std::io;
 use std::ops::Range;
