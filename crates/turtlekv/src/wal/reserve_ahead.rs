@@ -7,13 +7,15 @@
 //! (`madvise`): over 200 µs each time, about 1,500 times in a 10M-record
 //! load. And its first write to each 4 KiB page faulted (the kernel reads
 //! the reserved zeros in and prepares the page for writing): 5% of an
-//! in-cache load's samples. (The worker reads the pages in; the leader's
-//! first write still makes each writable: see `Populater::populate`.) The leader now asks this worker for all of it,
+//! in-cache load's samples. The leader now asks this worker for all of it,
 //! up to `RESERVE_AHEAD_STEPS` steps ahead (with one step ahead, half as
 //! many appends as before still took 200 µs or more: the worker shares two
 //! cores with the writers and checkpoints): by the time the appends get to
-//! a step, it is reserved and its pages are present. When the worker is late, or failed, the leader
-//! reserves the step itself as before (`SegmentWriter::mapping_reserved_to`).
+//! a step, it is reserved and its pages are read in (the leader's first
+//! write still makes each writable: see `Populater::populate`). When the
+//! worker is late, or failed, the leader reserves the step itself as
+//! before (`SegmentWriter::mapping_reserved_to`). Dropping the worker's
+//! handle stops it.
 
 use std::io;
 use std::ops::Range;
@@ -102,12 +104,14 @@ impl ReserveAhead {
     pub(super) fn ready_to_bytes(&self) -> u64 {
         self.ready_to_bytes.load(Ordering::Acquire)
     }
+}
 
+impl Drop for ReserveAhead {
     /// Ends the worker, dropping the steps not started yet (a finished
     /// segment needs none of them). After it, the file's length changes
     /// only by its owner's hand: a segment cut back to its last record
     /// stays cut.
-    pub(super) fn stop(&mut self) {
+    fn drop(&mut self) {
         self.stopping.store(true, Ordering::Release);
         self.requests = None;
         if let Some(worker) = self.worker.take() {
@@ -115,11 +119,5 @@ impl ReserveAhead {
             // of it to stop.
             let _ = worker.join();
         }
-    }
-}
-
-impl Drop for ReserveAhead {
-    fn drop(&mut self) {
-        self.stop();
     }
 }

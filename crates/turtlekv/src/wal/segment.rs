@@ -311,9 +311,7 @@ impl SegmentWriter {
     /// the reopened log's back; a killed process takes it along.)
     #[cfg(test)]
     pub(crate) fn stop_reserving_ahead(&mut self) {
-        if let Some(mut ahead) = self.ahead.take() {
-            ahead.stop();
-        }
+        self.ahead = None;
     }
 
     /// Cuts the storage reserved past the last record off the file and
@@ -321,10 +319,9 @@ impl SegmentWriter {
     /// on a clean close) ends with its last record: replay reports damage
     /// in older segments as corruption, zeros included.
     pub fn finish(&mut self) -> io::Result<()> {
-        // The worker must not lengthen the file once it is cut.
-        if let Some(mut ahead) = self.ahead.take() {
-            ahead.stop();
-        }
+        // The worker must not lengthen the file once it is cut: dropping
+        // its handle ends it.
+        self.ahead = None;
         self.reserved_len_bytes = self.reserved_len_bytes.max(self.requested_len_bytes);
         if self.reserved_len_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
