@@ -7,6 +7,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use parking_lot::Mutex;
+
 use crate::checkpoint::CheckpointTarget;
 
 /// The page cache never shrinks below this fraction of the budget, so reads
@@ -31,8 +33,11 @@ pub(crate) fn checkpoint_reserve_bytes(batch_bytes: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct MemoryBudget {
     total_bytes: AtomicU64,
-    /// What the page cache was last given.
-    cache_bytes: AtomicU64,
+    /// What the page cache was last given. Held while the cache is resized:
+    /// a writer's resize computed before a checkpoint set its reserve must
+    /// not land after the checkpoint's, or the checkpoint would run with
+    /// the cache at its full share.
+    cache_bytes: Mutex<u64>,
     /// Set aside for the running checkpoint's working set (0 when none
     /// runs).
     checkpoint_reserve_bytes: AtomicU64,
@@ -42,7 +47,7 @@ impl MemoryBudget {
     pub fn new(total_bytes: u64) -> Self {
         MemoryBudget {
             total_bytes: AtomicU64::new(total_bytes),
-            cache_bytes: AtomicU64::new(0),
+            cache_bytes: Mutex::new(0),
             checkpoint_reserve_bytes: AtomicU64::new(0),
         }
     }
@@ -85,11 +90,31 @@ impl MemoryBudget {
     /// Gives the page cache its share, unless it already has about that.
     /// `force` resizes even for a small change (after the budget changed).
     pub fn rebalance(&self, memtable_bytes: u64, target: &dyn CheckpointTarget, force: bool) {
+        let mut cache_bytes = self.cache_bytes.lock();
+        self.resize(&mut cache_bytes, memtable_bytes, target, force);
+    }
+
+    /// `rebalance`, skipped if another thread is resizing the cache: the
+    /// write path's call, which must not wait for a checkpoint's evictions
+    /// (the next group commit looks again).
+    pub fn try_rebalance(&self, memtable_bytes: u64, target: &dyn CheckpointTarget) {
+        if let Some(mut cache_bytes) = self.cache_bytes.try_lock() {
+            self.resize(&mut cache_bytes, memtable_bytes, target, false);
+        }
+    }
+
+    /// The share is computed under the lock, so it sees the newest reserve.
+    fn resize(
+        &self,
+        cache_bytes: &mut u64,
+        memtable_bytes: u64,
+        target: &dyn CheckpointTarget,
+        force: bool,
+    ) {
         let share = self.cache_share(memtable_bytes);
         let step = self.total_bytes() / RESIZE_STEP_DIVISOR;
-        let previous = self.cache_bytes.load(Ordering::Relaxed);
-        if force || share.abs_diff(previous) > step {
-            self.cache_bytes.store(share, Ordering::Relaxed);
+        if force || share.abs_diff(*cache_bytes) > step {
+            *cache_bytes = share;
             target.set_cache_capacity(share);
         }
     }
@@ -130,5 +155,35 @@ mod tests {
         assert_eq!(budget.cache_share(650), 100, "down to the floor");
         budget.set_checkpoint_reserve_bytes(0);
         assert_eq!(budget.cache_share(300), 500);
+    }
+
+    /// A writer's resize that read no reserve must not land after the
+    /// checkpoint's own resize has returned.
+    #[test]
+    fn a_checkpoint_reserve_is_not_undone_by_a_concurrent_writer() {
+        use crate::checkpoint::memory::MemoryTarget;
+        use std::sync::atomic::AtomicBool;
+        let budget = MemoryBudget::new(6_400);
+        let target = MemoryTarget::default();
+        let done = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    budget.try_rebalance(0, &target);
+                }
+            });
+            for _ in 0..20_000 {
+                budget.set_checkpoint_reserve_bytes(2_000);
+                budget.rebalance(0, &target, false);
+                let during = target.cache_capacity_bytes.load(Ordering::SeqCst);
+                budget.set_checkpoint_reserve_bytes(0);
+                budget.rebalance(0, &target, false);
+                if during != 4_400 {
+                    done.store(true, Ordering::Relaxed);
+                    panic!("capacity {during} while the reserve was set");
+                }
+            }
+            done.store(true, Ordering::Relaxed);
+        });
     }
 }

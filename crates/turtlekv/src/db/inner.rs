@@ -175,6 +175,16 @@ impl DbInner {
         self.rebalance_memory_for(self.record_cache.capacity_bytes(), force);
     }
 
+    /// `rebalance_memory(false)` unless another thread is resizing the
+    /// cache: the write path's call, which must not wait for a
+    /// checkpoint's evictions.
+    pub fn try_rebalance_memory(&self) {
+        if let Some(target) = &self.target {
+            let in_use = self.memtable_bytes() + self.record_cache.capacity_bytes();
+            self.budget.try_rebalance(in_use, &**target);
+        }
+    }
+
     /// Gives the page cache what the MemTables and a record cache of
     /// `record_cache_bytes` leave (one about to be resized to that).
     pub fn rebalance_memory_for(&self, record_cache_bytes: u64, force: bool) {

@@ -56,7 +56,7 @@ impl DbInner {
         drop(wal);
         self.apply_group(group, first_seq);
         self.visible_seq.store(next_seq - 1, Ordering::Release);
-        self.rebalance_memory(false);
+        self.try_rebalance_memory();
         Ok(())
     }
 
