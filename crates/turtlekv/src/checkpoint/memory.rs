@@ -24,6 +24,9 @@ pub(crate) struct MemoryTarget {
     pub fail_after: Mutex<Option<u64>>,
     /// Time each checkpoint takes, to provoke write stalls.
     pub delay: Mutex<Duration>,
+    /// Time each reclaim takes: the window after a checkpoint's version is
+    /// published and before its WAL is trimmed.
+    pub reclaim_delay: Mutex<Duration>,
     pub checkpoints: AtomicU64,
     /// The page cache capacity the database gave last.
     pub cache_capacity_bytes: AtomicU64,
@@ -112,6 +115,11 @@ impl CheckpointTarget for MemoryTarget {
         *self.current.lock() = version.clone();
         self.checkpoints.fetch_add(1, Ordering::SeqCst);
         Ok(version)
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        std::thread::sleep(*self.reclaim_delay.lock());
+        Ok(())
     }
 
     fn set_cache_capacity(&self, capacity_bytes: u64) {

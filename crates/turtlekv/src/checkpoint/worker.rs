@@ -21,9 +21,22 @@ pub(crate) struct ControlState {
     pub shutdown: bool,
     /// Why the checkpoint thread stopped, if it failed.
     pub failure: Option<String>,
+    /// The sequence covered by the newest checkpoint that has ended: its
+    /// version published, the WAL it covered removed, its memory reserve
+    /// returned and its counters bumped. A MemTable leaves the frozen list
+    /// before all that, so "not frozen any more" does not mean "done".
+    pub completed_seq: u64,
 }
 
 impl Control {
+    /// A control whose checkpoints have covered `covered_seq` (the tree's
+    /// at open).
+    pub fn new(covered_seq: u64) -> Self {
+        let control = Control::default();
+        control.state.lock().completed_seq = covered_seq;
+        control
+    }
+
     pub fn lock(&self) -> MutexGuard<'_, ControlState> {
         self.state.lock()
     }
@@ -42,6 +55,14 @@ impl Control {
     /// Tells waiting writers that the set of frozen MemTables changed.
     pub fn report_progress(&self) {
         let _guard = self.state.lock();
+        self.progress.notify_all();
+    }
+
+    /// Records that the checkpoint covering `covered_seq` has ended, and
+    /// tells the waiters.
+    pub fn report_completed(&self, covered_seq: u64) {
+        let mut guard = self.state.lock();
+        guard.completed_seq = guard.completed_seq.max(covered_seq);
         self.progress.notify_all();
     }
 

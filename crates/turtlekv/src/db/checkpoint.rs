@@ -10,7 +10,7 @@ use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
 use crate::db::read_pressure::{Monitor, Pressure, Sample};
 use crate::memtable::MemTable;
-use crate::state::{Frozen, State};
+use crate::state::State;
 use crate::stats::bump;
 use crate::{Error, Result};
 
@@ -111,7 +111,7 @@ impl DbInner {
         self.stats
             .max_checkpoint_nanos
             .fetch_max(nanos, Ordering::Relaxed);
-        self.control.report_progress();
+        self.control.report_completed(covered_seq);
         release_unused(retired);
         // After the writers are told, so no one waits for this.
         let trim_started = Instant::now();
@@ -176,19 +176,12 @@ impl DbInner {
         }
     }
 
-    /// Waits until the given frozen MemTables are all in durable checkpoints.
-    pub fn wait_for_checkpoints(&self, waiting_for: &[Arc<Frozen>]) -> Result<()> {
+    /// Waits until a checkpoint covering `seq` has ended (`completed_seq`),
+    /// or the checkpoint thread failed.
+    pub fn wait_for_checkpoint_through(&self, seq: u64) -> Result<()> {
         let _waiting = self.wait_on_checkpoints();
         let mut control = self.control.lock();
-        loop {
-            let state = self.state.load();
-            let pending = state
-                .frozen
-                .iter()
-                .any(|f| waiting_for.iter().any(|w| Arc::ptr_eq(f, w)));
-            if !pending {
-                return Ok(());
-            }
+        while control.completed_seq < seq {
             if let Some(failure) = &control.failure {
                 return Err(Error::Poisoned {
                     cause: failure.clone(),
@@ -196,6 +189,7 @@ impl DbInner {
             }
             self.control.wait_for_progress(&mut control);
         }
+        Ok(())
     }
 
     /// Marks the caller as waiting for a checkpoint until the guard drops,

@@ -79,7 +79,7 @@ pub(crate) fn open(
         frozen: Vec::new(),
         tree,
     };
-    let control = Arc::new(Control::default());
+    let control = Arc::new(Control::new(covered_seq));
     let inner = Arc::new(DbInner {
         path,
         state: ArcSwap::from_pointee(state),

@@ -161,6 +161,37 @@ fn checkpoint_now_makes_everything_durable_in_the_tree() {
     assert_eq!(contents(&db), model);
 }
 
+/// `checkpoint_now` returns only once the checkpoints it waits for have
+/// ended, not as soon as their MemTables left the frozen list: the WAL
+/// they covered is gone and they are counted.
+#[test]
+fn checkpoint_now_waits_for_checkpoints_to_end() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    *target.reclaim_delay.lock() = Duration::from_millis(300);
+    let db = open(&fs, &target, 1 << 30);
+    let mut model = Model::new();
+    churn(&db, &mut model, 500, 5);
+    std::thread::scope(|scope| {
+        let first = scope.spawn(|| db.checkpoint_now());
+        // The first call's checkpoint is published and in its reclaim
+        // delay; nothing is left to freeze.
+        while target.checkpoints.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        db.checkpoint_now().unwrap();
+        let stats = db.stats();
+        assert_eq!(stats.checkpoints, 1, "returned before the checkpoint ended");
+        assert_eq!(stats.checkpoint_covered_sequence, stats.last_sequence);
+        first.join().unwrap().unwrap();
+    });
+    drop(db);
+    let db = open(&fs, &target, 1 << 30);
+    assert_eq!(db.stats().wal_records_replayed, 0);
+    assert_eq!(contents(&db), model);
+}
+
 #[test]
 fn checkpoint_distance_changes_at_runtime() {
     let fs = FaultFs::new();
