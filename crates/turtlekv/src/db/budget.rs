@@ -7,7 +7,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 
 use crate::checkpoint::CheckpointTarget;
 
@@ -87,31 +87,56 @@ impl MemoryBudget {
             .max(total / MIN_CACHE_SHARE_DIVISOR)
     }
 
-    /// Gives the page cache its share, unless it already has about that.
-    /// `force` resizes even for a small change (after the budget changed).
-    pub fn rebalance(&self, memtable_bytes: u64, target: &dyn CheckpointTarget, force: bool) {
+    /// Gives the page cache its share when the MemTables and record cache
+    /// hold `in_use_bytes()`, unless it already has about that. `force`
+    /// resizes even for a small change (after the budget changed).
+    pub fn rebalance(
+        &self,
+        in_use_bytes: impl Fn() -> u64,
+        target: &dyn CheckpointTarget,
+        force: bool,
+    ) {
         let mut cache_bytes = self.cache_bytes.lock();
-        self.resize(&mut cache_bytes, memtable_bytes, target, force);
+        self.resize(&mut cache_bytes, in_use_bytes(), target, force);
     }
 
     /// `rebalance`, skipped if another thread is resizing the cache: the
     /// write path's call, which must not wait for a checkpoint's evictions
     /// (the next group commit looks again).
-    pub fn try_rebalance(&self, memtable_bytes: u64, target: &dyn CheckpointTarget) {
+    pub fn try_rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn CheckpointTarget) {
         if let Some(mut cache_bytes) = self.cache_bytes.try_lock() {
-            self.resize(&mut cache_bytes, memtable_bytes, target, false);
+            self.resize(&mut cache_bytes, in_use_bytes(), target, false);
         }
     }
 
-    /// The share is computed under the lock, so it sees the newest reserve.
-    fn resize(
+    /// Holds off every other resize until the guard drops, for a change
+    /// made of several steps (`resize_locked` with it).
+    pub fn lock_resizes(&self) -> MutexGuard<'_, u64> {
+        self.cache_bytes.lock()
+    }
+
+    /// `rebalance` under a guard from `lock_resizes`.
+    pub fn resize_locked(
         &self,
-        cache_bytes: &mut u64,
-        memtable_bytes: u64,
+        resizing: &mut MutexGuard<'_, u64>,
+        in_use_bytes: u64,
         target: &dyn CheckpointTarget,
         force: bool,
     ) {
-        let share = self.cache_share(memtable_bytes);
+        self.resize(resizing, in_use_bytes, target, force);
+    }
+
+    /// Called under the lock with what is in use read under it too, so a
+    /// resize never applies an older view of the MemTables or the reserve
+    /// after a newer one.
+    fn resize(
+        &self,
+        cache_bytes: &mut u64,
+        in_use_bytes: u64,
+        target: &dyn CheckpointTarget,
+        force: bool,
+    ) {
+        let share = self.cache_share(in_use_bytes);
         let step = self.total_bytes() / RESIZE_STEP_DIVISOR;
         if force || share.abs_diff(*cache_bytes) > step {
             *cache_bytes = share;
@@ -169,15 +194,15 @@ mod tests {
         std::thread::scope(|scope| {
             scope.spawn(|| {
                 while !done.load(Ordering::Relaxed) {
-                    budget.try_rebalance(0, &target);
+                    budget.try_rebalance(|| 0, &target);
                 }
             });
             for _ in 0..20_000 {
                 budget.set_checkpoint_reserve_bytes(2_000);
-                budget.rebalance(0, &target, false);
+                budget.rebalance(|| 0, &target, false);
                 let during = target.cache_capacity_bytes.load(Ordering::SeqCst);
                 budget.set_checkpoint_reserve_bytes(0);
-                budget.rebalance(0, &target, false);
+                budget.rebalance(|| 0, &target, false);
                 if during != 4_400 {
                     done.store(true, Ordering::Relaxed);
                     panic!("capacity {during} while the reserve was set");

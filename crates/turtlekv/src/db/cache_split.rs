@@ -13,6 +13,8 @@
 
 use std::sync::atomic::Ordering;
 
+use parking_lot::MutexGuard;
+
 use super::inner::DbInner;
 use crate::stats::bump;
 
@@ -106,25 +108,45 @@ impl DbInner {
 
     /// Gives the record cache the share asked for (capped), and the page
     /// cache the rest. The cache that shrinks goes first, so that the two
-    /// never hold more than the budget together.
+    /// never hold more than the budget together; no other resize runs in
+    /// between, so none sees the record cache's old size and undoes the
+    /// page cache's step.
     pub fn apply_record_cache_share(&self) {
+        let mut resizing = self.budget.lock_resizes();
         let asked = self.record_cache_asked_bytes.load(Ordering::Relaxed);
         let share = crate::options::record_cache_share(asked, self.budget.total_bytes());
         if share <= self.record_cache.capacity_bytes() {
             self.record_cache.set_capacity(share);
-            self.rebalance_memory(true);
-            return;
+            self.resize_page_cache_locked(&mut resizing, share);
+        } else {
+            self.resize_page_cache_locked(&mut resizing, share);
+            self.record_cache.set_capacity(share);
         }
-        self.rebalance_memory_for(share, true);
-        self.record_cache.set_capacity(share);
+    }
+
+    /// Gives the page cache what the MemTables and a record cache of
+    /// `record_cache_bytes` leave, under a guard from `lock_resizes`.
+    fn resize_page_cache_locked(
+        &self,
+        resizing: &mut MutexGuard<'_, u64>,
+        record_cache_bytes: u64,
+    ) {
+        if let Some(target) = &self.target {
+            let in_use = self.memtable_bytes() + record_cache_bytes;
+            self.budget.resize_locked(resizing, in_use, &**target, true);
+        }
     }
 
     /// One window's decision of the automatic split.
     pub fn split_caches(&self, recalls: Recalls) {
+        // Held to the end, so a user's setting made meanwhile
+        // (`Db::set_record_cache_capacity`) is not overwritten by a step
+        // decided before it.
+        let mut streak = self.split_streak.lock();
         if !self.record_cache_auto_split.load(Ordering::Relaxed) {
             return;
         }
-        let Some(direction) = self.split_streak.lock().add(vote(recalls)) else {
+        let Some(direction) = streak.add(vote(recalls)) else {
             return;
         };
         let budget = self.budget.total_bytes();

@@ -180,7 +180,7 @@ impl DbInner {
     /// checkpoint's evictions.
     pub fn try_rebalance_memory(&self) {
         if let Some(target) = &self.target {
-            let in_use = self.memtable_bytes() + self.record_cache.capacity_bytes();
+            let in_use = || self.memtable_bytes() + self.record_cache.capacity_bytes();
             self.budget.try_rebalance(in_use, &**target);
         }
     }
@@ -189,7 +189,7 @@ impl DbInner {
     /// `record_cache_bytes` leave (one about to be resized to that).
     pub fn rebalance_memory_for(&self, record_cache_bytes: u64, force: bool) {
         if let Some(target) = &self.target {
-            let in_use = self.memtable_bytes() + record_cache_bytes;
+            let in_use = || self.memtable_bytes() + record_cache_bytes;
             self.budget.rebalance(in_use, &**target, force);
         }
     }

@@ -251,6 +251,7 @@ impl Db {
                 crate::options::MIN_CACHE_CAPACITY_BYTES
             )));
         }
+        let _split = self.inner.split_streak.lock();
         self.inner.budget.set_total_bytes(bytes);
         self.inner.set_ghost_windows();
         self.inner.apply_record_cache_share();
@@ -263,6 +264,9 @@ impl Db {
     /// automatic split on, the share then moves from there as reads show
     /// (see [`Db::set_record_cache_auto_split`]).
     pub fn set_record_cache_capacity(&self, bytes: u64) {
+        // Under the split's lock: a step of the automatic split decided
+        // before this call does not land after it.
+        let _split = self.inner.split_streak.lock();
         self.inner
             .record_cache_asked_bytes
             .store(bytes, Ordering::Relaxed);
@@ -274,6 +278,7 @@ impl Db {
     /// [`Options::record_cache_auto_split`](crate::Options::record_cache_auto_split)).
     /// Turning it off keeps the record cache's current share.
     pub fn set_record_cache_auto_split(&self, on: bool) {
+        let _split = self.inner.split_streak.lock();
         self.inner
             .record_cache_auto_split
             .store(on, Ordering::Relaxed);

@@ -15,7 +15,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 
 use bytes::Bytes;
 use parking_lot::RwLock;
@@ -396,11 +396,20 @@ impl PageCache {
             if used + charge_bytes <= capacity {
                 if self
                     .used_bytes
-                    .compare_exchange_weak(used, used + charge_bytes, Relaxed, Relaxed)
-                    .is_ok()
+                    .compare_exchange_weak(used, used + charge_bytes, SeqCst, Relaxed)
+                    .is_err()
                 {
+                    continue;
+                }
+                // A shrink that stored its capacity after the load above
+                // may have looked at `used` before this charge and found
+                // nothing to evict; then the charge is undone and tried
+                // again against the new capacity. (Both sides store, then
+                // load, in SeqCst: one of them sees the other.)
+                if used + charge_bytes <= self.capacity_bytes.load(SeqCst) {
                     return true;
                 }
+                self.used_bytes.fetch_sub(charge_bytes, SeqCst);
                 continue;
             }
             if evictions_left == 0 {
@@ -536,7 +545,7 @@ impl PageCache {
     /// 0.5-0.75 s to shrink a full cache by 134 MiB while two readers ran,
     /// and their reads stalled meanwhile.
     pub fn set_capacity(&self, capacity_bytes: u64) {
-        self.capacity_bytes.store(capacity_bytes, Relaxed);
+        self.capacity_bytes.store(capacity_bytes, SeqCst);
         let mut shard = 0;
         let mut barren_shards = 0;
         while self.over_capacity() {
@@ -563,7 +572,7 @@ impl PageCache {
     }
 
     fn over_capacity(&self) -> bool {
-        self.used_bytes.load(Relaxed) > self.capacity_bytes.load(Relaxed)
+        self.used_bytes.load(SeqCst) > self.capacity_bytes.load(SeqCst)
     }
 
     /// Evicts up to `EVICT_BATCH_ENTRIES` from one shard under one lock,
