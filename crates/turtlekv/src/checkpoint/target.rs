@@ -100,8 +100,13 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
         Ok(())
     }
 
-    /// Changes the page cache's byte budget.
+    /// Changes the page cache's byte budget. A shrink's evictions are left
+    /// to `evict_to_cache_capacity`, so that the budget can order capacity
+    /// changes under its lock and evict outside it.
     fn set_cache_capacity(&self, _capacity_bytes: u64) {}
+
+    /// Evicts until the page cache is within its budget.
+    fn evict_to_cache_capacity(&self) {}
 
     /// The page cache's pool of mappings, for MemTable arenas: a dropped
     /// MemTable's memory is kept there (charged to the cache, while it has

@@ -139,7 +139,11 @@ impl CheckpointTarget for TreeTarget {
     }
 
     fn set_cache_capacity(&self, capacity_bytes: u64) {
-        self.store.set_cache_capacity(capacity_bytes);
+        self.store.store_cache_capacity(capacity_bytes);
+    }
+
+    fn evict_to_cache_capacity(&self) {
+        self.store.evict_cache_to_capacity();
     }
 
     fn mapping_pool(&self) -> Option<Arc<crate::io::MappingPool>> {

@@ -97,15 +97,24 @@ impl MemoryBudget {
         force: bool,
     ) {
         let mut cache_bytes = self.cache_bytes.lock();
-        self.resize(&mut cache_bytes, in_use_bytes(), target, force);
+        let resized = self.resize(&mut cache_bytes, in_use_bytes(), target, force);
+        drop(cache_bytes);
+        if resized {
+            target.evict_to_cache_capacity();
+        }
     }
 
-    /// `rebalance`, skipped if another thread is resizing the cache: the
-    /// write path's call, which must not wait for a checkpoint's evictions
-    /// (the next group commit looks again).
+    /// `rebalance`, skipped if another thread holds the lock: the write
+    /// path's call, which must not wait (the next group commit looks
+    /// again).
     pub fn try_rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn CheckpointTarget) {
-        if let Some(mut cache_bytes) = self.cache_bytes.try_lock() {
-            self.resize(&mut cache_bytes, in_use_bytes(), target, false);
+        let Some(mut cache_bytes) = self.cache_bytes.try_lock() else {
+            return;
+        };
+        let resized = self.resize(&mut cache_bytes, in_use_bytes(), target, false);
+        drop(cache_bytes);
+        if resized {
+            target.evict_to_cache_capacity();
         }
     }
 
@@ -115,7 +124,8 @@ impl MemoryBudget {
         self.cache_bytes.lock()
     }
 
-    /// `rebalance` under a guard from `lock_resizes`.
+    /// `rebalance` under a guard from `lock_resizes`; a shrink evicts
+    /// before it returns, so the caller's next step finds the room.
     pub fn resize_locked(
         &self,
         resizing: &mut MutexGuard<'_, u64>,
@@ -123,25 +133,32 @@ impl MemoryBudget {
         target: &dyn CheckpointTarget,
         force: bool,
     ) {
-        self.resize(resizing, in_use_bytes, target, force);
+        if self.resize(resizing, in_use_bytes, target, force) {
+            target.evict_to_cache_capacity();
+        }
     }
 
     /// Called under the lock with what is in use read under it too, so a
-    /// resize never applies an older view of the MemTables or the reserve
-    /// after a newer one.
+    /// capacity is never stored from an older view of the MemTables or the
+    /// reserve after one from a newer view. Only the capacity is stored
+    /// here; evictions run outside the lock (several threads may evict at
+    /// once), so a writer never waits for a checkpoint's shrink. Returns
+    /// whether the capacity changed.
     fn resize(
         &self,
         cache_bytes: &mut u64,
         in_use_bytes: u64,
         target: &dyn CheckpointTarget,
         force: bool,
-    ) {
+    ) -> bool {
         let share = self.cache_share(in_use_bytes);
         let step = self.total_bytes() / RESIZE_STEP_DIVISOR;
-        if force || share.abs_diff(*cache_bytes) > step {
-            *cache_bytes = share;
-            target.set_cache_capacity(share);
+        if !force && share.abs_diff(*cache_bytes) <= step {
+            return false;
         }
+        *cache_bytes = share;
+        target.set_cache_capacity(share);
+        true
     }
 }
 

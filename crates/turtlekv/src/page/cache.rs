@@ -539,13 +539,28 @@ impl PageCache {
     }
 
     /// Changes the budget, evicting at once when it shrinks.
-    ///
-    /// A shrink evicts a batch per shard lock and hands the frames it
-    /// freed back to the kernel between batches: one entry per lock took
-    /// 0.5-0.75 s to shrink a full cache by 134 MiB while two readers ran,
-    /// and their reads stalled meanwhile.
+    #[cfg(test)]
     pub fn set_capacity(&self, capacity_bytes: u64) {
+        self.store_capacity(capacity_bytes);
+        self.evict_to_capacity();
+    }
+
+    /// Changes the budget without evicting: inserts then evict a few
+    /// entries at most while the cache is over it, and `evict_to_capacity`
+    /// does the rest. Lets a caller order capacity changes under its own
+    /// lock and evict outside it.
+    pub fn store_capacity(&self, capacity_bytes: u64) {
         self.capacity_bytes.store(capacity_bytes, SeqCst);
+    }
+
+    /// Evicts until the cache is within its budget; several threads may
+    /// do so at once.
+    ///
+    /// It evicts a batch per shard lock and hands the frames it freed back
+    /// to the kernel between batches: one entry per lock took 0.5-0.75 s
+    /// to shrink a full cache by 134 MiB while two readers ran, and their
+    /// reads stalled meanwhile.
+    pub fn evict_to_capacity(&self) {
         let mut shard = 0;
         let mut barren_shards = 0;
         while self.over_capacity() {

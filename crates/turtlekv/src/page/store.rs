@@ -285,14 +285,26 @@ impl PageStore {
         Ok(())
     }
 
-    /// Changes the cache budget; shrinking evicts at once.
     /// The cache's pool of mappings (see `io::mapping_pool`).
     pub fn mapping_pool(&self) -> Arc<crate::io::MappingPool> {
         self.cache.mapping_pool()
     }
 
+    /// Changes the cache budget; shrinking evicts at once.
+    #[cfg(test)]
     pub fn set_cache_capacity(&self, capacity_bytes: u64) {
         self.cache.set_capacity(capacity_bytes);
+    }
+
+    /// Changes the cache budget, leaving a shrink's evictions to
+    /// `evict_cache_to_capacity` (see `PageCache::store_capacity`).
+    pub fn store_cache_capacity(&self, capacity_bytes: u64) {
+        self.cache.store_capacity(capacity_bytes);
+    }
+
+    /// Evicts until the cache is within its budget.
+    pub fn evict_cache_to_capacity(&self) {
+        self.cache.evict_to_capacity();
     }
 
     /// Every whole leaf page the cache holds.
