@@ -33,10 +33,11 @@ pub(crate) fn checkpoint_reserve_bytes(batch_bytes: u64) -> u64 {
 #[derive(Debug)]
 pub(crate) struct MemoryBudget {
     total_bytes: AtomicU64,
-    /// What the page cache was last given. Held while the cache is resized:
-    /// a writer's resize computed before a checkpoint set its reserve must
-    /// not land after the checkpoint's, or the checkpoint would run with
-    /// the cache at its full share.
+    /// What the page cache was last given. Held while a capacity is
+    /// decided and stored (evictions run after it is released): a writer's
+    /// capacity computed before a checkpoint set its reserve must not land
+    /// after the checkpoint's, or the checkpoint would run with the cache
+    /// at its full share.
     cache_bytes: Mutex<u64>,
     /// Set aside for the running checkpoint's working set (0 when none
     /// runs).

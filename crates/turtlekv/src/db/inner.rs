@@ -170,27 +170,21 @@ impl DbInner {
         self.state.load().memtables().map(|m| m.size_bytes()).sum()
     }
 
-    /// Gives the page cache what the MemTables leave of the memory budget.
+    /// Gives the page cache what the MemTables and the record cache leave
+    /// of the memory budget.
     pub fn rebalance_memory(&self, force: bool) {
-        self.rebalance_memory_for(self.record_cache.capacity_bytes(), force);
+        if let Some(target) = &self.target {
+            let in_use = || self.memtable_bytes() + self.record_cache.capacity_bytes();
+            self.budget.rebalance(in_use, &**target, force);
+        }
     }
 
-    /// `rebalance_memory(false)` unless another thread is resizing the
-    /// cache: the write path's call, which must not wait for a
-    /// checkpoint's evictions.
+    /// `rebalance_memory(false)` for the write path, which must not wait:
+    /// skipped while another thread decides a capacity.
     pub fn try_rebalance_memory(&self) {
         if let Some(target) = &self.target {
             let in_use = || self.memtable_bytes() + self.record_cache.capacity_bytes();
             self.budget.try_rebalance(in_use, &**target);
-        }
-    }
-
-    /// Gives the page cache what the MemTables and a record cache of
-    /// `record_cache_bytes` leave (one about to be resized to that).
-    pub fn rebalance_memory_for(&self, record_cache_bytes: u64, force: bool) {
-        if let Some(target) = &self.target {
-            let in_use = || self.memtable_bytes() + record_cache_bytes;
-            self.budget.rebalance(in_use, &**target, force);
         }
     }
 
