@@ -97,23 +97,29 @@ impl MemoryBudget {
         target: &dyn CheckpointTarget,
         force: bool,
     ) {
-        let mut cache_bytes = self.cache_bytes.lock();
-        let resized = self.resize(&mut cache_bytes, in_use_bytes(), target, force);
-        drop(cache_bytes);
-        if resized {
-            target.evict_to_cache_capacity();
-        }
+        self.resize_then_evict(self.cache_bytes.lock(), in_use_bytes(), target, force);
     }
 
     /// `rebalance`, skipped if another thread holds the lock: the write
     /// path's call, which must not wait (the next group commit looks
     /// again).
     pub fn try_rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn CheckpointTarget) {
-        let Some(mut cache_bytes) = self.cache_bytes.try_lock() else {
-            return;
-        };
-        let resized = self.resize(&mut cache_bytes, in_use_bytes(), target, false);
-        drop(cache_bytes);
+        if let Some(resizing) = self.cache_bytes.try_lock() {
+            self.resize_then_evict(resizing, in_use_bytes(), target, false);
+        }
+    }
+
+    /// Resizes under `resizing`, then releases it and evicts if the
+    /// capacity changed.
+    fn resize_then_evict(
+        &self,
+        mut resizing: MutexGuard<'_, u64>,
+        in_use_bytes: u64,
+        target: &dyn CheckpointTarget,
+        force: bool,
+    ) {
+        let resized = self.resize(&mut resizing, in_use_bytes, target, force);
+        drop(resizing);
         if resized {
             target.evict_to_cache_capacity();
         }

@@ -170,12 +170,17 @@ impl DbInner {
         self.state.load().memtables().map(|m| m.size_bytes()).sum()
     }
 
+    /// What the MemTables and the record cache hold of the memory budget.
+    fn budgeted_bytes(&self) -> u64 {
+        self.memtable_bytes() + self.record_cache.capacity_bytes()
+    }
+
     /// Gives the page cache what the MemTables and the record cache leave
     /// of the memory budget.
     pub fn rebalance_memory(&self, force: bool) {
         if let Some(target) = &self.target {
-            let in_use = || self.memtable_bytes() + self.record_cache.capacity_bytes();
-            self.budget.rebalance(in_use, &**target, force);
+            self.budget
+                .rebalance(|| self.budgeted_bytes(), &**target, force);
         }
     }
 
@@ -183,8 +188,8 @@ impl DbInner {
     /// skipped while another thread decides a capacity.
     pub fn try_rebalance_memory(&self) {
         if let Some(target) = &self.target {
-            let in_use = || self.memtable_bytes() + self.record_cache.capacity_bytes();
-            self.budget.try_rebalance(in_use, &**target);
+            self.budget
+                .try_rebalance(|| self.budgeted_bytes(), &**target);
         }
     }
 
