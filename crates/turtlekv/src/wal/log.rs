@@ -434,4 +434,33 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, crate::Error::Corruption { .. }), "{err}");
     }
+
+    /// kill -9 leaves acknowledged unsynced records in the OS's cache;
+    /// the reopened log replays them and numbers new records after them.
+    /// A later sync write promises "the record and every record before
+    /// it" are on stable storage, so a power cut after it must find them.
+    #[test]
+    fn records_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(3)].iter(), false).unwrap();
+        // Killed: nothing synced or sealed, the OS keeps what was written.
+        std::mem::forget(wal);
+        let (mut wal, seen) = open(&fs, 0);
+        assert_eq!(seen, vec![1, 2, 3]);
+        wal.append_group([batch(2)].iter(), true).unwrap();
+        std::mem::forget(wal);
+        let after_power_cut = fs.crash(crate::io::CrashMode::DropUnsynced);
+        let mut seen = Vec::new();
+        Wal::open(
+            Arc::new(after_power_cut),
+            Path::new(DIR),
+            0,
+            1 << 20,
+            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+        )
+        .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"));
+        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+    }
 }

@@ -141,6 +141,13 @@ fn replay_segment(
             }
         }
     }
+    if is_newest {
+        // Its records may still be only in the OS's cache (a kill, not a
+        // power cut). The log goes on in a new segment and syncs only that
+        // one from now on: a later synced record must not outlive these.
+        fs.open(&path, OpenOptions::read_write_create())?
+            .sync_data()?;
+    }
     Ok(())
 }
 
