@@ -68,12 +68,16 @@ impl ReserveAhead {
                     }
                     populater.release_before(written_to_bytes);
                     // A failed reservation is left to the leader, whose own
-                    // attempt reports it or falls back to `write`.
+                    // attempt reports it or falls back to `write`. The
+                    // worker stops there: `ready` says that everything below
+                    // it is reserved, and a later step it reserved would
+                    // raise it over the hole this one left, where a write
+                    // through the mapping faults with SIGBUS on a full disk.
                     if file
                         .allocate(reserve.start, reserve.end - reserve.start)
                         .is_err()
                     {
-                        continue;
+                        break;
                     }
                     // A step the leader reserved itself meanwhile, and has
                     // written, would only come back into memory.
@@ -103,6 +107,12 @@ impl ReserveAhead {
     /// How far storage is reserved and faulted in by the worker.
     pub(super) fn ready_to_bytes(&self) -> u64 {
         self.ready_to_bytes.load(Ordering::Acquire)
+    }
+
+    /// The worker has ended (after a failed reservation, or when stopped).
+    #[cfg(test)]
+    pub(super) fn has_ended(&self) -> bool {
+        self.worker.as_ref().is_none_or(|w| w.is_finished())
     }
 }
 

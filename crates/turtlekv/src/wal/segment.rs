@@ -448,4 +448,145 @@ mod tests {
         w.finish().unwrap();
         assert_eq!(read_all(&*w.file).unwrap(), expected);
     }
+
+    /// A real file system whose files record the storage each successful
+    /// `allocate` and `write_at` gave them, and which fails one chosen
+    /// `allocate` (as a full disk would, once) with `ENOSPC`.
+    #[derive(Debug)]
+    struct RecordingFs {
+        backed: Arc<std::sync::Mutex<Vec<std::ops::Range<u64>>>>,
+        fail_allocate: (u64, u64),
+        failed: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    #[derive(Debug)]
+    struct RecordingFile {
+        inner: Arc<dyn File>,
+        backed: Arc<std::sync::Mutex<Vec<std::ops::Range<u64>>>>,
+        fail_allocate: (u64, u64),
+        failed: Arc<std::sync::atomic::AtomicU64>,
+    }
+
+    impl FileSystem for RecordingFs {
+        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+            RealFs.create_dir_all(path)
+        }
+        fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
+            Ok(Arc::new(RecordingFile {
+                inner: RealFs.open(path, options)?,
+                backed: self.backed.clone(),
+                fail_allocate: self.fail_allocate,
+                failed: self.failed.clone(),
+            }))
+        }
+        fn remove_file(&self, path: &Path) -> io::Result<()> {
+            RealFs.remove_file(path)
+        }
+        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+            RealFs.rename(from, to)
+        }
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+            RealFs.list_dir(path)
+        }
+        fn sync_dir(&self, path: &Path) -> io::Result<()> {
+            RealFs.sync_dir(path)
+        }
+        fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn crate::io::LockGuard>>> {
+            RealFs.lock(path)
+        }
+    }
+
+    impl File for RecordingFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+            self.inner.read_at(buf, offset)
+        }
+        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
+            self.inner.write_at(buf, offset)?;
+            self.backed
+                .lock()
+                .unwrap()
+                .push(offset..offset + buf.len() as u64);
+            Ok(())
+        }
+        fn sync_data(&self) -> io::Result<()> {
+            self.inner.sync_data()
+        }
+        fn len(&self) -> io::Result<u64> {
+            self.inner.len()
+        }
+        fn set_len(&self, len: u64) -> io::Result<()> {
+            self.inner.set_len(len)
+        }
+        fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+            if (offset, len) == self.fail_allocate {
+                self.failed
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+            self.inner.allocate(offset, len)?;
+            self.backed.lock().unwrap().push(offset..offset + len);
+            Ok(())
+        }
+        fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<WriteMapping>> {
+            self.inner.map_for_writes(len_bytes)
+        }
+    }
+
+    /// A step the worker failed to reserve must not count as reserved
+    /// because a later step succeeded: the leader would copy records into
+    /// a hole of the file through the mapping, where a full disk answers
+    /// with SIGBUS instead of an error.
+    #[test]
+    fn a_step_the_worker_failed_to_reserve_is_not_written_through_the_mapping() {
+        const MIB: u64 = RESERVE_STEP_BYTES;
+        let dir = tempfile::tempdir().unwrap();
+        let backed = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        // The worker's first request: 32 .. 5 MiB.
+        let first_request = (
+            SEGMENT_HEADER_BYTES,
+            (1 + RESERVE_AHEAD_STEPS) * MIB - SEGMENT_HEADER_BYTES,
+        );
+        let fs = Arc::new(RecordingFs {
+            backed: backed.clone(),
+            fail_allocate: first_request,
+            failed: failed.clone(),
+        });
+        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20).unwrap();
+        while failed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // The disk has room again: the leader reserves 0..4 MiB itself and
+        // then asks the worker for 5..8 MiB, which it reserves.
+        let record = pattern(1000, 3);
+        while w.len_bytes() < 3 * MIB + 10_000 {
+            w.append(&record).unwrap();
+        }
+        // The worker either takes the requests made since (before the fix)
+        // or has stopped at its failure.
+        let ahead = w.ahead.as_ref().expect("a worker");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while ahead.ready_to_bytes() < w.requested_len_bytes && !ahead.has_ended() {
+            assert!(std::time::Instant::now() < deadline, "the worker hangs");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        while w.len_bytes() < 4 * MIB + 10_000 {
+            w.append(&record).unwrap();
+        }
+        // Every byte appended lies in storage reserved or written first.
+        let mut ranges = backed.lock().unwrap().clone();
+        ranges.sort_by_key(|r| r.start);
+        let mut covered_to = SEGMENT_HEADER_BYTES;
+        for r in &ranges {
+            if r.start <= covered_to {
+                covered_to = covered_to.max(r.end);
+            }
+        }
+        assert!(
+            covered_to >= w.len_bytes(),
+            "appended up to {} through the mapping, but storage was reserved only up to {covered_to} \
+             (ranges {ranges:?})",
+            w.len_bytes()
+        );
+    }
 }
