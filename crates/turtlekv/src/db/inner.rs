@@ -220,12 +220,12 @@ impl DbInner {
 impl Drop for DbInner {
     /// A clean close makes every acknowledged write durable, and seals the
     /// WAL so that later damage to it is reported, not taken for a torn
-    /// tail.
+    /// tail. A poisoned handle closes so too unless the WAL itself failed
+    /// (`Wal::seal` then refuses): a failed checkpoint leaves the log whole,
+    /// and the writes it acknowledged are replayed from it.
     fn drop(&mut self) {
-        if self.poison.get().is_none() {
-            // Nothing to report to at drop; an error here poisons nothing
-            // that outlives the handle, and reopening replays what is durable.
-            let _ = self.wal.get_mut().seal();
-        }
+        // Nothing to report to at drop; an error here poisons nothing
+        // that outlives the handle, and reopening replays what is durable.
+        let _ = self.wal.get_mut().seal();
     }
 }

@@ -67,6 +67,10 @@ pub(crate) struct Wal {
     /// No record of the current segment lacks a later proof that it was
     /// synced (see `seal`).
     sealed: bool,
+    /// A write or sync of the log failed. Nothing is written or synced
+    /// after that: a retried `fsync` can report success for pages the
+    /// kernel already dropped.
+    failed: bool,
 }
 
 impl Wal {
@@ -102,6 +106,7 @@ impl Wal {
             next_seq,
             encode_buf: Vec::new(),
             sealed: true,
+            failed: false,
         };
         Ok((wal, replayed))
     }
@@ -128,8 +133,18 @@ impl Wal {
         batches: impl Iterator<Item = &'a WriteBatch> + Clone,
         sync: bool,
     ) -> io::Result<u64> {
+        self.check_failed()?;
+        let result = self.append_group_unchecked(batches, sync);
+        self.note_failure(result)
+    }
+
+    fn append_group_unchecked<'a>(
+        &mut self,
+        batches: impl Iterator<Item = &'a WriteBatch> + Clone,
+        sync: bool,
+    ) -> io::Result<u64> {
         if self.writer.is_full() {
-            self.rotate()?;
+            self.rotate_unchecked()?;
         }
         let first_seq = self.next_seq;
         let synced_through = self.writer.synced_len_bytes();
@@ -152,7 +167,9 @@ impl Wal {
 
     /// Makes every record so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
-        self.writer.sync()
+        self.check_failed()?;
+        let result = self.writer.sync();
+        self.note_failure(result)
     }
 
     /// Makes every record durable and proves it on disk, for a clean close:
@@ -163,6 +180,12 @@ impl Wal {
     /// sync, so only the close pays it, and only when the segment holds
     /// records written since the last seal.
     pub fn seal(&mut self) -> io::Result<()> {
+        self.check_failed()?;
+        let result = self.seal_unchecked();
+        self.note_failure(result)
+    }
+
+    fn seal_unchecked(&mut self) -> io::Result<()> {
         self.writer.sync()?;
         if self.sealed {
             return Ok(());
@@ -180,6 +203,12 @@ impl Wal {
     /// starts the next, so that segment boundaries can follow MemTable
     /// boundaries.
     pub fn rotate(&mut self) -> io::Result<()> {
+        self.check_failed()?;
+        let result = self.rotate_unchecked();
+        self.note_failure(result)
+    }
+
+    fn rotate_unchecked(&mut self) -> io::Result<()> {
         self.writer.finish()?;
         let id = self.writer.segment_id() + 1;
         let mut next =
@@ -248,6 +277,20 @@ impl Wal {
     /// WAL I/O since the last call.
     pub fn take_io(&mut self) -> WalIo {
         self.writer.take_io()
+    }
+
+    fn check_failed(&self) -> io::Result<()> {
+        if self.failed {
+            return Err(io::Error::other(
+                "an earlier write or sync of the WAL failed",
+            ));
+        }
+        Ok(())
+    }
+
+    fn note_failure<T>(&mut self, result: io::Result<T>) -> io::Result<T> {
+        self.failed |= result.is_err();
+        result
     }
 }
 
