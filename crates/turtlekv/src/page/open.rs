@@ -115,6 +115,7 @@ impl PageStore {
         priority: Option<CachePriority>,
     ) -> Result<[HashMap<u64, PageId>; 2]> {
         let mut live: [HashMap<u64, PageId>; 2] = Default::default();
+        let file_lens = [self.files[0].file.len()?, self.files[1].file.len()?];
         let mut stack: Vec<(PageId, Option<PageId>)> =
             root.map(|r| (r, None)).into_iter().collect();
         while let Some((id, parent)) = stack.pop() {
@@ -136,14 +137,22 @@ impl PageStore {
                 }
                 None => {}
             }
-            if id.blocks() > pf.geometry.slot_blocks() {
+            // Leaf pages are not read here: an id past the end of its file
+            // would otherwise pass, and the allocator would take every slot
+            // below it for free (2^40 of them at most).
+            let file_len = file_lens[kind_index(id.kind())];
+            let fits = page_end_bytes(pf, id).is_some_and(|end| end <= file_len);
+            if id.blocks() > pf.geometry.slot_blocks() || !fits {
                 let parent = parent.map_or("the superblock".to_string(), |p| {
                     format!("page {:#x}", p.to_raw())
                 });
                 return Err(Error::corruption(
                     &pf.path,
                     pf.offset_of(id),
-                    format!("{parent} names malformed page id {:#x}", id.to_raw()),
+                    format!(
+                        "{parent} names page id {:#x}, malformed or past the file's {file_len} bytes",
+                        id.to_raw()
+                    ),
                 ));
             }
             slots.insert(id.slot(), id);
@@ -192,6 +201,14 @@ impl PageStore {
         }
         Ok(())
     }
+}
+
+/// Where `id`'s last block ends in its file; `None` if that overflows.
+fn page_end_bytes(pf: &PageFile, id: PageId) -> Option<u64> {
+    let blocks_bytes = u64::from(id.blocks()).checked_mul(pf.geometry.block_bytes as u64)?;
+    id.slot()
+        .checked_mul(pf.geometry.slot_bytes)?
+        .checked_add(blocks_bytes)
 }
 
 fn check_options(options: &PageStoreOptions) -> Result<()> {

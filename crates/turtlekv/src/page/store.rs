@@ -61,9 +61,11 @@ pub(super) struct PageFile {
 }
 
 impl PageFile {
-    /// File offset of a page's first block.
+    /// File offset of a page's first block. Saturates rather than wraps
+    /// for an id read from a damaged page, so that the error naming it
+    /// does not panic (open rejects such ids before any read).
     pub fn offset_of(&self, id: PageId) -> u64 {
-        id.slot() * self.geometry.slot_bytes
+        id.slot().saturating_mul(self.geometry.slot_bytes)
     }
 }
 

@@ -139,10 +139,18 @@ fn ids_that_cannot_name_a_page_are_corruption() {
         ));
     }
     // A committed node naming such ids fails the open's walk, or two ids
-    // for one slot.
+    // for one slot. Leaf pages are not read there, so leaf ids past the end
+    // of their file are caught by length (before the fix, one at slot 2^20
+    // opened with a million free slots, and one at the largest slot made
+    // the open try to list 2^40 of them).
+    let far = PageId::new(PageKind::Leaf, 1 << 20, 1, 1);
+    let farthest = PageId::new(PageKind::Leaf, crate::page::id::MAX_SLOT, 1, 1);
     for children in [
         vec![v.leaves[0].0, too_many_blocks],
         vec![v.leaves[0].0, stale_tag],
+        vec![v.leaves[0].0, past_the_end],
+        vec![v.leaves[0].0, far],
+        vec![v.leaves[0].0, farthest],
     ] {
         let bad_root = store
             .write_page(PageKind::Node, &super::harness::node_bytes(&children))
