@@ -18,6 +18,7 @@ fn config() -> EngineConfig {
         sync: false,
         threads: 1,
         turtlekv: turtlekv_bench::engines::TurtlekvKnobs::default(),
+        rocksdb_memory_in_cache: false,
     }
 }
 

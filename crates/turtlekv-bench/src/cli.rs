@@ -84,6 +84,12 @@ pub struct YcsbArgs {
     /// checkpoint_threads`); default: the engine's own default.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub turtlekv_checkpoint_threads: Option<u16>,
+    /// RocksDB only: charge its MemTables (a write buffer manager) and its
+    /// index and filter blocks to the block cache, so that `--cache-bytes`
+    /// bounds them all, as TurtleKV's budget does. Default: the paper's
+    /// setting, where only data blocks count against the cache.
+    #[arg(long)]
+    pub rocksdb_memory_in_cache: bool,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -185,6 +191,9 @@ impl YcsbArgs {
         if let Some(threads) = self.turtlekv_checkpoint_threads {
             args.push(format!("--turtlekv-checkpoint-threads={threads}").into());
         }
+        if self.rocksdb_memory_in_cache {
+            args.push("--rocksdb-memory-in-cache".into());
+        }
         if self.sync {
             args.push("--sync".into());
         }
@@ -243,7 +252,7 @@ mod tests {
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
              --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
              --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3 \
-             --turtlekv-write-only-checkpoint-distance-bytes 8192"
+             --turtlekv-write-only-checkpoint-distance-bytes 8192 --rocksdb-memory-in-cache"
                 .split_whitespace(),
         )
         .unwrap();
@@ -270,7 +279,7 @@ mod tests {
             (77, 5, 3, 64, 99999, 4)
         );
         assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
-        assert!(child.turtlekv_checkpoint_io_idle);
+        assert!(child.turtlekv_checkpoint_io_idle && child.rocksdb_memory_in_cache);
         assert_eq!(child.turtlekv_checkpoint_threads, Some(3));
         assert_eq!(
             child.turtlekv_write_only_checkpoint_distance_bytes,

@@ -140,6 +140,7 @@ mod tests {
             sync: false,
             threads: 2,
             turtlekv: crate::engines::TurtlekvKnobs::default(),
+            rocksdb_memory_in_cache: false,
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }

@@ -67,6 +67,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             record_cache_auto_split: args.turtlekv_record_cache_auto_split,
             checkpoint_io_idle: args.turtlekv_checkpoint_io_idle,
         },
+        rocksdb_memory_in_cache: args.rocksdb_memory_in_cache,
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {

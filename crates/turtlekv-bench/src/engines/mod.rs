@@ -33,6 +33,9 @@ pub struct EngineConfig {
     pub threads: usize,
     /// TurtleKV's own knobs.
     pub turtlekv: TurtlekvKnobs,
+    /// RocksDB: MemTables, index and filter blocks count against the block
+    /// cache too (`--rocksdb-memory-in-cache`).
+    pub rocksdb_memory_in_cache: bool,
 }
 
 /// TurtleKV's own knobs for a run; `None` keeps the engine's default.
@@ -187,14 +190,22 @@ mod tests {
             sync: false,
             threads: 2,
             turtlekv: TurtlekvKnobs::default(),
+            rocksdb_memory_in_cache: false,
         };
-        for kind in [
-            EngineKind::Turtlekv,
-            EngineKind::Rocksdb,
-            EngineKind::Fjall,
-            EngineKind::Redb,
-            EngineKind::Lmdb,
+        // RocksDB twice: with only data blocks in its cache, and with its
+        // MemTables, index and filter blocks charged to it as well.
+        for (kind, memory_in_cache) in [
+            (EngineKind::Turtlekv, false),
+            (EngineKind::Rocksdb, false),
+            (EngineKind::Rocksdb, true),
+            (EngineKind::Fjall, false),
+            (EngineKind::Redb, false),
+            (EngineKind::Lmdb, false),
         ] {
+            let config = EngineConfig {
+                rocksdb_memory_in_cache: memory_in_cache,
+                ..config
+            };
             let dir = tempfile::tempdir().unwrap();
             let opened = kind.open(dir.path(), &config);
             if !kind.is_built() {

@@ -2,15 +2,24 @@
 //! LRU block cache of the run's cache budget, 10-bit bloom filters, direct
 //! I/O for reads and for flush/compaction when asked, and as many
 //! background jobs as cores. The WAL is on; `--sync` fsyncs it per write.
+//! With `--rocksdb-memory-in-cache` the MemTables (through a write buffer
+//! manager) and the index and filter blocks are charged to the block cache
+//! too, so the one cache size bounds what TurtleKV's budget bounds.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use rocksdb::{BlockBasedOptions, Cache, DB, Direction, IteratorMode, Options, WriteOptions};
+use rocksdb::{
+    BlockBasedOptions, Cache, DB, Direction, IteratorMode, Options, WriteBufferManager,
+    WriteOptions,
+};
 
 use super::{Engine, EngineConfig};
 
 const WRITE_BUFFER_BYTES: usize = 64 << 20;
+/// What the MemTables may hold in all when charged to the block cache: two
+/// write buffers, RocksDB's default `max_write_buffer_number`.
+const MEMTABLES_IN_CACHE_BYTES: usize = 2 * WRITE_BUFFER_BYTES;
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
 
 pub struct RocksDb {
@@ -34,12 +43,30 @@ impl RocksDb {
         let mut table = BlockBasedOptions::default();
         table.set_block_cache(&cache);
         table.set_bloom_filter(BLOOM_BITS_PER_KEY, false);
+        if config.rocksdb_memory_in_cache {
+            charge_memory_to_cache(&mut options, &mut table, &cache);
+        }
         options.set_block_based_table_factory(&table);
         let db = DB::open(&options, dir).context("opening rocksdb")?;
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.sync);
         Ok(RocksDb { db, write_options })
     }
+}
+
+/// RocksDB's own way to bound its memory by the block cache: MemTables
+/// reserve their bytes in it, and index and filter blocks live in it (at
+/// high priority, level-0 ones pinned, as RocksDB's tuning guide advises).
+fn charge_memory_to_cache(options: &mut Options, table: &mut BlockBasedOptions, cache: &Cache) {
+    let manager = WriteBufferManager::new_write_buffer_manager_with_cache(
+        MEMTABLES_IN_CACHE_BYTES,
+        false,
+        cache.clone(),
+    );
+    options.set_write_buffer_manager(&manager);
+    table.set_cache_index_and_filter_blocks(true);
+    table.set_cache_index_and_filter_blocks_with_high_priority(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
 }
 
 impl Engine for RocksDb {
