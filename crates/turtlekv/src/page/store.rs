@@ -272,8 +272,10 @@ impl PageStore {
         // Marked dirty before they are free, so a write that takes one
         // knows its tail may hold old bytes. The whole slot is punched
         // later, not just the page's blocks: after an open that had to
-        // leave stale bytes (a damaged superblock slot) they go too. Node
-        // slots are small and rewritten whole.
+        // leave stale bytes (a damaged superblock slot) those of slots freed
+        // since go too. Slots already free at such an open keep theirs (space
+        // only; no read goes past a page's blocks) until an open that cleans
+        // up. Node slots are small and rewritten whole.
         let mut punches = self.punches.lock();
         for id in pages.iter().filter(|id| id.kind() == PageKind::Leaf) {
             punches.slot_freed(id.slot());
