@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::WriteBatch;
 use crate::checkpoint::{CheckpointTarget, Coverage};
 use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
@@ -163,15 +162,11 @@ impl DbInner {
         if !pressure.wants_checkpoint() {
             return;
         }
-        // Through the write path, like `checkpoint_now`, but without waiting
-        // for the checkpoint (this thread runs it). A failure here is a
-        // failed write, already recorded as poison.
-        let frozen = self
-            .commit
-            .submit(WriteBatch::new(), false, true, None, |group| {
-                self.commit_group(group)
-            });
-        if frozen.is_ok() {
+        // Only while the write path is idle and a frozen slot is free: a
+        // leader waiting for a slot waits for this thread (the next window
+        // tries again). A failure here is a failed WAL rotation, already
+        // recorded as poison.
+        if let Ok(true) = self.freeze_if_idle() {
             bump(&self.stats.read_pressure_checkpoints, 1);
         }
     }

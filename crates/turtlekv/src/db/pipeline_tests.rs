@@ -192,6 +192,41 @@ fn checkpoint_now_waits_for_checkpoints_to_end() {
     assert_eq!(contents(&db), model);
 }
 
+/// The checkpoint thread's read-pressure freeze never waits: not for a
+/// frozen slot, and not behind a leader stalled for one (that leader
+/// waits for the checkpoint thread, so queueing behind it hung every
+/// writer). Found by review; before, the freeze queued in the write path.
+#[test]
+fn the_read_pressure_freeze_never_waits() {
+    let fs = FaultFs::new();
+    let target = Arc::new(MemoryTarget::default());
+    *target.delay.lock() = Duration::from_millis(300);
+    let db = open(&fs, &target, 4 * 1024);
+    let checkpoints = || target.checkpoints.load(std::sync::atomic::Ordering::SeqCst);
+    db.put(b"first", b"1").unwrap();
+    assert!(db.inner.freeze_if_idle().unwrap(), "idle, with a free slot");
+    assert_eq!(db.stats().frozen_memtables, 1);
+    // The slot is taken until the first checkpoint ends.
+    db.put(b"second", b"2").unwrap();
+    assert!(!db.inner.freeze_if_idle().unwrap());
+    assert_eq!(checkpoints(), 0, "waited for the frozen slot");
+    let mut model = Model::new();
+    std::thread::scope(|s| {
+        // A writer fills the active MemTable to the distance; its next
+        // leader stalls for the slot.
+        s.spawn(|| churn(&db, &mut model, 150, 3));
+        while db.stats().memtable_bytes < 4 * 1024 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!db.inner.freeze_if_idle().unwrap());
+        assert_eq!(checkpoints(), 0, "waited behind the stalled leader");
+    });
+    model.insert(b"first".to_vec(), b"1".to_vec());
+    model.insert(b"second".to_vec(), b"2".to_vec());
+    assert_eq!(contents(&db), model);
+}
+
 #[test]
 fn checkpoint_distance_changes_at_runtime() {
     let fs = FaultFs::new();

@@ -119,6 +119,31 @@ impl DbInner {
             return Ok(());
         }
         self.wait_for_frozen_slot()?;
+        self.freeze_active(distance)
+    }
+
+    /// For the checkpoint thread's read-pressure rule: freezes the active
+    /// MemTable, if it holds anything, only when no leader runs, no writer
+    /// waits and a frozen slot is free; `Ok(false)` when it did not. It
+    /// cannot queue as `checkpoint_now` does: a leader stalled for a frozen
+    /// slot waits for this very thread, which would wait behind it.
+    pub fn freeze_if_idle(&self) -> Result<bool> {
+        let frozen = self.commit.try_lead_alone(|| {
+            self.check_poison()?;
+            let state = self.state.load();
+            let slot_taken = state.frozen.len() >= MAX_FROZEN_MEMTABLES;
+            if self.target.is_none() || state.active.len() == 0 || slot_taken {
+                return Ok(false);
+            }
+            self.freeze_active(self.effective_checkpoint_distance())?;
+            Ok(true)
+        });
+        frozen.unwrap_or(Ok(false))
+    }
+
+    /// Moves the active MemTable to the frozen list and starts a new one of
+    /// `distance` bytes. Only a leader calls it, with a frozen slot free.
+    fn freeze_active(&self, distance: u64) -> Result<()> {
         // The new MemTable's records start in a new segment, so the WAL can
         // be trimmed exactly when this MemTable's checkpoint is durable.
         let wal_replay_from = {

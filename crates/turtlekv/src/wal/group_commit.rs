@@ -146,6 +146,27 @@ impl<T> GroupCommit<T> {
 }
 
 impl<T> GroupCommit<T> {
+    /// Runs `lead` as the leader of an empty group if no leader runs and no
+    /// writer waits; `None`, without running it, otherwise. For a thread
+    /// that must never wait behind a leader: the checkpoint thread, which a
+    /// leader stalled for a frozen-MemTable slot waits for.
+    pub fn try_lead_alone<R>(&self, lead: impl FnOnce() -> R) -> Option<R> {
+        let mut q = self.queue.lock();
+        if q.leader_active || !q.waiting.is_empty() {
+            return None;
+        }
+        q.leader_active = true;
+        drop(q);
+        let result = lead();
+        let mut q = self.queue.lock();
+        q.leader_active = false;
+        // Writers that queued meanwhile: one of them leads next.
+        self.groups_done.fetch_add(1, Ordering::Release);
+        self.changed.notify_all();
+        drop(q);
+        Some(result)
+    }
+
     /// Counts the caller as a spinner, unless `max_spinners` spin already
     /// (then it sleeps without unlocking the queue first).
     fn claim_spinner(&self) -> bool {
@@ -260,5 +281,52 @@ mod tests {
         });
         assert_eq!(committed.lock().len(), (WRITERS * BATCHES) as usize);
         assert!(groups.load(Ordering::Relaxed) < u64::from(WRITERS * BATCHES));
+    }
+
+    /// `try_lead_alone` never waits: it gives up while a leader runs, and a
+    /// writer that queues while it leads is committed after it.
+    #[test]
+    fn leading_alone_gives_up_behind_a_leader_and_lets_writers_follow() {
+        let commit = GroupCommit::<()>::default();
+        let (entered, leading) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        std::thread::scope(|s| {
+            let commit = &commit;
+            s.spawn(move || {
+                let lead = |_: &[Request<()>]| {
+                    entered.send(()).unwrap();
+                    released.recv().unwrap();
+                    Ok(())
+                };
+                commit
+                    .submit(WriteBatch::new(), false, false, (), lead)
+                    .unwrap();
+            });
+            leading.recv().unwrap();
+            assert_eq!(commit.try_lead_alone(|| 1), None, "a leader runs");
+            release.send(()).unwrap();
+        });
+        let committed = AtomicU64::new(0);
+        std::thread::scope(|s| {
+            let ran = commit.try_lead_alone(|| {
+                s.spawn(|| {
+                    let lead = |group: &[Request<()>]| {
+                        committed.fetch_add(group.len() as u64, Ordering::SeqCst);
+                        Ok(())
+                    };
+                    commit
+                        .submit(WriteBatch::new(), false, false, (), lead)
+                        .unwrap();
+                });
+                // The writer queues behind this leader and waits.
+                while commit.queue.lock().waiting.is_empty() {
+                    std::thread::yield_now();
+                }
+                assert_eq!(committed.load(Ordering::SeqCst), 0);
+                7
+            });
+            assert_eq!(ran, Some(7));
+        });
+        assert_eq!(committed.load(Ordering::SeqCst), 1, "the writer led next");
     }
 }
