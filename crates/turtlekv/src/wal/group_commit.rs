@@ -45,6 +45,9 @@ struct Queue<T> {
     waiting: VecDeque<Request<T>>,
     done: HashMap<u64, Result<()>>,
     leader_active: bool,
+    /// A leader panicked: nobody leads again, every write fails (as after
+    /// a failed WAL write), instead of waiting for a group that never ends.
+    leader_panicked: bool,
     /// Requests in the last group that asked for a sync.
     last_sync_group_len: usize,
 }
@@ -56,6 +59,7 @@ impl<T> Default for Queue<T> {
             waiting: VecDeque::new(),
             done: HashMap::new(),
             leader_active: false,
+            leader_panicked: false,
             last_sync_group_len: 0,
         }
     }
@@ -105,6 +109,9 @@ impl<T> GroupCommit<T> {
         lead: impl Fn(&[Request<T>]) -> Result<()>,
     ) -> Result<()> {
         let mut q = self.queue.lock();
+        if q.leader_panicked {
+            return Err(leader_panicked());
+        }
         let ticket = q.next_ticket;
         q.next_ticket += 1;
         q.waiting.push_back(Request {
@@ -129,11 +136,19 @@ impl<T> GroupCommit<T> {
                 }
                 continue;
             }
+            if q.leader_panicked {
+                return Err(leader_panicked());
+            }
             q.leader_active = true;
             let mut group = take_group(&mut q.waiting);
             self.gather_sync_writers(&mut q, &mut group);
             drop(q);
+            let unwinding = LeaderUnwind {
+                commit: self,
+                group: &group,
+            };
             let result = lead(&group);
+            std::mem::forget(unwinding);
             q = self.queue.lock();
             q.leader_active = false;
             for req in &group {
@@ -152,12 +167,17 @@ impl<T> GroupCommit<T> {
     /// leader stalled for a frozen-MemTable slot waits for.
     pub fn try_lead_alone<R>(&self, lead: impl FnOnce() -> R) -> Option<R> {
         let mut q = self.queue.lock();
-        if q.leader_active || !q.waiting.is_empty() {
+        if q.leader_active || !q.waiting.is_empty() || q.leader_panicked {
             return None;
         }
         q.leader_active = true;
         drop(q);
+        let unwinding = LeaderUnwind {
+            commit: self,
+            group: &[],
+        };
         let result = lead();
+        std::mem::forget(unwinding);
         let mut q = self.queue.lock();
         q.leader_active = false;
         // Writers that queued meanwhile: one of them leads next.
@@ -207,6 +227,33 @@ impl<T> GroupCommit<T> {
             group.extend(take_group(&mut q.waiting));
         }
         q.last_sync_group_len = syncing(group);
+    }
+}
+
+/// Dropped only if `lead` unwinds (a bug): ends the group with an error
+/// for each of its writers and wakes everyone, so that no writer waits for
+/// a leader that is gone.
+struct LeaderUnwind<'a, T> {
+    commit: &'a GroupCommit<T>,
+    group: &'a [Request<T>],
+}
+
+impl<T> Drop for LeaderUnwind<'_, T> {
+    fn drop(&mut self) {
+        let mut q = self.commit.queue.lock();
+        q.leader_active = false;
+        q.leader_panicked = true;
+        for req in self.group {
+            q.done.insert(req.ticket, Err(leader_panicked()));
+        }
+        self.commit.groups_done.fetch_add(1, Ordering::Release);
+        self.commit.changed.notify_all();
+    }
+}
+
+fn leader_panicked() -> Error {
+    Error::Poisoned {
+        cause: "a write's leader panicked".to_string(),
     }
 }
 
@@ -328,5 +375,30 @@ mod tests {
             assert_eq!(ran, Some(7));
         });
         assert_eq!(committed.load(Ordering::SeqCst), 1, "the writer led next");
+    }
+
+    /// A leader that panics (a bug) must not leave the group commit led
+    /// forever: its group and every later writer fail instead of waiting.
+    /// Found by review.
+    #[test]
+    fn a_panicking_leader_fails_later_writers_instead_of_wedging_them() {
+        let commit = std::sync::Arc::new(GroupCommit::<()>::default());
+        let c = commit.clone();
+        let led = std::thread::spawn(move || {
+            c.submit(WriteBatch::new(), false, false, (), |_| {
+                panic!("leader bug")
+            })
+        })
+        .join();
+        assert!(led.is_err(), "the leader panicked");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let c = commit.clone();
+        std::thread::spawn(move || {
+            let r = c.submit(WriteBatch::new(), false, false, (), |_| Ok(()));
+            let _ = tx.send(matches!(r, Err(Error::Poisoned { .. })));
+        });
+        let failed = rx.recv_timeout(std::time::Duration::from_secs(5));
+        assert_eq!(failed, Ok(true), "the next writer hangs or succeeds");
+        assert_eq!(commit.try_lead_alone(|| ()), None);
     }
 }
