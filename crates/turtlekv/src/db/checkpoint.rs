@@ -209,6 +209,24 @@ impl DbInner {
     }
 }
 
+/// Held by the checkpoint thread: if it unwinds (a bug in the tree or
+/// MemTable code), the database is poisoned and every waiter is woken with
+/// the failure, as after a failed checkpoint, instead of waiting for a
+/// thread that is gone.
+pub(crate) struct PanicIsFailure<'a>(pub &'a DbInner);
+
+impl Drop for PanicIsFailure<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let cause = "the checkpoint thread panicked".to_string();
+        self.0.poison.get_or_init(|| cause.clone());
+        self.0.control.lock().failure = Some(cause);
+        self.0.control.report_progress();
+    }
+}
+
 /// How often the idle checkpoint thread looks for retired MemTables that no
 /// reader holds any more.
 const RETIRED_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(100);

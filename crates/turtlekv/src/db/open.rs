@@ -122,6 +122,7 @@ pub(crate) fn open(
             let thread = std::thread::Builder::new()
                 .name("turtlekv-checkpoint".into())
                 .spawn(move || {
+                    let _panic_is_failure = crate::db::checkpoint::PanicIsFailure(&inner);
                     if let Some(io) = &inner.checkpoint_io {
                         io.join_current_thread();
                     }

@@ -387,3 +387,78 @@ fn checkpoints_take_their_reserve_from_the_cache_and_give_it_back() {
         "capacity {after} after the checkpoints, MemTables {memtables}"
     );
 }
+
+/// A checkpoint target whose checkpoint panics (a bug in the tree code).
+#[derive(Debug, Default)]
+struct PanickingTarget(MemoryTarget);
+
+impl CheckpointTarget for PanickingTarget {
+    fn current(&self) -> Arc<dyn crate::checkpoint::TreeVersion> {
+        self.0.current()
+    }
+
+    fn checkpoint(
+        &self,
+        _memtable: &dyn crate::memtable::MemTable,
+        _coverage: crate::checkpoint::Coverage,
+    ) -> crate::Result<Arc<dyn crate::checkpoint::TreeVersion>> {
+        panic!("checkpoint bug")
+    }
+}
+
+/// A checkpoint thread that dies by a panic must wake `checkpoint_now`
+/// (and stalled writers) with an error, as a failed checkpoint does.
+/// Found by review: both waited forever.
+#[test]
+fn a_panicking_checkpoint_does_not_hang_checkpoint_now() {
+    let fs = FaultFs::new();
+    let target = Arc::new(PanickingTarget::default());
+    let db = Db::open_with_target(
+        "/db",
+        options(16 * 1024),
+        Arc::new(fs.clone()),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+    )
+    .unwrap();
+    db.put(b"k", b"v").unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = db.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(handle.checkpoint_now().is_err());
+    });
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(10)),
+        Ok(true),
+        "checkpoint_now hangs after the checkpoint thread panicked"
+    );
+    assert!(matches!(db.put(b"k2", b"v"), Err(Error::Poisoned { .. })));
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// Writers stalled for the frozen slot must not wait forever either.
+#[test]
+fn a_panicking_checkpoint_does_not_hang_stalled_writers() {
+    let fs = FaultFs::new();
+    let target = Arc::new(PanickingTarget::default());
+    let db = Db::open_with_target(
+        "/db",
+        options(16 * 1024),
+        Arc::new(fs.clone()),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = db.clone();
+    std::thread::spawn(move || {
+        for i in 0..20_000u64 {
+            if handle.put(key(i * 7919), format!("value-{i:032}")).is_err() {
+                break;
+            }
+        }
+        let _ = tx.send(());
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+        "a writer stalled for the frozen slot hangs after the checkpoint thread panicked"
+    );
+}

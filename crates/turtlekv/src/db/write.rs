@@ -129,6 +129,9 @@ impl DbInner {
     /// slot waits for this very thread, which would wait behind it.
     pub fn freeze_if_idle(&self) -> Result<bool> {
         let frozen = self.commit.try_lead_alone(|| {
+            // Writers may queue behind this freeze's WAL rotation: not in
+            // the idle I/O class (`Options::checkpoint_io_idle`).
+            let _waiting = self.wait_on_checkpoints();
             self.check_poison()?;
             let state = self.state.load();
             let slot_taken = state.frozen.len() >= MAX_FROZEN_MEMTABLES;
