@@ -406,20 +406,23 @@ impl CheckpointTarget for PanickingTarget {
     }
 }
 
+fn open_panicking() -> Db {
+    let target = Arc::new(PanickingTarget::default());
+    Db::open_with_target(
+        "/db",
+        options(16 * 1024),
+        Arc::new(FaultFs::new()),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+    )
+    .unwrap()
+}
+
 /// A checkpoint thread that dies by a panic must wake `checkpoint_now`
 /// (and stalled writers) with an error, as a failed checkpoint does.
 /// Found by review: both waited forever.
 #[test]
 fn a_panicking_checkpoint_does_not_hang_checkpoint_now() {
-    let fs = FaultFs::new();
-    let target = Arc::new(PanickingTarget::default());
-    let db = Db::open_with_target(
-        "/db",
-        options(16 * 1024),
-        Arc::new(fs.clone()),
-        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
-    )
-    .unwrap();
+    let db = open_panicking();
     db.put(b"k", b"v").unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = db.clone();
@@ -438,15 +441,7 @@ fn a_panicking_checkpoint_does_not_hang_checkpoint_now() {
 /// Writers stalled for the frozen slot must not wait forever either.
 #[test]
 fn a_panicking_checkpoint_does_not_hang_stalled_writers() {
-    let fs = FaultFs::new();
-    let target = Arc::new(PanickingTarget::default());
-    let db = Db::open_with_target(
-        "/db",
-        options(16 * 1024),
-        Arc::new(fs.clone()),
-        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
-    )
-    .unwrap();
+    let db = open_panicking();
     let (tx, rx) = std::sync::mpsc::channel();
     let handle = db.clone();
     std::thread::spawn(move || {
