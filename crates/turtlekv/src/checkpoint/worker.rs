@@ -76,11 +76,22 @@ impl Control {
 pub(crate) struct WorkerGuard {
     control: Arc<Control>,
     thread: Option<JoinHandle<()>>,
+    /// The checkpoint threads' I/O class, when they may run idle: the
+    /// close waits for the running checkpoint, so it must not run idle.
+    io: Option<Arc<crate::io::CheckpointIoPriority>>,
 }
 
 impl WorkerGuard {
-    pub fn new(control: Arc<Control>, thread: Option<JoinHandle<()>>) -> Self {
-        WorkerGuard { control, thread }
+    pub fn new(
+        control: Arc<Control>,
+        thread: Option<JoinHandle<()>>,
+        io: Option<Arc<crate::io::CheckpointIoPriority>>,
+    ) -> Self {
+        WorkerGuard {
+            control,
+            thread,
+            io,
+        }
     }
 }
 
@@ -88,6 +99,9 @@ impl Drop for WorkerGuard {
     fn drop(&mut self) {
         self.control.lock().shutdown = true;
         self.control.wake_worker();
+        if let Some(io) = &self.io {
+            io.set_idle(false);
+        }
         if let Some(thread) = self.thread.take() {
             // A panic in the thread has already been reported on stderr;
             // there is nobody left to return it to.

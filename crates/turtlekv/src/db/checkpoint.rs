@@ -65,9 +65,13 @@ impl DbInner {
             return Ok(());
         };
         // Idle I/O while nobody waits; a writer that has to wait for this
-        // checkpoint raises it the moment it starts waiting.
+        // checkpoint raises it the moment it starts waiting, and so does a
+        // close (which joins this thread).
         if let Some(io) = &self.checkpoint_io {
-            io.set_idle_when(|| self.checkpoint_waiters.load(Ordering::Acquire) == 0);
+            io.set_idle_when(|| {
+                self.checkpoint_waiters.load(Ordering::Acquire) == 0
+                    && !self.control.lock().shutdown
+            });
         }
 
         let coverage = Coverage {

@@ -132,8 +132,9 @@ pub(crate) fn open(
         }
         None => None,
     };
+    let io = inner.checkpoint_io.clone();
     Ok(Db {
         inner,
-        _worker: Arc::new(WorkerGuard::new(control, thread)),
+        _worker: Arc::new(WorkerGuard::new(control, thread, io)),
     })
 }
