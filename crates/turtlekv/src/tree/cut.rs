@@ -23,10 +23,51 @@ pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>
     }
     // Aim for equal parts of at most ~90% of a page so later merges have room.
     let parts = total.div_ceil(config.leaf_max_bytes * 9 / 10);
-    let starts = part_starts(&items, total / parts, config);
+    let (starts, mut part_bytes) = part_starts(&items, total / parts, config);
     let mut out = split_at(items, &starts);
-    rebalance_tail(&mut out, config);
+    if rebalance_tail(&mut out, config) {
+        // The last two parts changed: size them again.
+        part_bytes.truncate(out.len().saturating_sub(2));
+        let tail = part_bytes.len();
+        part_bytes.extend(out[tail..].iter().map(|p| leaf_page_bytes(p, config)));
+    }
+    join_small_parts(&mut out, part_bytes, config);
     out
+}
+
+/// Joins each part under `leaf_min_bytes` with a neighbour it fits one
+/// page with. Greedy cuts leave such a part where an item of most of a
+/// page would not fit after it; a leaf that small beside one it could join
+/// is what `check()` rejects, and what `fix_underfull` would join later.
+fn join_small_parts(parts: &mut Vec<Vec<Item>>, mut bytes: Vec<usize>, config: &TreeConfig) {
+    debug_assert!(
+        bytes.len() == parts.len()
+            && parts
+                .iter()
+                .zip(&bytes)
+                .all(|(p, &b)| leaf_page_bytes(p, config) == b),
+        "part sizes out of step"
+    );
+    let mut i = 0;
+    while i + 1 < parts.len() {
+        let small = bytes[i] < config.leaf_min_bytes || bytes[i + 1] < config.leaf_min_bytes;
+        if small {
+            let mut joined = parts[i].clone();
+            joined.extend(parts[i + 1].iter().cloned());
+            let joined_bytes = leaf_page_bytes(&joined, config);
+            if joined_bytes <= config.leaf_max_bytes {
+                parts[i] = joined;
+                parts.remove(i + 1);
+                bytes[i] = joined_bytes;
+                bytes.remove(i + 1);
+                // The joined part may still be small: look at it again,
+                // with its left neighbour too.
+                i = i.saturating_sub(1);
+                continue;
+            }
+        }
+        i += 1;
+    }
 }
 
 /// Splits the full leaves (about 90% of a page each) off the front of a
@@ -34,7 +75,7 @@ pub(super) fn cut_leaves(items: Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>
 /// last two parts stay in `items`, so that `cut_leaves` at the end of the
 /// run can balance its tail.
 pub(super) fn take_full_leaves(items: &mut Vec<Item>, config: &TreeConfig) -> Vec<Vec<Item>> {
-    let starts = part_starts(items, config.leaf_max_bytes * 9 / 10, config);
+    let (starts, _) = part_starts(items, config.leaf_max_bytes * 9 / 10, config);
     if starts.len() < 2 {
         return Vec::new();
     }
@@ -44,9 +85,15 @@ pub(super) fn take_full_leaves(items: &mut Vec<Item>, config: &TreeConfig) -> Ve
 }
 
 /// Indexes where a new part starts when parts hold about `target_bytes`
-/// of page each and never more than the page limit.
-fn part_starts(items: &[Item], target_bytes: usize, config: &TreeConfig) -> Vec<usize> {
+/// of page each and never more than the page limit, and each part's page
+/// bytes.
+fn part_starts(
+    items: &[Item],
+    target_bytes: usize,
+    config: &TreeConfig,
+) -> (Vec<usize>, Vec<usize>) {
     let mut starts = Vec::new();
+    let mut part_bytes = Vec::new();
     let mut sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
     // `page_bytes` is not free (it sizes the filter): carry the current
     // part's figure over instead of computing it twice per item.
@@ -58,6 +105,7 @@ fn part_starts(items: &[Item], target_bytes: usize, config: &TreeConfig) -> Vec<
         let full = sizer_bytes >= target_bytes || next_bytes > config.leaf_max_bytes;
         if full && sizer.items() > 0 {
             starts.push(i);
+            part_bytes.push(sizer_bytes);
             sizer = LeafSizer::new(config.block_size_bytes, config.filter_bits_per_key);
             sizer.add(item);
             sizer_bytes = sizer.page_bytes();
@@ -66,7 +114,8 @@ fn part_starts(items: &[Item], target_bytes: usize, config: &TreeConfig) -> Vec<
             sizer_bytes = next_bytes;
         }
     }
-    starts
+    part_bytes.push(sizer_bytes);
+    (starts, part_bytes)
 }
 
 /// Cuts `items` into parts beginning at `starts` (ascending, all > 0).
@@ -82,11 +131,12 @@ fn split_at(mut items: Vec<Item>, starts: &[usize]) -> Vec<Vec<Item>> {
 }
 
 /// If the last part is too small, joins it with the one before, or splits
-/// the two evenly by bytes when they do not fit one page.
-fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
+/// the two evenly by bytes when they do not fit one page. Returns whether
+/// it changed them.
+fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) -> bool {
     let n = parts.len();
     if n < 2 || leaf_page_bytes(&parts[n - 1], config) >= config.leaf_min_bytes {
-        return;
+        return false;
     }
     let last = parts.pop().expect("two parts");
     let mut joined = parts.pop().expect("two parts");
@@ -96,7 +146,7 @@ fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
     // holds about half a page, well above the minimum.
     if leaf_page_bytes(&joined, config) <= config.leaf_max_bytes {
         parts.push(joined);
-        return;
+        return true;
     }
     let half = super::item::total_size_bytes(&joined) / 2;
     let mut acc = 0;
@@ -114,6 +164,7 @@ fn rebalance_tail(parts: &mut Vec<Vec<Item>>, config: &TreeConfig) {
     let right = joined.split_off(if fits { even_cut } else { greedy_cut });
     parts.push(joined);
     parts.push(right);
+    true
 }
 
 /// Cuts a batch into pieces of about `max_bytes` of items each.

@@ -137,9 +137,18 @@ impl Update<'_> {
                     || (node.height > 1
                         && self.rejoin_fits(node, left, pieces)
                         && self.any_underfull(&node.pivots[left..left + pieces])?);
+                // Several pieces of leaves hold no small piece their cut
+                // could join, but the last may be small beside the next
+                // leaf: look at it again when there is one (it joins
+                // rightwards, so the loop still moves on).
+                let last_again = !again && node.height == 1 && left + pieces < node.pivots.len();
                 let looked_at = if again { pieces } else { 1 };
                 end = (end + pieces).saturating_sub(2).max(left + looked_at);
                 i = if again { left } else { left + pieces };
+                if last_again {
+                    i -= 1;
+                    end = end.max(i + 1);
+                }
                 continue;
             }
             i += 1;

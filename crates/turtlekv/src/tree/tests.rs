@@ -452,3 +452,94 @@ fn long_keys_grow_and_shrink() {
         "{events:?}"
     );
 }
+
+/// Values of most of a 4 KiB leaf beside small ones: a leaf cut could leave
+/// a small part before a huge item, next to a leaf it would fit with, which
+/// `check()` reports (found by review: two batches into an empty tree).
+#[test]
+fn cuts_leave_no_small_leaf_that_could_join_its_neighbour() {
+    fn batch(spec: &[(u32, char)]) -> Vec<(Bytes, Option<Bytes>)> {
+        spec.iter()
+            .map(|&(k, c)| {
+                let value = match c {
+                    'D' => None,
+                    'H' => Some(Bytes::from(vec![b'H'; 3000])),
+                    _ => Some(Bytes::from(vec![b's'; 50])),
+                };
+                (Bytes::from(format!("k{k:03}")), value)
+            })
+            .collect()
+    }
+    let batches = [
+        batch(&[
+            (6, 'D'),
+            (8, 'S'),
+            (16, 'S'),
+            (19, 'D'),
+            (21, 'S'),
+            (24, 'H'),
+            (41, 'D'),
+            (51, 'S'),
+            (55, 'S'),
+            (62, 'S'),
+            (65, 'S'),
+            (68, 'S'),
+            (72, 'D'),
+            (76, 'S'),
+            (84, 'S'),
+            (85, 'D'),
+            (86, 'S'),
+            (92, 'S'),
+            (95, 'D'),
+            (96, 'S'),
+            (97, 'S'),
+            (104, 'H'),
+            (116, 'D'),
+            (130, 'S'),
+            (134, 'S'),
+            (136, 'S'),
+            (146, 'S'),
+        ]),
+        batch(&[
+            (5, 'H'),
+            (6, 'S'),
+            (11, 'S'),
+            (13, 'S'),
+            (15, 'D'),
+            (17, 'S'),
+            (19, 'S'),
+            (26, 'S'),
+            (28, 'S'),
+            (35, 'S'),
+            (45, 'S'),
+            (48, 'H'),
+            (57, 'H'),
+            (59, 'S'),
+            (62, 'S'),
+            (64, 'D'),
+            (66, 'S'),
+            (70, 'D'),
+            (74, 'S'),
+            (80, 'D'),
+            (82, 'D'),
+            (88, 'S'),
+            (101, 'S'),
+            (109, 'S'),
+            (113, 'H'),
+            (116, 'S'),
+            (117, 'S'),
+            (119, 'S'),
+            (127, 'S'),
+            (131, 'S'),
+            (139, 'D'),
+            (144, 'S'),
+            (146, 'S'),
+        ]),
+    ];
+    let tree = Tree::new(Arc::new(MemPageIo::default()), small_config(2048));
+    let mut root = None;
+    for b in &batches {
+        root = tree.apply_batch(root, b).unwrap().root;
+        tree.check(root).unwrap();
+    }
+}
