@@ -11,6 +11,8 @@ pub(crate) mod ioprio;
 mod mapped;
 mod mapping_pool;
 mod real;
+#[cfg(test)]
+pub(crate) mod wrap_fs;
 mod write_map;
 
 use std::fmt::Debug;

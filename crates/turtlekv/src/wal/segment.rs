@@ -449,51 +449,15 @@ mod tests {
         assert_eq!(read_all(&*w.file).unwrap(), expected);
     }
 
-    /// A real file system whose files record the storage each successful
-    /// `allocate` and `write_at` gave them, and which fails one chosen
-    /// `allocate` (as a full disk would, once) with `ENOSPC`.
-    #[derive(Debug)]
-    struct RecordingFs {
-        backed: Arc<std::sync::Mutex<Vec<std::ops::Range<u64>>>>,
-        fail_allocate: (u64, u64),
-        failed: Arc<std::sync::atomic::AtomicU64>,
-    }
-
+    /// A real file whose successful `allocate` and `write_at` calls record
+    /// the storage they gave it, and which fails one chosen `allocate` (as
+    /// a full disk would, once) with `ENOSPC`.
     #[derive(Debug)]
     struct RecordingFile {
         inner: Arc<dyn File>,
         backed: Arc<std::sync::Mutex<Vec<std::ops::Range<u64>>>>,
         fail_allocate: (u64, u64),
         failed: Arc<std::sync::atomic::AtomicU64>,
-    }
-
-    impl FileSystem for RecordingFs {
-        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-            RealFs.create_dir_all(path)
-        }
-        fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
-            Ok(Arc::new(RecordingFile {
-                inner: RealFs.open(path, options)?,
-                backed: self.backed.clone(),
-                fail_allocate: self.fail_allocate,
-                failed: self.failed.clone(),
-            }))
-        }
-        fn remove_file(&self, path: &Path) -> io::Result<()> {
-            RealFs.remove_file(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-            RealFs.rename(from, to)
-        }
-        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-            RealFs.list_dir(path)
-        }
-        fn sync_dir(&self, path: &Path) -> io::Result<()> {
-            RealFs.sync_dir(path)
-        }
-        fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn crate::io::LockGuard>>> {
-            RealFs.lock(path)
-        }
     }
 
     impl File for RecordingFile {
@@ -547,10 +511,17 @@ mod tests {
             SEGMENT_HEADER_BYTES,
             (1 + RESERVE_AHEAD_STEPS) * MIB - SEGMENT_HEADER_BYTES,
         );
-        let fs = Arc::new(RecordingFs {
-            backed: backed.clone(),
-            fail_allocate: first_request,
-            failed: failed.clone(),
+        let (file_backed, file_failed) = (backed.clone(), failed.clone());
+        let fs = Arc::new(crate::io::wrap_fs::WrapFs {
+            inner: Arc::new(RealFs),
+            wrap: move |inner| -> Arc<dyn File> {
+                Arc::new(RecordingFile {
+                    inner,
+                    backed: file_backed.clone(),
+                    fail_allocate: first_request,
+                    failed: file_failed.clone(),
+                })
+            },
         });
         let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20).unwrap();
         while failed.load(std::sync::atomic::Ordering::SeqCst) == 0 {

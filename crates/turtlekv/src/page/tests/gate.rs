@@ -8,7 +8,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::harness::{DIR, Version, leaf_bytes, list_children, record, small_options};
-use crate::io::{FaultFs, File, FileSystem, LockGuard, OpenOptions};
+use crate::io::wrap_fs::WrapFs;
+use crate::io::{FaultFs, File};
 use crate::page::{CachePriority, PageIo, PageStore};
 
 /// Holds reads at one file offset until opened.
@@ -20,43 +21,9 @@ struct Gate {
 }
 
 #[derive(Debug)]
-struct GateFs {
-    inner: FaultFs,
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug)]
 struct GateFile {
     inner: Arc<dyn File>,
     gate: Arc<Gate>,
-}
-
-impl FileSystem for GateFs {
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.inner.create_dir_all(path)
-    }
-    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
-        let inner = self.inner.open(path, options)?;
-        Ok(Arc::new(GateFile {
-            inner,
-            gate: self.gate.clone(),
-        }))
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.inner.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        self.inner.list_dir(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.inner.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.inner.lock(path)
-    }
 }
 
 impl File for GateFile {
@@ -92,9 +59,15 @@ impl File for GateFile {
 #[test]
 fn a_slow_miss_blocks_neither_hits_nor_other_misses() {
     let gate = Arc::new(Gate::default());
-    let fs = Arc::new(GateFs {
-        inner: FaultFs::new(),
-        gate: gate.clone(),
+    let file_gate = gate.clone();
+    let fs = Arc::new(WrapFs {
+        inner: Arc::new(FaultFs::new()),
+        wrap: move |inner| -> Arc<dyn File> {
+            Arc::new(GateFile {
+                inner,
+                gate: file_gate.clone(),
+            })
+        },
     });
     let (store, _) = PageStore::open(fs, Path::new(DIR), &small_options(), &list_children).unwrap();
     let leaves: Vec<_> = (0..3)
