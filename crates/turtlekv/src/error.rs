@@ -28,12 +28,14 @@ pub enum Error {
     #[error("empty key: keys must be 1..={max} bytes", max = crate::MAX_KEY_SIZE)]
     EmptyKey,
 
-    /// The key is longer than [`crate::MAX_KEY_SIZE`].
+    /// The key is longer than the database takes: [`crate::MAX_KEY_SIZE`], or
+    /// less when `node_size_bytes` is below 4 KiB.
     #[error("key of {len_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
     KeyTooLarge {
         /// Length of the rejected key.
         len_bytes: usize,
-        /// [`crate::MAX_KEY_SIZE`].
+        /// [`crate::MAX_KEY_SIZE`], or less for a database whose
+        /// `node_size_bytes` is below 4 KiB (`Options::node_size_bytes`).
         max_bytes: usize,
     },
 

@@ -141,9 +141,10 @@ impl Input<'_> {
 
     fn key(&mut self) -> Vec<u8> {
         let b = self.next();
-        // Mostly 40 short keys (so writes collide), sometimes long ones.
+        // Mostly 40 short keys (so writes collide), sometimes long ones, up
+        // to 205 bytes: 1 KiB nodes take keys up to 219.
         if b >= 240 {
-            vec![b'L'; 100 + usize::from(b - 240) * 25]
+            vec![b'L'; 100 + usize::from(b - 240) * 7]
         } else {
             format!("k{:02}", b % 40).into_bytes()
         }

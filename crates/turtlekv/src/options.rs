@@ -93,9 +93,9 @@ pub struct Options {
     pub checkpoint_threads: usize,
     /// Largest leaf page, in bytes (multiple of 4 KiB).
     pub leaf_size_bytes: u64,
-    /// Size of a node page, in bytes (power of two). Below 2 KiB, keys of
-    /// hundreds of bytes that share long prefixes can make checkpoints fail
-    /// (`docs/tuning.md`, a known limit).
+    /// Size of a node page, in bytes (power of two). Below 4 KiB it bounds
+    /// keys below `MAX_KEY_SIZE`, as four pivots must fit a node: 475 bytes
+    /// for 2 KiB, 219 for 1 KiB and 91 for 512 B (`Error::KeyTooLarge`).
     pub node_size_bytes: u64,
     /// Bits per key of the per-leaf filters; 0 disables filters.
     pub filter_bits_per_key: u32,

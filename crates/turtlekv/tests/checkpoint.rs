@@ -304,6 +304,70 @@ fn values_too_large_for_small_leaves_are_refused_up_front() {
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
 }
 
+/// Small node pages take shorter keys: four pivots with the longest key
+/// must fit a node, or a root of two pivots could overflow its page at every
+/// height (512-byte nodes with 505-byte keys once failed the checkpoint and
+/// poisoned the handle). Longer keys are refused before they are logged, and
+/// keys of exactly the limit that share all but their last bytes check out.
+#[test]
+fn small_nodes_refuse_keys_they_cannot_hold_and_hold_the_rest() {
+    for node_size_bytes in [512, 1024, 2048, 4096] {
+        let fs = FaultFs::new();
+        let mut options = checkpointing_options();
+        options.node_size_bytes = node_size_bytes;
+        let db = open_fault(&fs, options).unwrap();
+        let max_key_bytes = match db.put(vec![b'x'; turtlekv::MAX_KEY_SIZE], b"v") {
+            Ok(()) => {
+                db.delete(vec![b'x'; turtlekv::MAX_KEY_SIZE]).unwrap();
+                turtlekv::MAX_KEY_SIZE
+            }
+            Err(turtlekv::Error::KeyTooLarge {
+                len_bytes,
+                max_bytes,
+            }) => {
+                assert_eq!(len_bytes, turtlekv::MAX_KEY_SIZE);
+                max_bytes
+            }
+            Err(e) => panic!("{node_size_bytes}-byte nodes: {e}"),
+        };
+        assert_eq!(
+            max_key_bytes == turtlekv::MAX_KEY_SIZE,
+            node_size_bytes >= 4096
+        );
+        assert!(max_key_bytes >= 64, "{node_size_bytes}: {max_key_bytes}");
+        let long_key = |i: u32| {
+            let mut k = vec![b'x'; max_key_bytes - 5];
+            k.extend(format!("{i:05}").as_bytes());
+            k
+        };
+        let mut too_long = long_key(0);
+        too_long.push(b'!');
+        let mut batch = turtlekv::WriteBatch::new();
+        batch.put(long_key(0), b"v");
+        batch.put(&too_long, b"v");
+        let err = db.write(batch, &Default::default()).unwrap_err();
+        assert!(matches!(err, turtlekv::Error::KeyTooLarge { .. }), "{err}");
+        assert!(contents(&db).is_empty(), "a refused batch changes nothing");
+        for i in 0..600 {
+            db.put(long_key(i), i.to_le_bytes()).unwrap();
+            if i % 50 == 49 {
+                db.checkpoint_now().unwrap();
+                db.check().unwrap();
+            }
+        }
+        db.checkpoint_now().unwrap();
+        db.check().unwrap();
+        let all = contents(&db);
+        assert_eq!(all.len(), 600, "{node_size_bytes}-byte nodes");
+        for (i, (k, v)) in all.iter().enumerate() {
+            assert_eq!(
+                (k, v),
+                (&long_key(i as u32), &(i as u32).to_le_bytes().to_vec())
+            );
+        }
+    }
+}
+
 /// After each checkpoint the checkpoint thread hands the C allocator's free
 /// memory back (`io/heap.rs`); where glibc can do that, the time it took
 /// shows in `Stats`.

@@ -130,4 +130,10 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     fn max_item_bytes(&self) -> usize {
         usize::MAX
     }
+
+    /// Longest key the target can store; writes of longer ones are
+    /// refused up front.
+    fn max_key_bytes(&self) -> usize {
+        crate::MAX_KEY_SIZE
+    }
 }

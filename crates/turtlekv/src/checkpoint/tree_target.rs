@@ -161,6 +161,10 @@ impl CheckpointTarget for TreeTarget {
     fn max_item_bytes(&self) -> usize {
         self.tree.config().max_item_bytes()
     }
+
+    fn max_key_bytes(&self) -> usize {
+        self.tree.config().max_key_bytes()
+    }
 }
 
 impl TreeScan for ScanCursor {

@@ -53,6 +53,9 @@ pub(crate) struct DbInner {
     /// Largest item (encoded length) the tree stores; larger writes are
     /// refused before they are logged.
     pub max_item_bytes: usize,
+    /// Longest key the tree's node size takes (`MAX_KEY_SIZE` unless
+    /// `node_size_bytes` is below 4 KiB); longer keys are refused so.
+    pub max_key_bytes: usize,
     /// Newest values of hot keys read from the tree.
     pub record_cache: RecordCache,
     /// The record cache size asked for; it gets at most half the budget.
@@ -196,6 +199,12 @@ impl DbInner {
     /// Refuses an entry the tree could not store (it would fail the
     /// checkpoint after the write was acknowledged).
     pub fn check_item_fits(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.len() > self.max_key_bytes {
+            return Err(Error::KeyTooLarge {
+                len_bytes: key.len(),
+                max_bytes: self.max_key_bytes,
+            });
+        }
         let value_len = value.map_or(0, <[u8]>::len);
         let item_len =
             crate::tree::item_layout::ItemLayout::CURRENT.item_len(key.len(), Some(value_len));

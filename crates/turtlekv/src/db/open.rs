@@ -102,6 +102,9 @@ pub(crate) fn open(
         checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
         budget: MemoryBudget::new(options.cache_capacity_bytes),
         max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),
+        max_key_bytes: target
+            .as_ref()
+            .map_or(crate::MAX_KEY_SIZE, |t| t.max_key_bytes()),
         record_cache: RecordCache::new(record_cache_share(
             options.record_cache_capacity_bytes,
             options.cache_capacity_bytes,

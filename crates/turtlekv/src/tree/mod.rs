@@ -142,6 +142,20 @@ impl TreeConfig {
         (self.leaf_max_bytes - data_offset) / self.block_size_bytes * self.block_size_bytes
     }
 
+    /// Longest key this node size takes (at most `MAX_KEY_SIZE`): four
+    /// pivots with such keys fit one node page. Then a node's buffer can
+    /// always be flushed down to pivots that fit, and a node that must split
+    /// has at least five pivots, so each half keeps two. With longer keys a
+    /// root of two pivots could overflow its page and split at every level
+    /// (docs/tuning.md, `node_size_bytes`). The engine refuses longer keys.
+    pub(crate) fn max_key_bytes(&self) -> usize {
+        let per_pivot_bytes = self.node_max_bytes.saturating_sub(node::HEADER_BYTES) / 4;
+        let entry_overhead_bytes = node::pivot_entry_bytes(1, 1, &[]);
+        per_pivot_bytes
+            .saturating_sub(entry_overhead_bytes)
+            .min(crate::MAX_KEY_SIZE)
+    }
+
     /// A node whose pivots take more than this splits.
     pub(crate) fn node_pivot_max_bytes(&self) -> usize {
         self.node_max_bytes / 2

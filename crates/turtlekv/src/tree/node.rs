@@ -84,7 +84,7 @@ pub(crate) struct Node {
     pub range_hi: Option<Bytes>,
 }
 
-fn pivot_entry_bytes(height: u8, index: usize, key: &[u8]) -> usize {
+pub(super) fn pivot_entry_bytes(height: u8, index: usize, key: &[u8]) -> usize {
     let child = if height == 1 { 16 } else { 8 };
     let key_bytes = if index == 0 { 0 } else { 2 + key.len() };
     child + 8 + key_bytes

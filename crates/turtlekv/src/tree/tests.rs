@@ -341,6 +341,74 @@ fn long_keys_with_long_common_prefixes() {
     h.assert_scans_match(&mut rng, 5);
 }
 
+/// The key limit of each node size: four pivots with keys of that length
+/// fit a node page; 4 KiB and larger nodes take `MAX_KEY_SIZE`.
+#[test]
+fn four_pivots_of_the_longest_key_fit_a_node() {
+    for shift in 9..=16 {
+        let config = small_config(1 << shift);
+        let max_key_bytes = config.max_key_bytes();
+        assert_eq!(max_key_bytes == crate::MAX_KEY_SIZE, shift >= 12, "{shift}");
+        let pivots = (0..4u8)
+            .map(|i| super::node::Pivot {
+                lower: if i == 0 {
+                    Bytes::new()
+                } else {
+                    Bytes::from(vec![i; max_key_bytes])
+                },
+                child: super::node::Child::Leaf(super::node::LeafData::Stored(
+                    super::node::LeafRef {
+                        id: PageId::from_raw(1),
+                        head_len: 0,
+                        filter_len: 0,
+                    },
+                )),
+                pending_bytes: 0,
+            })
+            .collect();
+        let node = super::node::Node {
+            height: 1,
+            pivots,
+            segments: Vec::new(),
+            range_lo: Bytes::new(),
+            range_hi: None,
+        };
+        assert!(node.encoded_len() <= config.node_max_bytes, "{shift}");
+    }
+}
+
+/// Keys at the node size's limit that differ only in their last bytes (so
+/// every pivot is as long as the limit): the tree grows, splits and checks
+/// out with the smallest node pages.
+#[test]
+fn keys_at_the_node_limit_build_a_healthy_tree() {
+    let config = small_config(512);
+    let mut h = Harness::new(config);
+    let long_key = |i: u64| {
+        let mut k = vec![b'p'; config.max_key_bytes() - 7];
+        k.extend_from_slice(&key(i)[1..]);
+        Bytes::from(k)
+    };
+    let mut rng = Rng::new(7);
+    for _ in 0..40 {
+        let mut batch: Vec<_> = (0..60)
+            .map(|_| {
+                let i = rng.below(3_000);
+                (
+                    long_key(i),
+                    Some(Bytes::from(vec![b'v'; rng.below(200) as usize])),
+                )
+            })
+            .collect();
+        batch.sort_by(|a, b| a.0.cmp(&b.0));
+        batch.dedup_by(|a, b| a.0 == b.0);
+        h.apply(batch);
+    }
+    assert!(h.max_height >= 3, "height {}", h.max_height);
+    h.assert_matches_model(&mut rng, 10);
+    h.assert_scans_match(&mut rng, 5);
+}
+
 #[test]
 fn items_up_to_the_leaf_limit_fit() {
     let default = TreeConfig::from_options(&Options::default());
