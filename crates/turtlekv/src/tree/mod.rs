@@ -58,6 +58,8 @@ mod mem_io;
 #[cfg(test)]
 mod prop_tests;
 #[cfg(test)]
+mod random_tests;
+#[cfg(test)]
 mod store_tests;
 #[cfg(test)]
 mod tests;

@@ -55,7 +55,14 @@ impl Update<'_> {
             }
         }
         self.events.node_splits += 1;
-        let (left, right) = split_at(node, m);
+        let (mut left, right) = split_at(node, m);
+        if left.height == 1 {
+            // The left half's last leaf may be small beside a leaf it could
+            // not join. It was paired with its right neighbour (now in the
+            // right half) and is now paired with its left one: look again.
+            let last = left.pivots.len() - 1;
+            self.fix_underfull(&mut left, last, 1)?;
+        }
         let sep = right.range_lo.clone();
         let mut out = Vec::new();
         for (lower, mut half) in [(Bytes::new(), left), (sep, right)] {
@@ -126,6 +133,7 @@ impl Update<'_> {
             if node.pivots.len() > 1 && self.is_underfull(&node.pivots[i].child)? {
                 let left = if i + 1 < node.pivots.len() { i } else { i - 1 };
                 let pieces = self.join_pivots(node, left)?;
+                let (left, pieces) = self.join_left_if_it_fits(node, left, pieces)?;
                 // One piece may still be small: look at it again (it then
                 // joins its next neighbour). Several pieces of leaves were
                 // cut evenly. Several pieces of a node were split evenly,
@@ -149,11 +157,50 @@ impl Update<'_> {
                     i -= 1;
                     end = end.max(i + 1);
                 }
+                // The last leaf pairs with its left neighbour: when that is
+                // the leaf the join just made, look at the last one too.
+                if node.height == 1 && left + pieces + 1 == node.pivots.len() {
+                    end = node.pivots.len();
+                }
                 continue;
             }
             i += 1;
         }
         Ok(())
+    }
+
+    /// After a leaf join at `left` made `pieces`: the leaf before them may
+    /// be small beside a leaf it could not join, which the join replaced
+    /// (by a smaller one, when the join took deletes or smaller values
+    /// along, or by a cut). It joins the first new piece when both fit one
+    /// page. Returns where the changed pivots start and how many they are.
+    /// (Once per join, and only when one page holds both, so the caller's
+    /// loop still moves on.)
+    fn join_left_if_it_fits(
+        &mut self,
+        node: &mut Node,
+        left: usize,
+        pieces: usize,
+    ) -> Result<(usize, usize)> {
+        if node.height != 1 || left == 0 {
+            return Ok((left, pieces));
+        }
+        let before = &node.pivots[left - 1].child;
+        if !self.is_underfull(before)? {
+            return Ok((left, pieces));
+        }
+        let (Child::Leaf(before), Child::Leaf(first)) = (before, &node.pivots[left].child) else {
+            return Ok((left, pieces));
+        };
+        let (before, first) = (before.clone(), first.clone());
+        let mut both = self.items(&before)?.to_vec();
+        both.extend(self.items(&first)?.iter().cloned());
+        let config = &self.tree.config;
+        if cut::leaf_page_bytes(&both, config) > config.leaf_max_bytes {
+            return Ok((left, pieces));
+        }
+        let joined = self.join_pivots(node, left - 1)?;
+        Ok((left - 1, joined + pieces - 1))
     }
 
     /// Whether the child nodes of pivots `start..start + count`, joined
