@@ -341,6 +341,49 @@ fn long_keys_with_long_common_prefixes() {
     h.assert_scans_match(&mut rng, 5);
 }
 
+/// A root split whose left half ends with a small leaf: the split joins
+/// that leaf with its left neighbour (it pairs leftwards once it is last),
+/// which leaves the half one pivot, under a node's minimum. The new root
+/// joins it with its sibling again.
+#[test]
+fn a_root_split_leaves_no_half_too_small() {
+    let config = small_config(512);
+    let mut h = Harness::new(config);
+    // Separators of 85 bytes make three leaves' pivots almost overflow a
+    // 512-byte node; a fourth leaf splits it after the second pivot.
+    let long_key = |last: u8| {
+        let mut k = vec![b'p'; 84];
+        k.push(last);
+        Bytes::from(k)
+    };
+    let huge = |key: &Bytes| {
+        let overhead = super::item_layout::ItemLayout::CURRENT.item_len(key.len(), Some(0));
+        Some(Bytes::from(vec![
+            7u8;
+            config.max_item_bytes() - overhead - 64
+        ]))
+    };
+    let (p0, p1, p2) = (long_key(b'0'), long_key(b'1'), long_key(b'2'));
+    let small = Some(Bytes::from(vec![1u8; 30]));
+    // A small leaf between two it cannot join.
+    h.apply(vec![
+        (p0.clone(), huge(&p0)),
+        (p1, small),
+        (p2.clone(), huge(&p2)),
+    ]);
+    // Its left neighbour shrinks (tombstones of absent keys push the
+    // overwrite through the buffer); it still pairs with its right one.
+    let mut shrink: Vec<_> = (0..400)
+        .map(|i| (Bytes::from(format!("a{i:04}")), None))
+        .collect();
+    shrink.push((p0, Some(Bytes::from(vec![2u8; 1400]))));
+    h.apply(shrink);
+    let (r, s) = (Bytes::from_static(b"r"), Bytes::from_static(b"s"));
+    h.apply(vec![(r.clone(), huge(&r)), (s.clone(), huge(&s))]);
+    let mut rng = Rng::new(3);
+    h.assert_matches_model(&mut rng, 10);
+}
+
 /// The key limit of each node size: four pivots with keys of that length
 /// fit a node page; 4 KiB and larger nodes take `MAX_KEY_SIZE`.
 #[test]

@@ -330,6 +330,11 @@ impl Tree {
                 range_lo: Bytes::new(),
                 range_hi: None,
             };
+            // A half can be left small: a split joins a small leaf that
+            // becomes the last of its half with its left neighbour. Below
+            // any other parent, the flush that split it looks at it again.
+            let children = node.pivots.len();
+            up.fix_underfull(&mut node, 0, children)?;
         }
         // Shrink: a root with one child and an empty buffer is replaced by it.
         while node.height > 1 && node.pivots.len() == 1 && node.segments.is_empty() {
