@@ -31,9 +31,14 @@ const TREE_FETCH_KEYS: usize = 8;
 
 /// Iterator over `(key, value)` pairs of a range at one point in time.
 /// Returned by [`crate::Db::range`], [`crate::Db::prefix`] and their
-/// [`crate::Snapshot`] twins.
+/// [`crate::Snapshot`] twins. Like a snapshot, it keeps the database open
+/// until it is dropped: another `Db::open` of the directory gets
+/// [`crate::Error::Locked`].
 #[derive(Debug)]
 pub struct Iter {
+    /// Keeps the database open (its `LOCK` held) while the iterator reads
+    /// pages its view pins: another handle must not reuse them.
+    _db: std::sync::Arc<crate::db::DbInner>,
     view: ReadView,
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
@@ -240,13 +245,19 @@ fn above_lower(key: &[u8], lower: Bound<&[u8]>) -> bool {
 }
 
 impl Iter {
-    pub(crate) fn new(view: ReadView, lower: Bound<Bytes>, upper: Bound<Bytes>) -> Self {
+    pub(crate) fn new(
+        db: std::sync::Arc<crate::db::DbInner>,
+        view: ReadView,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+    ) -> Self {
         let sources = if is_empty_range(&lower, &upper) {
             0
         } else {
             sources(&view).count()
         };
         Iter {
+            _db: db,
             front: (0..sources).map(|_| Cursor::new(lower.clone())).collect(),
             back: (0..sources).map(|_| Cursor::new(upper.clone())).collect(),
             view,

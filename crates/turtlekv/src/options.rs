@@ -146,6 +146,12 @@ impl Options {
                 self.leaf_size_bytes
             ));
         }
+        if self.direct_io && self.node_size_bytes < 4 * KIB {
+            return invalid(format!(
+                "direct_io needs node_size_bytes >= 4096 (aligned I/O), not {}",
+                self.node_size_bytes
+            ));
+        }
         if self.checkpoint_distance_bytes < MIN_CHECKPOINT_DISTANCE_BYTES {
             return invalid(format!(
                 "checkpoint_distance_bytes = {} must be at least 4096",

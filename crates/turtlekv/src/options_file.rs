@@ -39,13 +39,7 @@ pub(crate) fn load_with_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Options> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(options),
         Err(e) => return Err(e.into()),
     };
-    if names.iter().any(|n| n == SUPERBLOCK_FILE_NAME) {
-        let file = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only())?;
-        if let Some(slot) = read_newest(&*file)?.newest {
-            options.node_size_bytes = slot.node_size_bytes;
-            options.leaf_size_bytes = slot.leaf_size_bytes;
-        }
-    }
+    apply_page_sizes(fs, dir, &names, &mut options)?;
     if names.iter().any(|n| n == OPTIONS_FILE_NAME) {
         let path = dir.join(OPTIONS_FILE_NAME);
         let bytes = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
@@ -58,10 +52,31 @@ pub(crate) fn load_with_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Options> {
     Ok(options)
 }
 
+/// Takes the page sizes the database at `dir` was created with, if any.
+fn apply_page_sizes(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    names: &[String],
+    options: &mut Options,
+) -> Result<()> {
+    if names.iter().any(|n| n == SUPERBLOCK_FILE_NAME) {
+        let file = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only())?;
+        if let Some(slot) = read_newest(&*file)?.newest {
+            options.node_size_bytes = slot.node_size_bytes;
+            options.leaf_size_bytes = slot.leaf_size_bytes;
+        }
+    }
+    Ok(())
+}
+
 /// [`Options::store`] through a chosen file layer: write a temporary file,
 /// sync it, rename it over the old one, sync the directory.
 pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) -> Result<()> {
     options.validate()?;
+    // What `load` will give: the knobs with the database's own page sizes.
+    let mut as_loaded = options.clone();
+    apply_page_sizes(fs, dir, &fs.list_dir(dir)?, &mut as_loaded)?;
+    as_loaded.validate()?;
     let text = format(options);
     let temp = dir.join(format!("{OPTIONS_FILE_NAME}.tmp"));
     let file = fs.open(&temp, OpenOptions::read_write_create())?;
@@ -152,11 +167,20 @@ mod tests {
             ..Options::default()
         };
         drop(Db::open_with_fs(dir, created, Arc::new(fs.clone())).unwrap());
+        // Direct I/O cannot work with 2 KiB nodes: refused, not stored.
+        let direct = Options {
+            direct_io: true,
+            ..Options::default()
+        };
+        assert!(matches!(
+            store_with_fs(&fs, dir, &direct),
+            Err(Error::InvalidOptions(_))
+        ));
         let mut tuned = Options {
             cache_capacity_bytes: 1 << 30,
             checkpoint_distance_bytes: 128 << 20,
             write_only_checkpoint_distance_bytes: 256 << 20,
-            direct_io: true,
+            checkpoint_io_idle: true,
             ..Options::default()
         };
         store_with_fs(&fs, dir, &tuned).unwrap();
@@ -164,7 +188,7 @@ mod tests {
         assert_eq!(loaded.cache_capacity_bytes, 1 << 30);
         assert_eq!(loaded.checkpoint_distance_bytes, 128 << 20);
         assert_eq!(loaded.write_only_checkpoint_distance_bytes, 256 << 20);
-        assert!(loaded.direct_io);
+        assert!(loaded.checkpoint_io_idle);
         assert_eq!(
             (loaded.leaf_size_bytes, loaded.node_size_bytes),
             (64 * 1024, 2048)

@@ -14,6 +14,8 @@ use crate::stats::bump;
 
 /// A frozen view of the database at the moment [`crate::Db::snapshot`] was
 /// called. Later writes are invisible to it; it costs a reference count.
+/// It keeps the database open until it is dropped: another `Db::open` of
+/// the directory gets [`crate::Error::Locked`].
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     db: Arc<DbInner>,
@@ -37,14 +39,14 @@ impl Snapshot {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let (lower, upper) = owned_bounds(&range);
         bump(&self.db.stats.scans, 1);
-        Iter::new(self.view.clone(), lower, upper)
+        Iter::new(self.db.clone(), self.view.clone(), lower, upper)
     }
 
     /// Iterates over the keys starting with `prefix` at the snapshot's point in time.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let (lower, upper) = prefix_bounds(prefix.as_ref());
         bump(&self.db.stats.scans, 1);
-        Iter::new(self.view.clone(), lower, upper)
+        Iter::new(self.db.clone(), self.view.clone(), lower, upper)
     }
 
     /// Sequence number of the newest write the snapshot sees.

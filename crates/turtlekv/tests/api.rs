@@ -392,3 +392,76 @@ fn long_scans_over_tree_and_memtable_match_a_model() {
     front.extend(back);
     assert_eq!(front, model.keys().cloned().collect::<Vec<_>>());
 }
+
+/// An iterator keeps its database open, as a snapshot does: another handle
+/// would rebuild free space from its own root and reuse pages the
+/// iterator still reads (found by review: the old iterator then reported
+/// a checksum mismatch on a healthy database).
+#[test]
+fn an_iterator_outliving_its_handle_keeps_the_database_open() {
+    let fs = FaultFs::new();
+    let options = common::checkpointing_options();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    let value = |k: u32| vec![1u8; 20 + k as usize % 50];
+    for k in 0..2_000u32 {
+        db.put(format!("k{k:05}"), value(k)).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    let mut iter = db.range::<&[u8], _>(..);
+    assert_eq!(&iter.next().unwrap().unwrap().0[..], b"k00000");
+    drop(db);
+    let refused = open_fault(&fs, options.clone());
+    assert!(matches!(refused, Err(Error::Locked(_))), "{refused:?}");
+    let rest: Vec<_> = iter.by_ref().map(Result::unwrap).collect();
+    assert_eq!(rest.len(), 1_999);
+    for (i, (k, v)) in rest.iter().enumerate() {
+        let i = i as u32 + 1;
+        assert_eq!(
+            (&k[..], &v[..]),
+            (format!("k{i:05}").as_bytes(), &value(i)[..])
+        );
+    }
+    drop(iter);
+    let db = open_fault(&fs, options).unwrap();
+    assert_eq!(contents(&db).len(), 2_000);
+}
+
+/// A memory budget or a checkpoint distance far beyond the machine's
+/// memory is a bound, not an allocation: the MemTable's key filter and the
+/// record cache's frequency sketch are sized for at most a few GiB of
+/// entries (found by review: `open` aborted allocating 2.7 TB).
+#[test]
+fn budgets_far_beyond_memory_are_bounds_not_allocations() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.cache_capacity_bytes = 1 << 50;
+    options.checkpoint_distance_bytes = 1 << 48;
+    let db = Db::open(dir.path(), options).unwrap();
+    db.put(b"a", b"1").unwrap();
+    db.set_cache_capacity(u64::MAX).unwrap();
+    db.set_checkpoint_distance(u64::MAX).unwrap();
+    db.set_record_cache_capacity(u64::MAX);
+    // Freezing makes a MemTable of the new distance.
+    db.checkpoint_now().unwrap();
+    db.put(b"b", b"2").unwrap();
+    assert_eq!(db.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+}
+
+/// Direct I/O needs 4 KiB node pages; `validate` says so, and `open`
+/// refuses before it creates anything.
+#[test]
+fn direct_io_with_small_nodes_is_refused_before_anything_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let mut options = Options::default();
+    options.node_size_bytes = 1024;
+    options.direct_io = true;
+    assert!(matches!(options.validate(), Err(Error::InvalidOptions(_))));
+    let opened = Db::open(&path, options);
+    assert!(
+        matches!(opened, Err(Error::InvalidOptions(_))),
+        "{opened:?}"
+    );
+    assert!(!path.exists());
+}

@@ -155,14 +155,14 @@ impl Db {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let (lower, upper) = owned_bounds(&range);
         bump(&self.inner.stats.scans, 1);
-        Iter::new(self.inner.read_view(), lower, upper)
+        Iter::new(self.inner.clone(), self.inner.read_view(), lower, upper)
     }
 
     /// Iterates over every key that starts with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let (lower, upper) = prefix_bounds(prefix.as_ref());
         bump(&self.inner.stats.scans, 1);
-        Iter::new(self.inner.read_view(), lower, upper)
+        Iter::new(self.inner.clone(), self.inner.read_view(), lower, upper)
     }
 
     /// A point-in-time view that later writes do not change.

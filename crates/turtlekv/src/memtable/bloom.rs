@@ -12,6 +12,8 @@ pub(crate) const ENTRY_ESTIMATE_BYTES: u64 = 128;
 /// Bits per expected key; with 6 probes in one block about 1.2% false
 /// positives (0.8% if the probes could go anywhere).
 const BITS_PER_KEY: u64 = 10;
+/// Most keys a filter is sized for: 8 GiB of entries, a 80 MiB filter.
+const MAX_EXPECTED_KEYS: u64 = (8 << 30) / ENTRY_ESTIMATE_BYTES;
 const PROBES: u32 = 6;
 /// Bits a probe's position within its block takes from the hash.
 const BLOCK_BIT_INDEX_BITS: u32 = 9;
@@ -38,7 +40,11 @@ pub(crate) struct KeyBloom {
 impl KeyBloom {
     /// A filter sized for about `expected_keys` keys.
     pub fn new(expected_keys: u64) -> Self {
-        let blocks = (expected_keys.max(64) * BITS_PER_KEY).div_ceil(BLOCK_BITS);
+        // Capped: the MemTable's capacity follows runtime knobs that accept
+        // any size (a budget is a bound, not an allocation); past the cap
+        // the filter stays correct with more false positives.
+        let expected_keys = expected_keys.clamp(64, MAX_EXPECTED_KEYS);
+        let blocks = (expected_keys * BITS_PER_KEY).div_ceil(BLOCK_BITS);
         KeyBloom {
             blocks: (0..blocks)
                 .map(|_| Block(std::array::from_fn(|_| AtomicU64::new(0))))

@@ -210,7 +210,9 @@ pub(crate) struct RecordCache {
 }
 
 fn sketch_for(capacity_bytes: u64) -> FrequencySketch {
-    FrequencySketch::for_entries(capacity_bytes / TYPICAL_ENTRY_BYTES)
+    // Capped like the MemTable's filter: the share follows a budget that
+    // accepts any size. 16M entries: 4 GiB of typical records, 128 MiB.
+    FrequencySketch::for_entries((capacity_bytes / TYPICAL_ENTRY_BYTES).min(1 << 24))
 }
 
 /// Shard, watermark slot and in-shard hash of a key.
