@@ -397,3 +397,65 @@ fn real_efbig_under_a_file_size_rlimit() {
     let out = run_child("rlimit", None);
     assert_child_passed(&out, libc::EFBIG);
 }
+
+/// A superblock sync fails after its slot was written: the OS's cache holds
+/// the new slot, nothing says it is durable. Reopened without a power cut,
+/// the store read that slot as the newest and freed every page only the
+/// older, durable slot reaches; its next checkpoint reused and synced those
+/// slots, and a power cut before that checkpoint's own superblock left the
+/// durable slot naming overwritten pages: the database no longer opened.
+/// Open now writes and syncs the newest slot before it frees anything.
+#[test]
+fn reopening_after_a_failed_superblock_sync_keeps_the_durable_root() {
+    let overwrite = |db: &Db, model: &mut Model, from: u64| -> turtlekv::Result<()> {
+        for i in from..from + 1_500 {
+            let key = format!("key{:05}", i * 37 % 600).into_bytes();
+            let value = vec![(i % 251) as u8; 100 + (i as usize * 7) % 150];
+            db.put(&key, &value)?;
+            model.insert(key, value);
+        }
+        Ok(())
+    };
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    let mut model = Model::new();
+    overwrite(&db, &mut model, 0).unwrap();
+    db.checkpoint_now().unwrap();
+    db.flush_wal().unwrap();
+    let durable = model.clone();
+    fs.inject(Fault {
+        on: FaultOn::Sync,
+        after: 0,
+        kind: FaultKind::Eio,
+        persistent: false,
+        path_contains: Some("SUPERBLOCK".into()),
+    });
+    let failed = overwrite(&db, &mut model, 5_000).and_then(|()| db.checkpoint_now());
+    assert!(failed.is_err() && fs.fault_fired(), "{failed:?}");
+    drop(db);
+    fs.clear_fault();
+
+    // The same boot: the unsynced slot is what reads see.
+    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    fs.inject(Fault {
+        on: FaultOn::Write,
+        after: 0,
+        kind: FaultKind::Eio,
+        persistent: true,
+        path_contains: Some("SUPERBLOCK".into()),
+    });
+    let _ = overwrite(&db, &mut model, 9_000).and_then(|()| db.checkpoint_now());
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+
+    let db = open_fault(&crashed, checkpointing_options()).unwrap();
+    let found = contents(&db);
+    for key in durable.keys() {
+        assert!(
+            found.contains_key(key),
+            "lost {}",
+            String::from_utf8_lossy(key)
+        );
+    }
+    db.check().unwrap();
+}

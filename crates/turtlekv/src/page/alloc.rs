@@ -107,6 +107,11 @@ impl SlotAllocator {
         self.next_slot
     }
 
+    /// Ids of the allocated pages.
+    pub fn live_ids(&self) -> impl Iterator<Item = PageId> + '_ {
+        self.live.values().copied()
+    }
+
     /// Free slots, lowest first.
     pub fn free_slots(&self) -> impl Iterator<Item = u64> + '_ {
         self.free.iter().copied()

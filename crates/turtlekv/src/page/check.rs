@@ -29,6 +29,9 @@ impl PageStore {
         report.node_pages = live[kind_index(PageKind::Node)].len() as u64;
         report.leaf_pages = live[kind_index(PageKind::Leaf)].len() as u64;
         let broken = |i: usize, reason: String| Error::corruption(&self.files[i].path, 0, reason);
+        // Commits and reclaims (which take pages off the pending list before
+        // freeing them) wait, so every allocated page is accounted for below.
+        let _serial = self.commit_lock.lock();
         let alloc = self.alloc.lock();
         for (i, pages) in live.iter().enumerate() {
             alloc[i].check().map_err(|r| broken(i, r))?;
@@ -56,6 +59,28 @@ impl PageStore {
                         id.to_raw()
                     ),
                 ));
+            }
+        }
+        if pin.generation() == current.0 {
+            // Exact: every allocated page is reachable, waits for reuse, or
+            // was written for the next commit (one in progress).
+            let pending: std::collections::HashSet<_> =
+                self.versions.pending_pages().into_iter().collect();
+            let next_tag = (current.0 + 1) % super::id::TAG_MODULUS;
+            for (i, a) in alloc.iter().enumerate() {
+                if let Some(id) = a.live_ids().find(|id| {
+                    live[i].get(&id.slot()) != Some(id)
+                        && !pending.contains(id)
+                        && id.tag() != next_tag
+                }) {
+                    return Err(broken(
+                        i,
+                        format!(
+                            "page {:#x} is allocated, but no root reaches it and nothing frees it",
+                            id.to_raw()
+                        ),
+                    ));
+                }
             }
         }
         self.cache

@@ -49,7 +49,6 @@ impl PageId {
         ((self.to_raw() >> SLOT_BITS) & u64::from(MAX_BLOCKS - 1)) as u32 + 1
     }
 
-    #[cfg(test)]
     /// Generation tag the page was written with.
     pub(crate) fn tag(self) -> u64 {
         (self.to_raw() >> (SLOT_BITS + BLOCKS_BITS)) & (TAG_MODULUS - 1)

@@ -67,7 +67,16 @@ impl PageStore {
         let files = [nodes?, leaves?];
         let state = superblock::read_newest(&*superblock)?;
         let slot = match state.newest {
-            Some(slot) => slot,
+            Some(slot) => {
+                // The newest slot may be one whose sync failed (read back
+                // from the OS's cache, never durable): write it again and
+                // sync it before freeing the pages only the older slot
+                // reaches, so that a power cut cannot fall back to a root
+                // whose pages this handle reuses.
+                superblock.write_at(&slot.encode(), Slot::offset(slot.generation))?;
+                superblock.sync_data()?;
+                slot
+            }
             None => initialise(&*fs, dir, &superblock_path, &superblock, &files, options)?,
         };
         if (slot.node_size_bytes, slot.leaf_size_bytes)

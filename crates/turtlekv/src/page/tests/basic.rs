@@ -201,7 +201,11 @@ fn freed_pages_are_reused_only_after_older_pins_drop() {
     store
         .commit(
             record(Some(v2.root), 3),
-            &extra.iter().map(|e| e.0).collect::<Vec<_>>(),
+            &extra
+                .iter()
+                .map(|e| e.0)
+                .chain([reused.0])
+                .collect::<Vec<_>>(),
         )
         .unwrap();
     // The commit punched the reused slot's tail, past its one block.
