@@ -10,6 +10,8 @@ mod open;
 #[cfg(test)]
 mod pipeline_tests;
 mod read_pressure;
+#[cfg(test)]
+mod space_tests;
 mod write;
 
 use std::ops::RangeBounds;
