@@ -12,13 +12,14 @@ use crate::{Db, Options};
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options() -> Options {
-    let mut o = Options::default();
-    o.wal_segment_size_bytes = 64 * 1024;
-    o.leaf_size_bytes = 16 * 1024;
-    o.node_size_bytes = 1024;
-    o.checkpoint_distance_bytes = 4 * 1024;
-    o.cache_capacity_bytes = 64 * 1024;
-    o
+    Options {
+        wal_segment_size_bytes: 64 * 1024,
+        leaf_size_bytes: 16 * 1024,
+        node_size_bytes: 1024,
+        checkpoint_distance_bytes: 4 * 1024,
+        cache_capacity_bytes: 64 * 1024,
+        ..Options::default()
+    }
 }
 
 fn open(fs: &FaultFs, o: Options) -> Db {
@@ -81,7 +82,7 @@ fn no_page_leaks_across_many_checkpoints() {
         let fs = FaultFs::new();
         let db = open(&fs, options());
         let mut model = Model::new();
-        let mut rng = Rng(seed * 2654435761 | 1);
+        let mut rng = Rng((seed * 2654435761) | 1);
         let mut worst = 0i64;
         for round in 0..60 {
             let delete_pct = if round % 10 >= 7 { 70 } else { 20 };
@@ -147,7 +148,7 @@ fn no_page_leaks_in_deep_trees() {
         let fs = FaultFs::new();
         let db = open(&fs, o);
         let mut model = Model::new();
-        let mut rng = Rng(seed * 2654435761 | 1);
+        let mut rng = Rng((seed * 2654435761) | 1);
         for round in 0..40 {
             let delete_pct = match round % 8 {
                 5 | 6 => 80,
