@@ -302,6 +302,27 @@ fn values_too_large_for_small_leaves_are_refused_up_front() {
     db.put(b"k", &fits).unwrap();
     db.checkpoint_now().unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
+    // The limit reported is exact for every key length: it is accepted and
+    // one byte more is not (it was one byte short, found by review).
+    for key_len in [1, 60, 64, 91, 200] {
+        let key = vec![b'q'; key_len];
+        let too_large = vec![3u8; turtlekv::MAX_VALUE_SIZE + 1];
+        let Err(turtlekv::Error::ValueTooLarge { max_bytes, .. }) = db.put(&key, &too_large) else {
+            panic!("a value over MAX_VALUE_SIZE was accepted");
+        };
+        assert!(
+            max_bytes < 16 * 1024,
+            "the leaves' limit, not the global one"
+        );
+        db.put(&key, vec![4u8; max_bytes]).unwrap();
+        let over = db.put(&key, vec![5u8; max_bytes + 1]);
+        assert!(
+            matches!(over, Err(turtlekv::Error::ValueTooLarge { .. })),
+            "{over:?}"
+        );
+    }
+    db.checkpoint_now().unwrap();
+    db.check().unwrap();
 }
 
 /// Small node pages take shorter keys: four pivots with the longest key

@@ -205,17 +205,30 @@ impl DbInner {
                 max_bytes: self.max_key_bytes,
             });
         }
-        let value_len = value.map_or(0, <[u8]>::len);
-        let item_len =
-            crate::tree::item_layout::ItemLayout::CURRENT.item_len(key.len(), Some(value_len));
-        let overhead = item_len - value_len;
-        if overhead + value_len > self.max_item_bytes {
-            return Err(Error::ValueTooLarge {
-                len_bytes: value_len,
-                max_bytes: self.max_item_bytes.saturating_sub(overhead),
-            });
+        let max_bytes = self.max_value_bytes(key.len());
+        match value {
+            Some(v) if v.len() > max_bytes => Err(Error::ValueTooLarge {
+                len_bytes: v.len(),
+                max_bytes,
+            }),
+            _ => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Longest value the tree stores beside a key of `key_len` bytes, at
+    /// most `MAX_VALUE_SIZE`. Found downwards from an upper bound, as the
+    /// value's length field widens with the value.
+    fn max_value_bytes(&self, key_len: usize) -> usize {
+        let layout = crate::tree::item_layout::ItemLayout::CURRENT;
+        let fits = |len| layout.item_len(key_len, Some(len)) <= self.max_item_bytes;
+        let mut len = self
+            .max_item_bytes
+            .saturating_sub(layout.item_len(key_len, Some(0)))
+            .min(crate::MAX_VALUE_SIZE);
+        while len > 0 && !fits(len) {
+            len -= 1;
+        }
+        len
     }
 
     /// Replaces the State by `next(current)`, one transition at a time.

@@ -111,10 +111,12 @@ impl Db {
     /// Applies every entry of `batch` atomically: readers and recovery see
     /// all of it or none of it. An invalid entry fails the whole batch.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
-        batch.validate()?;
+        // The database's own limits first: they are the global ones or
+        // less, so an error reports what this database takes.
         for op in &batch.ops {
             self.inner.check_item_fits(&op.key, op.value.as_deref())?;
         }
+        batch.validate()?;
         let len_bytes = wal::encoded_len(&batch.ops);
         if len_bytes > MAX_PAYLOAD_BYTES {
             return Err(Error::BatchTooLarge {
