@@ -44,6 +44,22 @@ mod tests {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[test]
     fn freed_heap_pages_leave_the_resident_set() {
+        // RssAnon is the whole process's: other tests of this binary,
+        // allocating at the same time, can hide the drop in one attempt, so
+        // the trim must show it in one of three.
+        let mut drops = Vec::new();
+        for _ in 0..3 {
+            let (before, after) = trim_after_freeing_256_mib();
+            if after + (128 << 20) <= before {
+                return;
+            }
+            drops.push((before, after));
+        }
+        panic!("resident anonymous memory (before, after) the trim, in bytes: {drops:?}");
+    }
+
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    fn trim_after_freeing_256_mib() -> (u64, u64) {
         // Blocks below the mmap threshold, so they live in an arena and
         // stay there when freed; a live neighbour after each keeps glibc
         // from shrinking the arena from its top on its own.
@@ -58,9 +74,6 @@ mod tests {
         release_free_heap_memory();
         let after = process_status_bytes("RssAnon:");
         assert!(kept.iter().all(|k| k[0] == 1));
-        assert!(
-            after + (128 << 20) <= before,
-            "resident anonymous memory {before} B before the trim, {after} B after"
-        );
+        (before, after)
     }
 }
