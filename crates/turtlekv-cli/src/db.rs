@@ -37,8 +37,22 @@ pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
     Ok((db, options))
 }
 
-/// A database directory holds a `LOCK` file from its first open on;
-/// without one the path is not a database (and opening it would make one).
+/// What the engine keeps in a database directory. `LOCK` alone says
+/// nothing: RocksDB and LevelDB directories have one too.
+const SUPERBLOCK_FILE_NAME: &str = "SUPERBLOCK";
+const ENGINE_FILE_NAMES: [&str; 7] = [
+    LOCK_FILE_NAME,
+    SUPERBLOCK_FILE_NAME,
+    "nodes.pages",
+    "leaves.pages",
+    "wal",
+    turtlekv::OPTIONS_FILE_NAME,
+    "OPTIONS.tmp",
+];
+
+/// A database directory holds a `LOCK` and a `SUPERBLOCK` file from its
+/// first open on; without them the path is not a database (and opening it
+/// would make one, or leave a `wal` directory behind).
 pub fn require_database(path: &Path) -> Result<()> {
     let missing = |why: &str| -> anyhow::Error {
         NoDatabase(format!("no TurtleKV database at {}: {why}", path.display())).into()
@@ -49,6 +63,9 @@ pub fn require_database(path: &Path) -> Result<()> {
         Ok(meta) if !meta.is_dir() => Err(missing("not a directory")),
         Ok(_) if !path.join(LOCK_FILE_NAME).exists() => Err(missing(&format!(
             "the directory has no {LOCK_FILE_NAME} file"
+        ))),
+        Ok(_) if !path.join(SUPERBLOCK_FILE_NAME).exists() => Err(missing(&format!(
+            "the directory has no {SUPERBLOCK_FILE_NAME} file"
         ))),
         Ok(_) => Ok(()),
     }
@@ -70,20 +87,22 @@ fn refuse_foreign_directory(path: &Path) -> Result<()> {
         Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         Ok(entries) => entries,
     };
-    let mut empty = true;
+    // A database, or only the engine's own files (a creation cut short).
+    let mut ours = true;
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", path.display()))?;
-        if entry.file_name() == LOCK_FILE_NAME {
+        let name = entry.file_name();
+        if name == SUPERBLOCK_FILE_NAME {
             return Ok(());
         }
-        empty = false;
+        ours &= ENGINE_FILE_NAMES.iter().any(|n| name == *n);
     }
-    if empty {
+    if ours {
         Ok(())
     } else {
         Err(NoDatabase(format!(
-            "{} is a directory with other files and no TurtleKV database (no {LOCK_FILE_NAME} \
-             file); refusing to create one there",
+            "{} is a directory with other files than a TurtleKV database's; refusing to \
+             create one there",
             path.display()
         ))
         .into())

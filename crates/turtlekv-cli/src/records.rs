@@ -124,7 +124,9 @@ pub fn json_line(key: &[u8], value: &[u8], forced: Encoding) -> String {
 
 /// Parses one JSON Lines line into (key, value).
 pub fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let object: serde_json::Map<String, Value> =
+    // A list of fields, not a map: a map would keep only the last of two
+    // `key` fields and hide the mistake.
+    let Fields(object) =
         serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
     let mut key = None;
     let mut value = None;
@@ -149,6 +151,32 @@ pub fn parse_json_line(line: &str) -> Result<(Vec<u8>, Vec<u8>), String> {
         (Some(k), Some(v)) => Ok((k, v)),
         (None, _) => Err(format!("no key field: {FIELD_HELP}")),
         (_, None) => Err(format!("no value field: {FIELD_HELP}")),
+    }
+}
+
+/// A JSON object's fields in order, duplicates kept.
+struct Fields(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for Fields {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    fields.push(entry);
+                }
+                Ok(Fields(fields))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
     }
 }
 
@@ -183,6 +211,12 @@ fn read_json_lines(
         number += 1;
         let text = std::str::from_utf8(&line)
             .map_err(|_| anyhow!("line {number}: not UTF-8 (JSON must be)"))?;
+        // A byte order mark, as some editors save, is no part of the JSON.
+        let text = if number == 1 {
+            text.strip_prefix('\u{feff}').unwrap_or(text)
+        } else {
+            text
+        };
         if text.trim().is_empty() {
             continue;
         }
@@ -314,11 +348,13 @@ pub fn detect_format(path: &str, input: &mut impl BufRead) -> Result<Format> {
         _ => {}
     }
     let buffer = input.fill_buf().context("reading the input")?;
+    let buffer = buffer.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buffer);
     let first = buffer.iter().find(|b| !b.is_ascii_whitespace());
-    Ok(if first == Some(&b'{') {
-        Format::Jsonl
-    } else {
-        Format::Csv
+    // No records at all (what `dump` writes for an empty database) is an
+    // empty JSON Lines file, not a CSV file without its header.
+    Ok(match first {
+        None | Some(b'{') => Format::Jsonl,
+        Some(_) => Format::Csv,
     })
 }
 

@@ -27,7 +27,13 @@ pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
         )?;
         return Ok(());
     };
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    // Into a temporary file renamed over FILE at the end: a dump that
+    // fails (corruption, a full disk) must not leave a truncated FILE that
+    // loads without error in place of an older, complete one.
+    let mut temp_name = path.file_name().unwrap_or_default().to_os_string();
+    temp_name.push(format!(".{}.tmp", std::process::id()));
+    let temp = path.with_file_name(temp_name);
+    let file = File::create(&temp).with_context(|| format!("creating {}", temp.display()))?;
     let mut file = BufWriter::new(file);
     // A bar only when the records go to a file: on a terminal it would
     // mix with them.
@@ -37,9 +43,16 @@ pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
     );
     let records = write_records(&snapshot, args.format, encoding, &mut file, &bar);
     bar.finish_and_clear();
-    let records = records.with_context(|| format!("writing {}", path.display()))?;
-    file.flush()
-        .with_context(|| format!("writing {}", path.display()))?;
+    let written = records.and_then(|records| {
+        let file = file.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)?;
+        Ok(records)
+    });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    let records = written.with_context(|| format!("writing {}", path.display()))?;
     writeln!(stdout, "dumped {records} records to {}", path.display())?;
     Ok(())
 }

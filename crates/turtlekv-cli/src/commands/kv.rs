@@ -27,8 +27,14 @@ pub fn put(args: &PutArgs) -> Result<()> {
     let value = encoding.decode_arg(&args.value, "value")?;
     check_entry(&key, Some(&value)).map_err(usage)?;
     let db = open(&args.target.db, Create::IfMissing)?;
-    db.put_opt(&key, &value, &DURABLE).context("put")?;
-    Ok(())
+    match db.put_opt(&key, &value, &DURABLE) {
+        // Limits of this database's page sizes (shorter keys with small
+        // nodes): as much a bad argument as a key over MAX_KEY_SIZE.
+        Err(e @ (turtlekv::Error::KeyTooLarge { .. } | turtlekv::Error::ValueTooLarge { .. })) => {
+            Err(usage(e.to_string()))
+        }
+        other => other.context("put"),
+    }
 }
 
 pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {

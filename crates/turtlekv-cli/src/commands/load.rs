@@ -46,6 +46,10 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
     };
     let read = read_records(format, input, &mut |key, value, line| {
         check_entry(&key, Some(&value)).map_err(|e| anyhow!("line {line}: {e}"))?;
+        // This database's own limits, lower with small pages: refused here,
+        // with the line, rather than as a whole batch.
+        db.check_entry(&key, Some(&value))
+            .map_err(|e| anyhow!("line {line}: {e}"))?;
         loader.add(&key, &value)
     })
     .and_then(|()| loader.write_batch());

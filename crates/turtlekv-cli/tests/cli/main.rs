@@ -6,6 +6,7 @@ mod errors;
 mod inspect;
 mod kv;
 mod load_dump;
+mod regressions;
 mod tune;
 
 use std::path::{Path, PathBuf};

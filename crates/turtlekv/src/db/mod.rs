@@ -108,6 +108,17 @@ impl Db {
         self.write(batch, options)
     }
 
+    /// Whether this database takes the entry (a put with `Some(value)`, a
+    /// delete with `None`): the input error a write of it would return,
+    /// without writing anything. A database with small pages takes less
+    /// than [`crate::MAX_KEY_SIZE`] and [`crate::MAX_VALUE_SIZE`]
+    /// (`Options::node_size_bytes`, `Options::leaf_size_bytes`).
+    pub fn check_entry(&self, key: impl AsRef<[u8]>, value: Option<&[u8]>) -> Result<()> {
+        let key = key.as_ref();
+        self.inner.check_item_fits(key, value)?;
+        validate_entry(key, value)
+    }
+
     /// Applies every entry of `batch` atomically: readers and recovery see
     /// all of it or none of it. An invalid entry fails the whole batch.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
