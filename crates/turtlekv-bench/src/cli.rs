@@ -93,6 +93,16 @@ pub struct YcsbArgs {
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
+    /// After the load, run this many read-only operations (workload C's
+    /// distribution, fresh requests) unreported, so that every engine starts
+    /// A with a cache warmed by reads, not only by what its load wrote.
+    #[arg(long, default_value_t = 0)]
+    pub warmup_ops: u64,
+    /// End every phase by finishing its background work (flushes,
+    /// compactions, checkpoints) untimed, before the disk readings: each
+    /// phase's write amplification is then its own.
+    #[arg(long)]
+    pub settle: bool,
     /// fsync every write (default: the log is written, not fsynced).
     #[arg(long)]
     pub sync: bool,
@@ -196,6 +206,12 @@ impl YcsbArgs {
         }
         if self.sync {
             args.push("--sync".into());
+        }
+        if self.settle {
+            args.push("--settle".into());
+        }
+        if self.warmup_ops > 0 {
+            args.push(format!("--warmup-ops={}", self.warmup_ops).into());
         }
         if let Some(dir) = &self.dir {
             args.push("--dir".into());

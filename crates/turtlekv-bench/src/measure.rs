@@ -17,6 +17,14 @@ pub fn device_write_bytes() -> io::Result<u64> {
         .ok_or_else(|| io::Error::other("no write_bytes in /proc/self/io"))
 }
 
+/// `cancelled_write_bytes` of `/proc/self/io`: dirtied bytes whose file was
+/// truncated or deleted before writeback, so never written to the device.
+pub fn device_cancelled_write_bytes() -> io::Result<u64> {
+    let text = fs::read_to_string("/proc/self/io")?;
+    field_value(&text, "cancelled_write_bytes:")
+        .ok_or_else(|| io::Error::other("no cancelled_write_bytes in /proc/self/io"))
+}
+
 /// Bytes this process caused to be read from the storage device, from the
 /// `read_bytes` line of `/proc/self/io`: direct reads and page-cache misses
 /// of all its threads. Reads the OS page cache answers are not counted.
@@ -189,7 +197,8 @@ mod tests {
         // 64 MiB, touched so that it is resident, counted as in use until
         // it is freed. Other tests allocate and free meanwhile, so only the
         // absolute figure is checked, not the change.
-        let block = vec![1u8; 64 << 20];
+        // `black_box`: a release build would otherwise drop the unread block.
+        let block = std::hint::black_box(vec![1u8; 64 << 20]);
         let (in_use, _) = malloc_bytes().unwrap();
         assert!(in_use >= 64 << 20, "{in_use}");
         assert!(rss_bytes().unwrap().0 >= 64 << 20);

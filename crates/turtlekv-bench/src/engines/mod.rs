@@ -81,6 +81,13 @@ pub trait Engine: Send + Sync {
     /// that the next phase starts from the same state for every engine.
     fn persist(&self) -> Result<()>;
 
+    /// Finishes the background work earlier writes left (MemTable flushes,
+    /// compactions, checkpoints), so that a phase is charged for its own
+    /// writes and the next starts without another phase's debt. Untimed.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Engine counters worth printing after each phase, if the engine
     /// offers any (TurtleKV with `TURTLEKV_BENCH_STATS` set).
     fn phase_report(&self) -> Option<String> {

@@ -210,6 +210,10 @@ impl Engine for TurtleKv {
         Ok(self.db.flush_wal()?)
     }
 
+    fn settle(&self) -> Result<()> {
+        Ok(self.db.checkpoint_now()?)
+    }
+
     /// Cumulative read-path counters and the writers' stalls on
     /// checkpoints, so that phases can be told apart.
     fn phase_report(&self) -> Option<String> {
