@@ -309,7 +309,17 @@ fn replay_after_crash(
     rng: &mut SplitMix,
 ) {
     match (pending, mode) {
-        (Pending::SetLen { len }, _) => image.resize(*len as usize, 0),
+        // A length change is metadata the next `fdatasync` makes durable;
+        // until then a power cut may lose it like a write.
+        (Pending::SetLen { .. }, CrashMode::DropUnsynced) => {}
+        (Pending::SetLen { len }, CrashMode::KeepRandomSubset { .. }) => {
+            if rng.next() & 1 == 1 {
+                image.resize(*len as usize, 0);
+            }
+        }
+        (Pending::SetLen { len }, CrashMode::TearLastWrite { .. }) => {
+            image.resize(*len as usize, 0)
+        }
         (Pending::Punch { .. }, CrashMode::DropUnsynced) => {}
         (Pending::Punch { offset, len }, CrashMode::KeepRandomSubset { .. }) => {
             if rng.next() & 1 == 1 {
