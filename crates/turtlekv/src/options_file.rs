@@ -227,4 +227,24 @@ mod tests {
         parse_into(ok, &mut o).unwrap();
         assert_eq!(o.checkpoint_distance_bytes, 4096);
     }
+
+    /// `Options::store` promises the stored options survive a power cut
+    /// once it returns (data synced before the rename, directory after).
+    #[test]
+    fn stored_options_survive_a_power_cut() {
+        let fs = FaultFs::new();
+        let dir = Path::new("/db");
+        drop(Db::open_with_fs(dir, Options::default(), Arc::new(fs.clone())).unwrap());
+        for distance in [128u64 << 20, 8 << 20] {
+            let tuned = Options {
+                checkpoint_distance_bytes: distance,
+                ..Options::default()
+            };
+            store_with_fs(&fs, dir, &tuned).unwrap();
+            let after = fs.crash(crate::io::CrashMode::DropUnsynced);
+            let loaded = load_with_fs(&after, dir)
+                .unwrap_or_else(|e| panic!("load after a power cut: {e}"));
+            assert_eq!(loaded.checkpoint_distance_bytes, distance);
+        }
+    }
 }
