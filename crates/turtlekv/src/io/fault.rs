@@ -226,6 +226,38 @@ impl FaultFs {
         }
     }
 
+    /// The file system as a process killed now (`kill -9`) leaves it: the
+    /// OS keeps every write, synced or not, and may still lose the unsynced
+    /// ones in a later power cut (`crash` on the returned one). Locks go
+    /// with the process. Shares nothing with `self`.
+    pub fn kill(&self) -> FaultFs {
+        let s = self.state.lock();
+        let files = s
+            .files
+            .iter()
+            .map(|(path, f)| {
+                let f = f.lock();
+                let data = FileData {
+                    current: f.current.clone(),
+                    durable: f.durable.clone(),
+                    unsynced: f.unsynced.clone(),
+                    entry_durable: f.entry_durable,
+                };
+                (path.clone(), Arc::new(Mutex::new(data)))
+            })
+            .collect();
+        let state = State {
+            files,
+            dirs: s.dirs.clone(),
+            writes: s.writes,
+            syncs: s.syncs,
+            ..State::default()
+        };
+        FaultFs {
+            state: Arc::new(Mutex::new(state)),
+        }
+    }
+
     /// Flips one bit of a file, as media corruption would (test helper).
     pub fn flip_bit(&self, path: &Path, bit_offset: u64) -> io::Result<()> {
         let s = self.state.lock();
