@@ -242,8 +242,8 @@ mod tests {
             };
             store_with_fs(&fs, dir, &tuned).unwrap();
             let after = fs.crash(crate::io::CrashMode::DropUnsynced);
-            let loaded = load_with_fs(&after, dir)
-                .unwrap_or_else(|e| panic!("load after a power cut: {e}"));
+            let loaded =
+                load_with_fs(&after, dir).unwrap_or_else(|e| panic!("load after a power cut: {e}"));
             assert_eq!(loaded.checkpoint_distance_bytes, distance);
         }
     }

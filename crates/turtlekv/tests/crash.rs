@@ -267,11 +267,18 @@ fn records_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
         let db = open_fault(&after_cut, small_options())
             .unwrap_or_else(|e| panic!("cut {cut}: reopen after the power cut: {e}"));
         let mut found = contents(&db);
-        assert_eq!(found.remove(&b"after-kill"[..]).as_deref(), Some(&b"1"[..]), "cut {cut}");
+        assert_eq!(
+            found.remove(&b"after-kill"[..]).as_deref(),
+            Some(&b"1"[..]),
+            "cut {cut}"
+        );
         let mut model = Model::new();
         for (entries, _) in &work[..cut] {
             apply(&mut model, entries);
         }
-        assert!(found == model, "cut {cut}: records replayed after the kill were lost");
+        assert!(
+            found == model,
+            "cut {cut}: records replayed after the kill were lost"
+        );
     }
 }

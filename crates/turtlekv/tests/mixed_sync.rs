@@ -109,5 +109,8 @@ fn a_sync_write_grouped_behind_unsynced_writes_is_durable_when_acknowledged() {
     for h in unsynced {
         h.join().unwrap();
     }
-    assert!(lost.is_empty(), "acknowledged sync writes lost by a power cut: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "acknowledged sync writes lost by a power cut: {lost:?}"
+    );
 }
