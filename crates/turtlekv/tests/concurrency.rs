@@ -3,12 +3,11 @@
 
 mod common;
 
-use std::io;
-use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use turtlekv::io::{File, FileSystem, LockGuard, OpenOptions, RealFs};
+use common::SlowSyncFs;
+use turtlekv::io::RealFs;
 use turtlekv::{Db, Options, WriteBatch, WriteOptions};
 
 const KEYS_PER_GROUP: u32 = 8;
@@ -130,64 +129,20 @@ fn snapshots_are_isolated_with(options: Options, batches_per_writer: u64) -> u64
     stats.checkpoints
 }
 
-/// Real files whose `fdatasync` takes a while, as on a disk, so that
-/// writers pile up behind a leader.
-#[derive(Debug)]
-struct SlowSyncFs(RealFs);
-
-#[derive(Debug)]
-struct SlowSyncFile(Arc<dyn File>);
-
+/// A disk's `fdatasync` takes a while: writers pile up behind a leader.
 const SYNC_DELAY: Duration = Duration::from_millis(3);
 
-impl FileSystem for SlowSyncFs {
-    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-        self.0.create_dir_all(path)
-    }
-    fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
-        Ok(Arc::new(SlowSyncFile(self.0.open(path, options)?)))
-    }
-    fn remove_file(&self, path: &Path) -> io::Result<()> {
-        self.0.remove_file(path)
-    }
-    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.0.rename(from, to)
-    }
-    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-        self.0.list_dir(path)
-    }
-    fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.0.sync_dir(path)
-    }
-    fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-        self.0.lock(path)
-    }
-}
-
-impl File for SlowSyncFile {
-    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-        self.0.read_at(buf, offset)
-    }
-    fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.0.write_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        std::thread::sleep(SYNC_DELAY);
-        self.0.sync_data()
-    }
-    fn len(&self) -> io::Result<u64> {
-        self.0.len()
-    }
-    fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
+fn slow_real_fs() -> SlowSyncFs {
+    SlowSyncFs {
+        inner: Arc::new(RealFs),
+        delay: SYNC_DELAY,
     }
 }
 
 /// Syncs per write when `threads` writers each do `sync: true` puts.
 fn syncs_per_sync_write(threads: u32) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let db =
-        Db::open_with_fs(dir.path(), Options::default(), Arc::new(SlowSyncFs(RealFs))).unwrap();
+    let db = Db::open_with_fs(dir.path(), Options::default(), Arc::new(slow_real_fs())).unwrap();
     let writes_per_thread = 60u32;
     let barrier = Arc::new(Barrier::new(threads as usize));
     let handles: Vec<_> = (0..threads)
