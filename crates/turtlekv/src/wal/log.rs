@@ -478,19 +478,35 @@ mod tests {
         assert!(matches!(err, crate::Error::Corruption { .. }), "{err}");
     }
 
-    /// kill -9 leaves acknowledged unsynced records in the OS's cache;
-    /// the reopened log replays them and numbers new records after them.
-    /// A later sync write promises "the record and every record before
-    /// it" are on stable storage, so a power cut after it must find them.
-    #[test]
-    fn records_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
-        let fs = FaultFs::new();
+    /// Three records (one group, synced or not), then a kill: the process
+    /// ends without syncing or sealing, the OS keeps what was written.
+    /// With `torn` the kill also cut the next record's copy in half,
+    /// `Some(true)` with those bytes reaching the disk.
+    fn three_records_then_a_kill(fs: &FaultFs, synced: bool, torn: Option<bool>) {
         fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
-        wal.append_group([batch(3)].iter(), false).unwrap();
-        // Killed: nothing synced or sealed, the OS keeps what was written.
+        let (mut wal, _) = open(fs, 0);
+        wal.append_group([batch(3)].iter(), synced).unwrap();
+        let (id, end) = (wal.writer.segment_id(), wal.writer.len_bytes());
         std::mem::forget(wal);
-        let (mut wal, seen) = open(&fs, 0);
+        if let Some(torn_bytes_synced) = torn {
+            let mut record = Vec::new();
+            record::encode(&mut record, 4, 0, &batch(2).ops);
+            record.truncate(record.len() / 2);
+            let path = Path::new(DIR).join(segment_file_name(id));
+            let file = fs
+                .open(&path, crate::io::OpenOptions::read_write_create())
+                .unwrap();
+            file.write_at(&record, end).unwrap();
+            if torn_bytes_synced {
+                file.sync_data().unwrap();
+            }
+        }
+    }
+
+    /// Reopens (replaying records 1-3), writes two more with `sync`, cuts
+    /// the power, and returns the sequence numbers replay then finds.
+    fn sync_write_then_power_cut(fs: &FaultFs) -> Vec<u64> {
+        let (mut wal, seen) = open(fs, 0);
         assert_eq!(seen, vec![1, 2, 3]);
         wal.append_group([batch(2)].iter(), true).unwrap();
         std::mem::forget(wal);
@@ -504,7 +520,18 @@ mod tests {
             &mut |first, ops| seen.extend(first..first + ops.len() as u64),
         )
         .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"));
-        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+        seen
+    }
+
+    /// kill -9 leaves acknowledged unsynced records in the OS's cache;
+    /// the reopened log replays them and numbers new records after them.
+    /// A later sync write promises "the record and every record before
+    /// it" are on stable storage, so a power cut after it must find them.
+    #[test]
+    fn records_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
+        let fs = FaultFs::new();
+        three_records_then_a_kill(&fs, false, None);
+        assert_eq!(sync_write_then_power_cut(&fs), (1..=5).collect::<Vec<_>>());
     }
 
     /// As above, with the kill tearing the last record (a copy into the
@@ -513,75 +540,18 @@ mod tests {
     #[test]
     fn records_before_a_torn_tail_survive_a_power_cut_after_a_sync_write() {
         let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
-        wal.append_group([batch(3)].iter(), false).unwrap();
-        let (id, end) = (wal.writer.segment_id(), wal.writer.len_bytes());
-        let mut torn = Vec::new();
-        record::encode(&mut torn, 4, 0, &batch(2).ops);
-        torn.truncate(torn.len() / 2);
-        std::mem::forget(wal);
-        let file = fs
-            .open(
-                &Path::new(DIR).join(segment_file_name(id)),
-                crate::io::OpenOptions::read_write_create(),
-            )
-            .unwrap();
-        file.write_at(&torn, end).unwrap();
-        let (mut wal, seen) = open(&fs, 0);
-        assert_eq!(seen, vec![1, 2, 3]);
-        wal.append_group([batch(2)].iter(), true).unwrap();
-        std::mem::forget(wal);
-        let after_power_cut = fs.crash(crate::io::CrashMode::DropUnsynced);
-        let mut seen = Vec::new();
-        Wal::open(
-            Arc::new(after_power_cut),
-            Path::new(DIR),
-            0,
-            1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
-        )
-        .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"));
-        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+        three_records_then_a_kill(&fs, false, Some(false));
+        assert_eq!(sync_write_then_power_cut(&fs), (1..=5).collect::<Vec<_>>());
     }
 
     /// A torn tail cut off at replay must stay cut: records synced before
-    /// the kill, garbage after them, reopen (cut), a sync write in the new
-    /// segment, then a power cut. If the cut was not made durable, the
-    /// garbage comes back in what is now an older segment.
+    /// the kill, torn bytes after them on disk, reopen (cut), a sync write
+    /// in the new segment, then a power cut. If the cut was not made
+    /// durable, the torn bytes come back in what is now an older segment.
     #[test]
     fn a_torn_tail_cut_at_replay_stays_cut_after_a_power_cut() {
         let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
-        wal.append_group([batch(3)].iter(), true).unwrap();
-        let (id, end) = (wal.writer.segment_id(), wal.writer.len_bytes());
-        let mut torn = Vec::new();
-        record::encode(&mut torn, 4, 0, &batch(2).ops);
-        torn.truncate(torn.len() / 2);
-        std::mem::forget(wal);
-        let file = fs
-            .open(
-                &Path::new(DIR).join(segment_file_name(id)),
-                crate::io::OpenOptions::read_write_create(),
-            )
-            .unwrap();
-        file.write_at(&torn, end).unwrap();
-        file.sync_data().unwrap(); // the torn bytes reached the disk
-        let (mut wal, seen) = open(&fs, 0);
-        assert_eq!(seen, vec![1, 2, 3]);
-        wal.append_group([batch(2)].iter(), true).unwrap();
-        std::mem::forget(wal);
-        let after_power_cut = fs.crash(crate::io::CrashMode::DropUnsynced);
-        let mut seen = Vec::new();
-        Wal::open(
-            Arc::new(after_power_cut),
-            Path::new(DIR),
-            0,
-            1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
-        )
-        .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"));
-        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+        three_records_then_a_kill(&fs, true, Some(true));
+        assert_eq!(sync_write_then_power_cut(&fs), (1..=5).collect::<Vec<_>>());
     }
 }
