@@ -15,7 +15,10 @@
 //! So the pool holds only memory the cache would be allowed to fill.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 
 use parking_lot::Mutex;
 
@@ -82,15 +85,21 @@ impl MappingPool {
     /// else lets it go to the kernel.
     pub(super) fn keep(&self, mapping: Mapping) {
         let bytes = mapping.mapped_bytes() as u64;
-        let charged = self
-            .used_bytes
-            .fetch_update(Relaxed, Relaxed, |used| {
-                (used + bytes <= self.capacity_bytes.load(Relaxed)).then_some(used + bytes)
-            })
-            .is_ok();
-        if charged {
-            self.kept_bytes.fetch_add(bytes, Relaxed);
-            self.kept.lock().push(mapping);
+        let Ok(used) = self.used_bytes.fetch_update(SeqCst, SeqCst, |used| {
+            (used + bytes <= self.capacity_bytes.load(SeqCst)).then_some(used + bytes)
+        }) else {
+            return;
+        };
+        // A shrink that stored its capacity after the load above may have
+        // looked at `used` before this charge and found nothing to release:
+        // then the charge is undone and the mapping goes to the kernel, as
+        // `PageCache::reserve` undoes its charge. (Both sides store, then
+        // load, in SeqCst: one of them sees the other.)
+        if used + bytes > self.capacity_bytes.load(SeqCst) {
+            self.used_bytes.fetch_sub(bytes, SeqCst);
+            return;
         }
+        self.kept_bytes.fetch_add(bytes, Relaxed);
+        self.kept.lock().push(mapping);
     }
 }

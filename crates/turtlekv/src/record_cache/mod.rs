@@ -212,7 +212,14 @@ pub(crate) struct RecordCache {
 fn sketch_for(capacity_bytes: u64) -> FrequencySketch {
     // Capped like the MemTable's filter: the share follows a budget that
     // accepts any size. 16M entries: 4 GiB of typical records, 128 MiB.
-    FrequencySketch::for_entries((capacity_bytes / TYPICAL_ENTRY_BYTES).min(1 << 24))
+    let sketch = FrequencySketch::for_entries((capacity_bytes / TYPICAL_ENTRY_BYTES).min(1 << 24));
+    // Counters are charged to the capacity: a cache too small for the
+    // smallest sketch (512 bytes) has none, and stays within its capacity.
+    if sketch.memory_bytes() > capacity_bytes {
+        FrequencySketch::off()
+    } else {
+        sketch
+    }
 }
 
 /// Shard, watermark slot and in-shard hash of a key.
@@ -447,6 +454,26 @@ mod tests {
         assert_eq!(cache.get(b"k", 12), Some(Some(v("new"))));
         cache.record_write(b"k", None, 13);
         assert_eq!(cache.get(b"k", 20), Some(None));
+    }
+
+    /// The frequency counters are charged to the capacity, so a cache too
+    /// small for the smallest sketch (or off, at 0) has none: it used to
+    /// report 512 bytes used against a capacity of 0 (found by review).
+    #[test]
+    fn a_cache_too_small_for_its_counters_stays_within_its_capacity() {
+        for capacity_bytes in [0, 1, 511, 512, 64 << 10] {
+            let cache = RecordCache::new(capacity_bytes);
+            cache.admit(b"k", Some(&v("value")), 1);
+            let _ = cache.get(b"k", 1);
+            let counts = cache.counts();
+            assert!(
+                counts.used_bytes <= capacity_bytes,
+                "{capacity_bytes}: {counts:?}"
+            );
+            cache.set_capacity(0);
+            assert_eq!(cache.counts().used_bytes, 0);
+            assert_eq!(cache.get(b"k", 1), None);
+        }
     }
 
     #[test]

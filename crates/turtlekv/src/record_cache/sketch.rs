@@ -47,6 +47,17 @@ impl FrequencySketch {
         }
     }
 
+    /// No counters, for a cache whose capacity could not hold the smallest
+    /// sketch (a capacity of 0 turns the cache off): every key is estimated
+    /// cold, and counting does nothing.
+    pub fn off() -> Self {
+        FrequencySketch {
+            words: Box::default(),
+            additions: AtomicU64::new(0),
+            sample_size: u64::MAX,
+        }
+    }
+
     /// Memory the counters take.
     pub fn memory_bytes(&self) -> u64 {
         (self.words.len() * std::mem::size_of::<AtomicU64>()) as u64
@@ -73,6 +84,9 @@ impl FrequencySketch {
 
     /// How often the key was asked for lately, 0..=15.
     pub fn estimate(&self, hash: u64) -> u8 {
+        if self.words.is_empty() {
+            return 0;
+        }
         let least = self
             .counters(hash)
             .into_iter()
@@ -86,6 +100,9 @@ impl FrequencySketch {
     /// (conservative update), which keeps keys that share counters with
     /// hot ones from looking hot.
     pub fn increment(&self, hash: u64) {
+        if self.words.is_empty() {
+            return;
+        }
         let counters = self.counters(hash);
         let least = counters
             .iter()
