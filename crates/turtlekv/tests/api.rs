@@ -5,7 +5,7 @@ mod common;
 use std::path::Path;
 
 use common::{contents, open_fault, small_options};
-use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem};
 use turtlekv::{Db, Error, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions};
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
@@ -464,4 +464,42 @@ fn direct_io_with_small_nodes_is_refused_before_anything_is_created() {
         "{opened:?}"
     );
     assert!(!path.exists());
+}
+
+/// Creating a database syncs the directory each new directory was created
+/// in, so that a power cut cannot lose the database's entry after writes
+/// were acknowledged as synced (`/data` and `/data/dbs` are new here; `/`
+/// was there). Opening it again creates nothing and syncs no parent.
+#[test]
+fn creating_a_database_makes_its_directory_entry_durable() {
+    let fs = FaultFs::new();
+    fs.create_dir_all(Path::new("/")).unwrap();
+    let db = Db::open_with_fs(
+        "/data/dbs/new",
+        small_options(),
+        std::sync::Arc::new(fs.clone()),
+    )
+    .unwrap();
+    let synced = fs.synced_dirs();
+    for parent in ["/", "/data", "/data/dbs"] {
+        assert!(
+            synced.iter().any(|d| d == Path::new(parent)),
+            "{parent}: {synced:?}"
+        );
+    }
+    drop(db);
+    let before = fs.synced_dirs().len();
+    drop(
+        Db::open_with_fs(
+            "/data/dbs/new",
+            small_options(),
+            std::sync::Arc::new(fs.clone()),
+        )
+        .unwrap(),
+    );
+    let reopened: Vec<_> = fs.synced_dirs().split_off(before);
+    assert!(
+        reopened.iter().all(|d| d.starts_with("/data/dbs/new")),
+        "{reopened:?}"
+    );
 }

@@ -25,6 +25,24 @@ use crate::{Error, Options, Result};
 pub(crate) type TargetFactory<'a> =
     &'a dyn Fn(&Path, &Options, &Arc<dyn FileSystem>) -> Result<Option<Arc<dyn CheckpointTarget>>>;
 
+/// Creates the database directory, and any missing above it, and syncs
+/// the directory each was created in: without that a power cut could lose
+/// the new directory's entry, and the database with it, after writes were
+/// acknowledged as synced. An existing directory is left as it is.
+fn create_dir_durably(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+    let exists = |dir: &Path| dir.as_os_str().is_empty() || fs.list_dir(dir).is_ok();
+    let missing: Vec<&Path> = path.ancestors().take_while(|dir| !exists(dir)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs.create_dir_all(path)?;
+    for dir in missing.iter().rev() {
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty());
+        fs.sync_dir(parent.unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
+}
+
 pub(crate) fn open(
     path: &Path,
     options: Options,
@@ -34,7 +52,7 @@ pub(crate) fn open(
     options.validate()?;
     let path = path.to_path_buf();
     if options.create_if_missing {
-        fs.create_dir_all(&path)?;
+        create_dir_durably(&*fs, &path)?;
     } else if let Err(e) = fs.list_dir(&path) {
         let msg = format!("no database at {}: {e}", path.display());
         return Err(Error::Io(io::Error::new(e.kind(), msg)));

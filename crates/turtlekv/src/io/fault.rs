@@ -107,6 +107,8 @@ struct State {
     writes: u64,
     syncs: u64,
     space_limit_bytes: Option<u64>,
+    /// Every directory `sync_dir` was called on, in order.
+    synced_dirs: Vec<PathBuf>,
 }
 
 /// The fault-injecting in-memory file system. Clones share one state.
@@ -155,6 +157,12 @@ impl FaultFs {
     /// Removes the planned failure.
     pub fn clear_fault(&self) {
         self.state.lock().fault = None;
+    }
+
+    /// The directories synced so far, in order (test helper: FaultFs keeps
+    /// directories through a crash whether or not they were synced).
+    pub fn synced_dirs(&self) -> Vec<PathBuf> {
+        self.state.lock().synced_dirs.clone()
     }
 
     /// `true` once the planned failure has been raised.
@@ -497,7 +505,8 @@ impl FileSystem for FaultFs {
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
         self.check_fault(true, path)?;
-        let s = self.state.lock();
+        let mut s = self.state.lock();
+        s.synced_dirs.push(path.to_path_buf());
         for (p, f) in &s.files {
             if p.parent() == Some(path) {
                 f.lock().entry_durable = true;
