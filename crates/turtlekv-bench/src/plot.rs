@@ -169,6 +169,7 @@ mod tests {
             cpu_us_per_op: None,
             read_kib_per_op: None,
             ratio_to_turtlekv: None,
+            settings: None,
             per_op: vec![(
                 "read".into(),
                 Latency {

@@ -66,8 +66,22 @@ pub struct PhaseResult {
     pub read_kib_per_op: Option<f64>,
     /// This engine's throughput over TurtleKV's on the same workload.
     pub ratio_to_turtlekv: Option<f64>,
+    /// How the run was set up beyond the table's columns, so that a
+    /// results file says what it measured. Older result files lack it.
+    #[serde(default)]
+    pub settings: Option<RunSettings>,
     /// Percentiles per operation kind (name, latency).
     pub per_op: Vec<(String, Latency)>,
+}
+
+/// The settings a phase's figures depend on besides records, ops and
+/// threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSettings {
+    pub cache_bytes: u64,
+    pub direct_io: bool,
+    pub settle: bool,
+    pub warmup_ops: u64,
 }
 
 /// Fills in `ratio_to_turtlekv` for every row whose workload TurtleKV ran.
@@ -228,6 +242,7 @@ mod tests {
             cpu_us_per_op: Some(7.25),
             read_kib_per_op: Some(0.5),
             ratio_to_turtlekv: None,
+            settings: None,
             per_op: vec![
                 (
                     "read".into(),

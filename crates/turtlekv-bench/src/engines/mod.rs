@@ -228,6 +228,9 @@ mod tests {
                 engine.put(&[b'k', i], &[i; 4]).unwrap();
             }
             engine.put(&[b'k', 3], b"new").unwrap();
+            // Settling (flushes, compactions, a checkpoint) keeps every record.
+            engine.persist().unwrap();
+            engine.settle().unwrap();
             let mut out = Vec::new();
             assert!(engine.get(b"k\x03", &mut out).unwrap(), "{kind}");
             assert_eq!(out, b"new");
