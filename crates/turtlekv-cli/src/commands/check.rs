@@ -28,6 +28,10 @@ struct Verified {
     memtable_keys: u64,
     tree_pages: u64,
     tree_keys: u64,
+    /// Bytes of a torn last WAL record that this check's own open cut off
+    /// (a crash mid-write; nothing acknowledged as synced is lost): the
+    /// evidence is gone afterwards, so the check says so.
+    wal_tail_bytes_dropped: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -45,15 +49,23 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
     // Corruption can stop the open itself (a bad WAL record, superblock or
     // node page), so that is part of the check too.
     let (stage, outcome) = match open(&args.db, Create::No) {
-        Ok(db) => ("check", db.check().map_err(anyhow::Error::from)),
+        Ok(db) => {
+            let dropped = db.stats().wal_tail_bytes_dropped;
+            (
+                "check",
+                db.check()
+                    .map(|r| (r, dropped))
+                    .map_err(anyhow::Error::from),
+            )
+        }
         Err(err) if corruption(&err, "open").is_some() => ("open", Err(err)),
         Err(err) => return Err(err),
     };
     let report = match &outcome {
-        Ok(r) => Report {
+        Ok((r, dropped)) => Report {
             path: path.clone(),
             ok: true,
-            verified: Some(verified(r)),
+            verified: Some(verified(r, *dropped)),
             corruption: None,
         },
         Err(err) => Report {
@@ -78,7 +90,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
         .with_context(|| format!("the check of {path} found corruption"))
 }
 
-fn verified(r: &CheckReport) -> Verified {
+fn verified(r: &CheckReport, wal_tail_bytes_dropped: u64) -> Verified {
     Verified {
         wal_segments: r.wal_segments,
         wal_records: r.wal_records,
@@ -86,6 +98,7 @@ fn verified(r: &CheckReport) -> Verified {
         memtable_keys: r.memtable_keys,
         tree_pages: r.tree_pages,
         tree_keys: r.tree_keys,
+        wal_tail_bytes_dropped,
     }
 }
 
@@ -118,6 +131,13 @@ fn write_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             v.wal_segments,
             format_size(v.wal_bytes)
         )?;
+        if v.wal_tail_bytes_dropped > 0 {
+            writeln!(
+                out,
+                "  recovery   cut a torn last WAL record ({} bytes): a crash cut its write short",
+                v.wal_tail_bytes_dropped
+            )?;
+        }
         writeln!(out, "  MemTables  {} keys, in order", v.memtable_keys)?;
         writeln!(
             out,
