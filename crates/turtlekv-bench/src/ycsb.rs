@@ -262,23 +262,7 @@ mod tests {
     #[test]
     fn small_run_reports_every_requested_phase() {
         let dir = tempfile::tempdir().unwrap();
-        let cli = Cli::try_parse_from([
-            "turtlekv-bench",
-            "ycsb",
-            "--records",
-            "3000",
-            "--ops",
-            "600",
-            "--workloads",
-            "a,e",
-            "--dir",
-            dir.path().to_str().unwrap(),
-            "--key-format",
-            "ycsb",
-        ])
-        .unwrap();
-        let Command::Ycsb(args) = cli.command;
-        let results = run(&args).unwrap();
+        let results = small_run(dir.path(), "a,e", &["--key-format", "ycsb"]);
         let names: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
         assert_eq!(names, vec!["a", "e"]);
         for r in &results {
@@ -294,8 +278,9 @@ mod tests {
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
-    fn load_and_c(extra: &[&str]) -> Vec<PhaseResult> {
-        let dir = tempfile::tempdir().unwrap();
+    /// 3,000 records and 600 operations per workload of `workloads`, the
+    /// engines' directories under `dir`.
+    fn small_run(dir: &std::path::Path, workloads: &str, extra: &[&str]) -> Vec<PhaseResult> {
         let mut argv = vec![
             "turtlekv-bench",
             "ycsb",
@@ -304,13 +289,17 @@ mod tests {
             "--ops",
             "600",
             "--workloads",
-            "load,c",
+            workloads,
             "--dir",
-            dir.path().to_str().unwrap(),
+            dir.to_str().unwrap(),
         ];
         argv.extend_from_slice(extra);
         let Command::Ycsb(args) = Cli::try_parse_from(argv).unwrap().command;
         run(&args).unwrap()
+    }
+
+    fn load_and_c(extra: &[&str]) -> Vec<PhaseResult> {
+        small_run(tempfile::tempdir().unwrap().path(), "load,c", extra)
     }
 
     /// `--settle` and `--warmup-ops` run, the warm-up's reads are not

@@ -189,16 +189,21 @@ mod tests {
 
     /// Every built engine must agree on the trait's contract; the peers are
     /// checked when their features are on (`cargo test --features ...`).
-    #[test]
-    fn built_engines_put_get_scan() {
-        let config = EngineConfig {
+    /// A small configuration for the engines' tests.
+    pub(crate) fn test_config() -> EngineConfig {
+        EngineConfig {
             cache_bytes: 8 << 20,
             direct_io: false,
             sync: false,
             threads: 2,
             turtlekv: TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
-        };
+        }
+    }
+
+    #[test]
+    fn built_engines_put_get_scan() {
+        let config = test_config();
         // RocksDB twice: with only data blocks in its cache, and with its
         // MemTables, index and filter blocks charged to it as well.
         for (kind, memory_in_cache) in [

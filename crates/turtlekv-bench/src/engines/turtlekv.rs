@@ -248,21 +248,13 @@ impl Engine for TurtleKv {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::{EngineConfig, TurtlekvKnobs};
 
     /// Settling checkpoints what the MemTable holds, so that the next
     /// phase starts without it and the phase that wrote it pays for it.
     #[test]
     fn settling_checkpoints_the_memtable() {
         let dir = tempfile::tempdir().unwrap();
-        let config = EngineConfig {
-            cache_bytes: 8 << 20,
-            direct_io: false,
-            sync: false,
-            threads: 2,
-            turtlekv: TurtlekvKnobs::default(),
-            rocksdb_memory_in_cache: false,
-        };
+        let config = crate::engines::tests::test_config();
         let engine = TurtleKv::open(dir.path(), &config).unwrap();
         for i in 0..1000u32 {
             engine.put(&i.to_be_bytes(), &[7; 100]).unwrap();

@@ -136,6 +136,17 @@ fn check_reports_a_damaged_leaf_page() {
     );
 }
 
+/// The database's WAL segments that hold more than a header, oldest first.
+fn wal_segments_with_records(db: &Path) -> Vec<std::path::PathBuf> {
+    let mut segments: Vec<_> = std::fs::read_dir(db.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::metadata(p).unwrap().len() > 32)
+        .collect();
+    segments.sort();
+    segments
+}
+
 #[test]
 fn check_reports_a_damaged_wal_record() {
     let (_dir, db) = temp_db();
@@ -145,13 +156,7 @@ fn check_reports_a_damaged_wal_record() {
     for key in ["a", "b", "c"] {
         ok(&["put", path(&db), key, "value"]);
     }
-    let wal = db.join("wal");
-    let mut segments: Vec<_> = std::fs::read_dir(&wal)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| std::fs::metadata(p).unwrap().len() > 32)
-        .collect();
-    segments.sort();
+    let segments = wal_segments_with_records(&db);
     // Inside the payload of the first record after the segment header.
     flip_byte(&segments[0], 32 + 12 + 4);
     let (code, stdout, stderr) = run(&["check", path(&db)]);
@@ -180,13 +185,7 @@ fn check_reports_a_damaged_wal_record() {
 fn check_says_when_its_open_cut_a_torn_wal_tail() {
     let (_dir, db) = temp_db();
     ok(&["put", path(&db), "a", "value"]);
-    let wal = db.join("wal");
-    let mut segments: Vec<_> = std::fs::read_dir(&wal)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| std::fs::metadata(p).unwrap().len() > 32)
-        .collect();
-    segments.sort();
+    let segments = wal_segments_with_records(&db);
     // A process killed while copying a record: half of one more record.
     let newest = segments.last().unwrap();
     let mut file = std::fs::OpenOptions::new()
