@@ -6,7 +6,7 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use common::SlowSyncFs;
+use common::slow_sync_fs;
 use turtlekv::io::RealFs;
 use turtlekv::{Db, Options, WriteBatch, WriteOptions};
 
@@ -132,17 +132,15 @@ fn snapshots_are_isolated_with(options: Options, batches_per_writer: u64) -> u64
 /// A disk's `fdatasync` takes a while: writers pile up behind a leader.
 const SYNC_DELAY: Duration = Duration::from_millis(3);
 
-fn slow_real_fs() -> SlowSyncFs {
-    SlowSyncFs {
-        inner: Arc::new(RealFs),
-        delay: SYNC_DELAY,
-    }
-}
-
 /// Syncs per write when `threads` writers each do `sync: true` puts.
 fn syncs_per_sync_write(threads: u32) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open_with_fs(dir.path(), Options::default(), Arc::new(slow_real_fs())).unwrap();
+    let db = Db::open_with_fs(
+        dir.path(),
+        Options::default(),
+        Arc::new(slow_sync_fs(Arc::new(RealFs), SYNC_DELAY)),
+    )
+    .unwrap();
     let writes_per_thread = 60u32;
     let barrier = Arc::new(Barrier::new(threads as usize));
     let handles: Vec<_> = (0..threads)

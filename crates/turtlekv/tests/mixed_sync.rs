@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use common::{SlowSyncFs, small_options};
+use common::{slow_sync_fs, small_options};
 use turtlekv::io::{CrashMode, FaultFs};
 use turtlekv::{Db, WriteOptions};
 
@@ -20,10 +20,7 @@ fn a_sync_write_grouped_behind_unsynced_writes_is_durable_when_acknowledged() {
     let db = Db::open_with_fs(
         "/db",
         small_options(),
-        Arc::new(SlowSyncFs {
-            inner: Arc::new(fs.clone()),
-            delay: Duration::from_millis(2),
-        }),
+        Arc::new(slow_sync_fs(Arc::new(fs.clone()), Duration::from_millis(2))),
     )
     .unwrap();
     let stop = Arc::new(AtomicBool::new(false));

@@ -11,8 +11,7 @@ pub(crate) mod ioprio;
 mod mapped;
 mod mapping_pool;
 mod real;
-#[cfg(test)]
-pub(crate) mod wrap_fs;
+mod wrap_fs;
 mod write_map;
 
 use std::fmt::Debug;
@@ -32,6 +31,7 @@ pub(crate) use ioprio::CheckpointIoPriority;
 pub(crate) use mapped::{Mapping, mapping_bytes, page_bytes};
 pub(crate) use mapping_pool::MappingPool;
 pub use real::RealFs;
+pub use wrap_fs::WrapFs;
 pub(crate) use write_map::Populater;
 pub use write_map::WriteMapping;
 

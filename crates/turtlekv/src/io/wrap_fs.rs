@@ -1,6 +1,7 @@
-//! Test support: a file system that hands every call to another and wraps
-//! each file it opens, so that a test writes only the file behaviour it
-//! changes (a gate on reads, a record of writes, a failing call).
+//! Test support (like `FaultFs`): a file system that hands every call to
+//! another and wraps each file it opens, so that a test writes only the
+//! file behaviour it changes (a gate on reads, a record of writes, a slow
+//! sync, a failing call).
 
 use std::io;
 use std::path::Path;
@@ -9,8 +10,10 @@ use std::sync::Arc;
 use super::{File, FileSystem, LockGuard, OpenOptions};
 
 /// Wraps what `wrap` returns around each file `inner` opens.
-pub(crate) struct WrapFs<W> {
+pub struct WrapFs<W> {
+    /// Does the work.
     pub inner: Arc<dyn FileSystem>,
+    /// Wraps each file `inner` opens.
     pub wrap: W,
 }
 

@@ -512,7 +512,7 @@ mod tests {
             (1 + RESERVE_AHEAD_STEPS) * MIB - SEGMENT_HEADER_BYTES,
         );
         let (file_backed, file_failed) = (backed.clone(), failed.clone());
-        let fs = Arc::new(crate::io::wrap_fs::WrapFs {
+        let fs = Arc::new(crate::io::WrapFs {
             inner: Arc::new(RealFs),
             wrap: move |inner| -> Arc<dyn File> {
                 Arc::new(RecordingFile {
@@ -602,7 +602,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let durable = Arc::new(std::sync::Mutex::new(Vec::new()));
         let shadow = durable.clone();
-        let fs = Arc::new(crate::io::wrap_fs::WrapFs {
+        let fs = Arc::new(crate::io::WrapFs {
             inner: Arc::new(RealFs),
             wrap: move |inner| -> Arc<dyn File> {
                 Arc::new(ShadowFile {

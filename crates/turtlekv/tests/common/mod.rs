@@ -72,10 +72,16 @@ pub fn bytes(v: &[u8]) -> Bytes {
 /// writers queue up behind a syncing leader and share its groups. Writes
 /// go through `write_at` (no mapping), so every sync is one this wrapper
 /// sees.
-#[derive(Debug)]
-pub struct SlowSyncFs {
-    pub inner: Arc<dyn turtlekv::io::FileSystem>,
-    pub delay: std::time::Duration,
+pub fn slow_sync_fs(
+    inner: Arc<dyn turtlekv::io::FileSystem>,
+    delay: std::time::Duration,
+) -> impl turtlekv::io::FileSystem {
+    turtlekv::io::WrapFs {
+        inner,
+        wrap: move |inner| -> Arc<dyn turtlekv::io::File> {
+            Arc::new(SlowSyncFile { inner, delay })
+        },
+    }
 }
 
 #[derive(Debug)]
@@ -84,65 +90,27 @@ struct SlowSyncFile {
     delay: std::time::Duration,
 }
 
-mod slow_sync_impls {
-    use std::io;
-    use std::path::Path;
-    use std::sync::Arc;
-
-    use turtlekv::io::{File, FileSystem, LockGuard, OpenOptions};
-
-    use super::{SlowSyncFile, SlowSyncFs};
-
-    impl FileSystem for SlowSyncFs {
-        fn create_dir_all(&self, path: &Path) -> io::Result<()> {
-            self.inner.create_dir_all(path)
-        }
-        fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>> {
-            let inner = self.inner.open(path, options)?;
-            Ok(Arc::new(SlowSyncFile {
-                inner,
-                delay: self.delay,
-            }))
-        }
-        fn remove_file(&self, path: &Path) -> io::Result<()> {
-            self.inner.remove_file(path)
-        }
-        fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-            self.inner.rename(from, to)
-        }
-        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-            self.inner.list_dir(path)
-        }
-        fn sync_dir(&self, path: &Path) -> io::Result<()> {
-            self.inner.sync_dir(path)
-        }
-        fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
-            self.inner.lock(path)
-        }
+impl turtlekv::io::File for SlowSyncFile {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        self.inner.read_at(buf, offset)
     }
-
-    impl File for SlowSyncFile {
-        fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
-            self.inner.read_at(buf, offset)
-        }
-        fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-            self.inner.write_at(buf, offset)
-        }
-        fn sync_data(&self) -> io::Result<()> {
-            std::thread::sleep(self.delay);
-            self.inner.sync_data()
-        }
-        fn len(&self) -> io::Result<u64> {
-            self.inner.len()
-        }
-        fn set_len(&self, len: u64) -> io::Result<()> {
-            self.inner.set_len(len)
-        }
-        fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
-            self.inner.punch_hole(offset, len)
-        }
-        fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
-            self.inner.allocate(offset, len)
-        }
+    fn write_at(&self, buf: &[u8], offset: u64) -> std::io::Result<()> {
+        self.inner.write_at(buf, offset)
+    }
+    fn sync_data(&self) -> std::io::Result<()> {
+        std::thread::sleep(self.delay);
+        self.inner.sync_data()
+    }
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.inner.set_len(len)
+    }
+    fn punch_hole(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.inner.punch_hole(offset, len)
+    }
+    fn allocate(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.inner.allocate(offset, len)
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use super::harness::{DIR, Version, leaf_bytes, list_children, record, small_options};
-use crate::io::wrap_fs::WrapFs;
+use crate::io::WrapFs;
 use crate::io::{FaultFs, File};
 use crate::page::{CachePriority, PageIo, PageStore};
 
