@@ -12,6 +12,9 @@ use turtlekv::{Error, WriteOptions};
 const SYNC: WriteOptions = WriteOptions { sync: true };
 const SEGMENT_HEADER_BYTES: u64 = 32;
 const FRAME_HEADER_BYTES: u64 = 12;
+/// The marker after the header (docs/format.md): a frame of 12 bytes and
+/// a 3-byte payload (first sequence number, synced length, count 0).
+const MARKER_BYTES: u64 = 15;
 
 fn segment(id: u64) -> String {
     format!("/db/wal/{id:020}.wal")
@@ -22,13 +25,14 @@ fn varint_len(value: u64) -> u64 {
     u64::from(64 - (value | 1).leading_zeros()).div_ceil(7)
 }
 
-/// Offset and length of every frame of segment 1, walked by the lengths
-/// their headers give (a record's size depends on its numbers).
+/// Offset and length of every frame of segment 1 after its marker, walked
+/// by the lengths their headers give (a record's size depends on its
+/// numbers).
 fn frames(fs: &FaultFs) -> Vec<(u64, u64)> {
     let file = fs.open(Path::new(&segment(1)), OpenOptions::read_only());
     let bytes = read_all(file.unwrap().as_ref()).unwrap();
     let mut frames = Vec::new();
-    let mut offset = SEGMENT_HEADER_BYTES;
+    let mut offset = SEGMENT_HEADER_BYTES + MARKER_BYTES;
     while offset < bytes.len() as u64 {
         let at = offset as usize + 4;
         let payload = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
@@ -86,7 +90,11 @@ fn record_size_matches_the_documented_layout() {
     assert_eq!(f.len().unwrap(), seal_at + seal_len);
     let fs = synced_log_then_crash(3);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
-    assert_eq!(f.len().unwrap(), SEGMENT_HEADER_BYTES + 3 * 31, "no seal");
+    assert_eq!(
+        f.len().unwrap(),
+        SEGMENT_HEADER_BYTES + MARKER_BYTES + 3 * 31,
+        "no seal"
+    );
 }
 
 #[test]
@@ -173,7 +181,7 @@ fn reopening_without_writes_adds_no_seal() {
         f.unwrap().len().unwrap()
     };
     assert_eq!(len(1), sealed_len);
-    assert_eq!(len(4), SEGMENT_HEADER_BYTES);
+    assert_eq!(len(4), SEGMENT_HEADER_BYTES + MARKER_BYTES);
 }
 
 #[test]

@@ -7,7 +7,9 @@ use std::sync::Arc;
 
 use crate::io::{FaultFs, FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, Frame, PayloadFormat};
-use crate::wal::segment::{SEGMENT_HEADER_BYTES, check_header, encode_header, list_segments};
+use crate::wal::segment::{
+    SEGMENT_HEADER_BYTES, SegmentFormat, check_header, encode_header, list_segments,
+};
 use crate::{Db, Options};
 
 const WAL: &str = "/db/wal";
@@ -41,20 +43,24 @@ fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
     read_all(&*fs.open(&path, OpenOptions::read_only()).unwrap()).unwrap()
 }
 
-/// Rewrites segment `id` as an earlier build would have written it: a
-/// version 1 header and version 1 payloads, each record claiming what
+/// Rewrites segment `id` as an earlier build would have written it in
+/// format `version` (1 or 2): no marker, and each record claiming what
 /// precedes it as synced (as a log synced per write does).
-fn downgrade(fs: &FaultFs, id: u64) {
+fn downgrade(fs: &FaultFs, id: u64, version: u32) {
     let bytes = segment_bytes(fs, id);
-    assert_eq!(check_header(&bytes, id), Ok(PayloadFormat::V2));
-    let mut out = header_of_version(id, 1).to_vec();
+    assert_eq!(check_header(&bytes, id), Ok(SegmentFormat::CURRENT));
+    let payload = PayloadFormat::from_version(version).expect("a payload format");
+    let mut out = header_of_version(id, version).to_vec();
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < bytes.len() {
         let Frame::Valid(rec, len) = record::decode(&bytes[offset..], PayloadFormat::V2) else {
             panic!("segment {id}: no valid record at {offset}");
         };
-        let synced = out.len() as u64;
-        record::encode_as(PayloadFormat::V1, &mut out, rec.first_seq, synced, &rec.ops);
+        let is_marker = offset == SEGMENT_HEADER_BYTES as usize && rec.ops.is_empty();
+        if !is_marker {
+            let synced = out.len() as u64;
+            record::encode_as(payload, &mut out, rec.first_seq, synced, &rec.ops);
+        }
         offset += len;
     }
     let path = segment_path(id);
@@ -84,12 +90,23 @@ fn fifty_puts() -> FaultFs {
     fs
 }
 
-fn version(fs: &FaultFs, id: u64) -> PayloadFormat {
-    check_header(&segment_bytes(fs, id), id).expect("valid header")
+fn version(fs: &FaultFs, id: u64) -> u32 {
+    check_header(&segment_bytes(fs, id), id)
+        .expect("valid header")
+        .version()
 }
 
 #[test]
-fn a_log_of_format_version_1_replays_and_the_log_goes_on_in_version_2() {
+fn a_log_of_format_version_1_replays_and_the_log_goes_on_in_the_current_version() {
+    a_log_of_an_earlier_version_replays(1);
+}
+
+#[test]
+fn a_log_of_format_version_2_replays_and_the_log_goes_on_in_the_current_version() {
+    a_log_of_an_earlier_version_replays(2);
+}
+
+fn a_log_of_an_earlier_version_replays(old_version: u32) {
     let fs = FaultFs::new();
     let mut model = BTreeMap::new();
     let db = open(&fs);
@@ -108,7 +125,7 @@ fn a_log_of_format_version_1_replays_and_the_log_goes_on_in_version_2() {
     let old = list_segments(&fs, Path::new(WAL)).unwrap();
     assert!(old.len() >= 3, "several segments: {old:?}");
     for &id in &old {
-        downgrade(&fs, id);
+        downgrade(&fs, id, old_version);
     }
 
     let db = open(&fs);
@@ -126,15 +143,15 @@ fn a_log_of_format_version_1_replays_and_the_log_goes_on_in_version_2() {
     let all = list_segments(&fs, Path::new(WAL)).unwrap();
     let newest = *all.last().unwrap();
     assert!(newest > *old.last().unwrap());
-    assert_eq!(version(&fs, newest), PayloadFormat::V2);
-    assert_eq!(version(&fs, old[0]), PayloadFormat::V1);
+    assert_eq!(version(&fs, newest), SegmentFormat::CURRENT.version());
+    assert_eq!(version(&fs, old[0]), old_version);
     assert_eq!(contents(&open(&fs)), model);
 }
 
 #[test]
 fn rot_in_a_version_1_segment_is_still_found() {
     let fs = fifty_puts();
-    downgrade(&fs, 1);
+    downgrade(&fs, 1, 1);
     // A flipped bit in the first record, before records that say it was
     // synced: corruption, not a torn tail.
     let path = segment_path(1);
@@ -159,17 +176,17 @@ fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
     // not be taken for a torn creation and removed.
     let fs = fifty_puts();
     let before = segment_bytes(&fs, 1);
-    set_version(&fs, 1, 3);
+    set_version(&fs, 1, 4);
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
-        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 3")),
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 4")),
         "{err}"
     );
     assert_eq!(
         segment_bytes(&fs, 1)[SEGMENT_HEADER_BYTES as usize..],
         before[SEGMENT_HEADER_BYTES as usize..]
     );
-    set_version(&fs, 1, 2);
+    set_version(&fs, 1, SegmentFormat::CURRENT.version());
     assert_eq!(contents(&open(&fs)).len(), 50);
 }
 
@@ -180,10 +197,10 @@ fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
     // A newer build's header naming another segment id: still its version
     // that is reported.
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
-    file.write_at(&header_of_version(77, 3), 0).unwrap();
+    file.write_at(&header_of_version(77, 4), 0).unwrap();
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
-        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 3")),
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 4")),
         "{err}"
     );
     // A rotted header, then a frame whose checksum holds but whose
@@ -194,7 +211,7 @@ fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
     let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..8]), &payload);
     frame.extend_from_slice(&crc.to_le_bytes());
     frame.extend_from_slice(&payload);
-    let mut header = header_of_version(1, 3);
+    let mut header = header_of_version(1, 4);
     header[20] ^= 1; // in the segment id, under the header checksum
     let mut bytes = header.to_vec();
     bytes.extend_from_slice(&frame);

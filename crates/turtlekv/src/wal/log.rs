@@ -64,8 +64,15 @@ pub(crate) struct Wal {
     segments: VecDeque<(u64, u64)>,
     next_seq: u64,
     encode_buf: Vec<u8>,
+    /// Rotated segments not synced yet, oldest first. A rotation does not
+    /// sync the finished segment: most are covered by a checkpoint and
+    /// removed before the kernel writes them back, so their bytes never
+    /// reach the disk. The first sync after a rotation syncs them, before
+    /// the current segment, so that what it makes durable has no gap.
+    unsynced: Vec<(u64, Arc<dyn crate::io::File>)>,
     /// No record of the current segment lacks a later proof that it was
-    /// synced (see `seal`).
+    /// synced, and no earlier segment lacks a proof in this one (see
+    /// `seal`).
     sealed: bool,
     /// A write or sync of the log failed. Nothing is written or synced
     /// after that: a retried `fsync` can report success for pages the
@@ -85,11 +92,15 @@ impl Wal {
     ) -> Result<(Wal, ReplayOutcome)> {
         let replayed = replay(&*fs, dir, covered_seq, apply)?;
         let next_seq = replayed.last_seq + 1;
+        let id = replayed.next_segment_id;
+        // Replay synced every segment it kept; the new one's marker says
+        // so before an empty one, whose removal would lose that proof, is
+        // removed.
+        let writer =
+            SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes, next_seq, true)?;
         for &empty in &replayed.empty_segments {
             fs.remove_file(&dir.join(segment_file_name(empty)))?;
         }
-        let id = replayed.next_segment_id;
-        let writer = SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes)?;
         let mut segments: VecDeque<_> = replayed
             .segments
             .iter()
@@ -97,7 +108,7 @@ impl Wal {
             .filter(|(id, _)| !replayed.empty_segments.contains(id))
             .collect();
         segments.push_back((id, next_seq));
-        let wal = Wal {
+        let mut wal = Wal {
             fs,
             dir: dir.to_path_buf(),
             segment_size_bytes,
@@ -105,9 +116,13 @@ impl Wal {
             segments,
             next_seq,
             encode_buf: Vec::new(),
+            unsynced: Vec::new(),
             sealed: true,
             failed: false,
         };
+        // Segments a crash kept from being removed after their checkpoint:
+        // a power cut may have torn them, which `Db::check` would report.
+        wal.detach_covered(covered_seq).remove()?;
         Ok((wal, replayed))
     }
 
@@ -146,8 +161,13 @@ impl Wal {
         if self.writer.is_full() {
             self.rotate_unchecked()?;
         }
+        if sync {
+            // Earlier segments first, so that this group's records carry
+            // the proof that they are durable (`synced_through`).
+            self.sync_predecessors()?;
+        }
         let first_seq = self.next_seq;
-        let synced_through = self.writer.synced_len_bytes();
+        let synced_through = self.synced_through();
         self.encode_buf.clear();
         let mut seq = first_seq;
         for batch in batches {
@@ -159,17 +179,46 @@ impl Wal {
             self.writer.append(&self.encode_buf)?;
         }
         if sync {
-            self.writer.sync()?;
+            self.sync_unchecked()?;
         }
         self.next_seq = seq;
         Ok(first_seq)
     }
 
+    /// What a record written now may claim as synced: the bytes of the
+    /// current segment known durable, once no earlier segment still needed
+    /// is unsynced, and nothing (zero) before that. Replay takes a record
+    /// that claims more than the header as proof that every earlier
+    /// segment the checkpoint does not cover was durable.
+    fn synced_through(&self) -> u64 {
+        if self.unsynced.is_empty() {
+            self.writer.synced_len_bytes()
+        } else {
+            0
+        }
+    }
+
     /// Makes every record so far durable.
     pub fn sync(&mut self) -> io::Result<()> {
         self.check_failed()?;
-        let result = self.writer.sync();
+        let result = self.sync_unchecked();
         self.note_failure(result)
+    }
+
+    /// Syncs the rotated segments still unsynced, oldest first, then the
+    /// current one.
+    fn sync_unchecked(&mut self) -> io::Result<()> {
+        self.sync_predecessors()?;
+        self.writer.sync()
+    }
+
+    fn sync_predecessors(&mut self) -> io::Result<()> {
+        for (_, file) in &self.unsynced {
+            file.sync_data()?;
+            self.writer.count_sync();
+        }
+        self.unsynced.clear();
+        Ok(())
     }
 
     /// Makes every record durable and proves it on disk, for a clean close:
@@ -186,12 +235,12 @@ impl Wal {
     }
 
     fn seal_unchecked(&mut self) -> io::Result<()> {
-        self.writer.sync()?;
+        self.sync_unchecked()?;
         if self.sealed {
             return Ok(());
         }
         self.encode_buf.clear();
-        let synced_through = self.writer.synced_len_bytes();
+        let synced_through = self.synced_through();
         record::encode(&mut self.encode_buf, self.next_seq, synced_through, &[]);
         self.writer.append(&self.encode_buf)?;
         self.writer.finish()?;
@@ -199,7 +248,7 @@ impl Wal {
         Ok(())
     }
 
-    /// Closes the current segment (synced, cut to its last record) and
+    /// Closes the current segment (cut to its last record, not synced) and
     /// starts the next, so that segment boundaries can follow MemTable
     /// boundaries.
     pub fn rotate(&mut self) -> io::Result<()> {
@@ -209,16 +258,24 @@ impl Wal {
     }
 
     fn rotate_unchecked(&mut self) -> io::Result<()> {
-        self.writer.finish()?;
+        self.writer.cut_reserve()?;
         let id = self.writer.segment_id() + 1;
-        let mut next =
-            SegmentWriter::create(self.fs.clone(), &self.dir, id, self.segment_size_bytes)?;
+        let mut next = SegmentWriter::create(
+            self.fs.clone(),
+            &self.dir,
+            id,
+            self.segment_size_bytes,
+            self.next_seq,
+            false,
+        )?;
         next.add_unreported(self.writer.take_io());
+        self.unsynced
+            .push((self.writer.segment_id(), self.writer.file()));
         self.writer = next;
         self.segments.push_back((id, self.next_seq));
-        // The synced older segment is proof enough: damage there is never
-        // taken for a torn tail.
-        self.sealed = true;
+        // Until a sync, nothing proves the older segments durable: a clean
+        // close must seal, even if this segment stays empty.
+        self.sealed = false;
         Ok(())
     }
 
@@ -240,6 +297,8 @@ impl Wal {
         while self.segments.len() > 1 && self.segments[1].1 <= covered_seq + 1 {
             ids.extend(self.segments.pop_front().map(|(id, _)| id));
         }
+        // Covered segments need no sync any more.
+        self.unsynced.retain(|(id, _)| !ids.contains(id));
         CoveredSegments {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
@@ -298,6 +357,7 @@ impl Wal {
 mod tests {
     use super::*;
     use crate::io::FaultFs;
+    use crate::wal::segment::list_segments;
 
     const DIR: &str = "/db/wal";
 
@@ -553,5 +613,141 @@ mod tests {
         let fs = FaultFs::new();
         three_records_then_a_kill(&fs, true, Some(true));
         assert_eq!(sync_write_then_power_cut(&fs), (1..=5).collect::<Vec<_>>());
+    }
+
+    /// Replays `fs` with `covered_seq`; the sequence numbers found and
+    /// what replay reported.
+    fn replay_all(fs: &FaultFs, covered_seq: u64) -> crate::Result<(Vec<u64>, ReplayOutcome)> {
+        let mut seen = Vec::new();
+        let (_, outcome) = Wal::open(
+            Arc::new(fs.clone()),
+            Path::new(DIR),
+            covered_seq,
+            1 << 20,
+            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+        )?;
+        Ok((seen, outcome))
+    }
+
+    /// Records 1 and 2-3 in segment 1, a rotation, records 4-5 in segment 2
+    /// (synced when `sync_last`), and the log abandoned as by a crash.
+    fn two_segments(sync_last: bool) -> FaultFs {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(1), batch(2)].iter(), false)
+            .unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(2)].iter(), sync_last).unwrap();
+        std::mem::forget(wal);
+        fs
+    }
+
+    #[test]
+    fn a_rotation_does_not_sync_the_finished_segment() {
+        let fs = two_segments(false);
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        let (seen, outcome) = replay_all(&crashed, 0).unwrap();
+        assert!(seen.is_empty(), "nothing was synced: {seen:?}");
+        assert!(outcome.tail_bytes_dropped > 0);
+    }
+
+    #[test]
+    fn a_sync_after_a_rotation_syncs_the_earlier_segments_first() {
+        let fs = two_segments(true);
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        assert_eq!(replay_all(&crashed, 0).unwrap().0, vec![1, 2, 3, 4, 5]);
+    }
+
+    /// Any subset of the unsynced writes of both segments may survive:
+    /// replay keeps a prefix, removes what follows a gap, and the next
+    /// open finds the same prefix.
+    #[test]
+    fn unsynced_segments_torn_anywhere_replay_as_a_prefix() {
+        let fs = two_segments(false);
+        let mut lengths = std::collections::BTreeSet::new();
+        for seed in 0..200 {
+            for mode in [
+                crate::io::CrashMode::KeepRandomSubset { seed },
+                crate::io::CrashMode::TearLastWrite { seed },
+            ] {
+                let crashed = fs.crash(mode);
+                let (seen, _) = replay_all(&crashed, 0).unwrap();
+                let prefix: Vec<u64> = (1..=seen.len() as u64).collect();
+                assert_eq!(seen, prefix, "{mode:?}");
+                lengths.insert(seen.len());
+                let (again, outcome) = replay_all(&crashed, 0).unwrap();
+                assert_eq!(again, seen, "{mode:?}: a second open");
+                assert_eq!(outcome.tail_bytes_dropped, 0, "{mode:?}");
+            }
+        }
+        // Whole records survive: 0, 1, 3 or 5 sequence numbers.
+        assert!(lengths.contains(&0) && lengths.contains(&5), "{lengths:?}");
+    }
+
+    fn flip_last_byte(fs: &FaultFs, id: u64) {
+        let path = Path::new(DIR).join(segment_file_name(id));
+        let len = fs
+            .open(&path, crate::io::OpenOptions::read_only())
+            .unwrap()
+            .len()
+            .unwrap();
+        fs.flip_bit(&path, (len - 1) * 8).unwrap();
+    }
+
+    #[test]
+    fn damage_in_a_segment_a_later_sync_covered_is_corruption() {
+        let fs = two_segments(true);
+        flip_last_byte(&fs, 1);
+        let err = replay_all(&fs, 0).unwrap_err();
+        assert!(
+            matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("later one proves")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn damage_in_an_unsynced_segment_without_proof_is_a_torn_tail() {
+        let fs = two_segments(false);
+        flip_last_byte(&fs, 1);
+        let (seen, outcome) = replay_all(&fs, 0).unwrap();
+        assert_eq!(seen, vec![1], "the damaged record (2-3) and all after it");
+        assert!(outcome.tail_bytes_dropped > 0);
+        assert_eq!(
+            list_segments(&fs, Path::new(DIR)).unwrap(),
+            vec![1, 3],
+            "segment 2 followed the gap; 3 is the open's new segment"
+        );
+    }
+
+    #[test]
+    fn damage_the_checkpoint_covers_is_skipped_and_its_segment_removed() {
+        // Proof of a sync after it or not: the records are in the tree.
+        for sync_last in [false, true] {
+            let fs = two_segments(sync_last);
+            flip_last_byte(&fs, 1);
+            let (seen, outcome) = replay_all(&fs, 3).unwrap();
+            assert_eq!(seen, vec![4, 5]);
+            assert_eq!(outcome.tail_bytes_dropped, 0);
+            assert_eq!(list_segments(&fs, Path::new(DIR)).unwrap(), vec![2, 3]);
+        }
+    }
+
+    /// After a kill, both unsynced segments are in the OS's cache; the
+    /// reopened log must make them durable before a sync in its new
+    /// segment is acknowledged, or a power cut would keep a synced record
+    /// and lose the ones before it.
+    #[test]
+    fn segments_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
+        let fs = two_segments(false);
+        let (mut wal, seen) = open(&fs, 0);
+        assert_eq!(seen, vec![1, 2, 3, 4, 5]);
+        wal.append_group([batch(1)].iter(), true).unwrap();
+        std::mem::forget(wal);
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        assert_eq!(
+            replay_all(&crashed, 0).unwrap().0,
+            (1..=6).collect::<Vec<_>>()
+        );
     }
 }

@@ -1,9 +1,19 @@
 //! Recovery: reads every segment in order and hands valid records to the caller.
 //!
-//! Only the newest segment may end in a torn tail, because a segment is synced
-//! before the next one is created. In the newest segment, an invalid frame is
-//! a torn tail unless a later valid frame says that the bytes at the damaged
-//! offset had been synced when it was written; then it is corruption.
+//! A rotation does not sync the segment it finishes (`Wal`), so after a
+//! power cut any segment may end in a torn tail, not only the newest. An
+//! invalid frame at offset `X` of a segment is, in this order:
+//! - *covered*: the next segment's marker (synced with its header when it
+//!   was created) starts at or below the checkpoint, so the damaged records
+//!   are in the tree; the rest of the segment is skipped;
+//! - *corruption*: a later valid frame of the same segment says the bytes
+//!   at `X` had been synced when it was written, or a later segment proves
+//!   every earlier one it needed durable (a frame claiming more than its
+//!   header as synced, or a header of a build that synced every segment
+//!   before creating the next);
+//! - else a *torn tail*: the log ends there. The segment is cut at `X` and
+//!   every later segment removed, since their records follow a gap; none
+//!   of them was acknowledged as synced, or a proof would be there.
 
 use std::path::Path;
 
@@ -11,7 +21,8 @@ use crate::batch::BatchOp;
 use crate::io::{FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
 use crate::wal::segment::{
-    HeaderError, SEGMENT_HEADER_BYTES, check_header, list_segments, segment_file_name,
+    HeaderError, SEGMENT_HEADER_BYTES, SegmentFormat, check_header, list_segments,
+    segment_file_name,
 };
 use crate::{Error, Result};
 
@@ -24,12 +35,12 @@ pub(crate) struct ReplayOutcome {
     pub next_segment_id: u64,
     /// Records handed to the caller.
     pub records_applied: u64,
-    /// Bytes of torn tail cut off the newest segment.
+    /// Bytes of torn tail cut off, and of the segments after it removed.
     pub tail_bytes_dropped: u64,
     /// Surviving segments, oldest first, each with the sequence number of
     /// its first record (for an empty one: of the record that would follow).
     pub segments: Vec<(u64, u64)>,
-    /// Ids of segments that hold no record (each open starts a segment;
+    /// Ids of segments that hold no update (each open starts a segment;
     /// those of opens that wrote nothing are removed).
     pub empty_segments: Vec<u64>,
 }
@@ -40,8 +51,19 @@ struct Progress {
     outcome: ReplayOutcome,
 }
 
+/// How the reading of one segment ended.
+#[derive(Debug, PartialEq, Eq)]
+enum SegmentEnd {
+    /// Read to its end (or to damage the checkpoint covers): go on.
+    Read,
+    /// The log ends in this segment: later ones are to be removed.
+    TornTail,
+}
+
 /// Replays records above `covered_seq` (older ones are already in the tree)
-/// in sequence order, and cuts a torn tail off the newest segment.
+/// in sequence order, cuts a torn tail, and syncs every segment it keeps
+/// (after a `kill -9` their records may be only in the OS's cache, and the
+/// log goes on in a new segment whose syncs would not cover them).
 pub(crate) fn replay(
     fs: &dyn FileSystem,
     dir: &Path,
@@ -59,8 +81,11 @@ pub(crate) fn replay(
         },
     };
     for (i, &id) in ids.iter().enumerate() {
-        let is_newest = i + 1 == ids.len();
-        replay_segment(fs, dir, id, is_newest, &mut progress, apply)?;
+        let later = &ids[i + 1..];
+        if replay_segment(fs, dir, id, later, &mut progress, apply)? == SegmentEnd::TornTail {
+            remove_after_tail(fs, dir, later, &mut progress)?;
+            break;
+        }
     }
     Ok(progress.outcome)
 }
@@ -69,34 +94,35 @@ fn replay_segment(
     fs: &dyn FileSystem,
     dir: &Path,
     id: u64,
-    is_newest: bool,
+    later: &[u64],
     progress: &mut Progress,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> Result<()> {
+) -> Result<SegmentEnd> {
     let path = dir.join(segment_file_name(id));
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
     let format = match check_header(&buf, id) {
-        Ok(format) => format,
+        Ok(format) => format.payload,
         Err(e @ HeaderError::UnknownVersion(_)) => {
             // Its records cannot be read, and must not be dropped.
             return Err(Error::corruption(&path, 8, e.reason()));
         }
         Err(HeaderError::Damaged(reason)) => {
-            if !is_newest {
+            // A header is synced before the segment's first record and
+            // before any later segment exists.
+            if !later.is_empty() {
                 return Err(Error::corruption(&path, 0, reason));
             }
-            // A crash while the segment was being created leaves no record
-            // behind it, since the header is synced before any record is
-            // written: a frame whose checksum holds after a damaged header
-            // proves rot (whatever its payload's layout, which the header
-            // no longer tells).
+            // A crash while the newest segment was being created leaves no
+            // record behind it: a frame whose checksum holds after a
+            // damaged header proves rot (whatever its payload's layout,
+            // which the header no longer tells).
             if checksummed_frame_after(&buf, 0) {
                 return Err(Error::corruption(&path, 0, reason));
             }
             fs.remove_file(&path)?;
             fs.sync_dir(dir)?;
             progress.outcome.tail_bytes_dropped += buf.len() as u64;
-            return Ok(());
+            return Ok(SegmentEnd::Read);
         }
     };
     let next_expected = progress
@@ -107,46 +133,157 @@ fn replay_segment(
         _ => next_expected,
     };
     progress.outcome.segments.push((id, first_seq));
-    let header_only = buf.len() == SEGMENT_HEADER_BYTES as usize
-        || matches!(
-            record::decode(&buf[SEGMENT_HEADER_BYTES as usize..], format),
-            Frame::Truncated | Frame::Invalid(_)
-        );
-    if header_only {
-        progress.outcome.empty_segments.push(id);
-    }
+    let mut holds_updates = false;
     let mut offset = SEGMENT_HEADER_BYTES as usize;
+    let mut damaged_at = None;
     while offset < buf.len() {
         match record::decode(&buf[offset..], format) {
             Frame::Valid(rec, len) => {
+                holds_updates |= !rec.ops.is_empty();
                 apply_record(progress, rec, &path, offset, apply)?;
                 offset += len;
             }
             Frame::Malformed(reason) => {
                 return Err(Error::corruption(&path, offset as u64, reason));
             }
-            Frame::Truncated | Frame::Invalid(_) if is_newest => {
-                if let Some(reason) = damage_before_synced_data(&buf, offset, format) {
-                    return Err(Error::corruption(&path, offset as u64, reason));
-                }
-                cut_torn_tail(fs, &path, offset as u64)?;
-                progress.outcome.tail_bytes_dropped += written_len(&buf[offset..]);
-                return Ok(());
-            }
-            Frame::Truncated => {
-                return Err(Error::corruption(&path, offset as u64, "record cut short"));
-            }
-            Frame::Invalid(reason) => {
-                return Err(Error::corruption(&path, offset as u64, reason));
+            Frame::Truncated | Frame::Invalid(_) => {
+                damaged_at = Some(offset);
+                break;
             }
         }
     }
-    if is_newest {
-        // Its records may still be only in the OS's cache (a kill, not a
-        // power cut). The log goes on in a new segment and syncs only that
-        // one from now on: a later synced record must not outlive these.
+    let next_first_seq = later.first().and_then(|&id| first_seq_of(fs, dir, id));
+    if damaged_at.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
+        // Records the next segment's marker says were written here are
+        // gone: lost with the unsynced end of the file.
+        damaged_at = Some(buf.len());
+    }
+    let mut end = SegmentEnd::Read;
+    if let Some(at) = damaged_at {
+        end = judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress)
+            .map_err(|reason| Error::corruption(&path, at as u64, reason))?;
+        if end == SegmentEnd::TornTail {
+            cut_torn_tail(fs, &path, at as u64)?;
+            progress.outcome.tail_bytes_dropped += written_len(&buf[at..]);
+        }
+    }
+    if !holds_updates {
+        progress.outcome.empty_segments.push(id);
+    }
+    if end == SegmentEnd::Read {
         fs.open(&path, OpenOptions::read_write_create())?
             .sync_data()?;
+    }
+    Ok(end)
+}
+
+/// The sequence number the next record must have.
+fn expected_after(progress: &Progress) -> u64 {
+    progress
+        .expected_next_seq
+        .unwrap_or(progress.covered_seq + 1)
+}
+
+/// What an invalid frame at `damaged_at` is (see the module's comment).
+/// `Ok(Read)` when the checkpoint covers it, `Ok(TornTail)` for a torn
+/// tail, `Err(reason)` for corruption.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the damaged segment and what is known of the later ones"
+)]
+fn judge_damage(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    buf: &[u8],
+    damaged_at: usize,
+    format: PayloadFormat,
+    later: &[u64],
+    next_first_seq: Option<u64>,
+    progress: &mut Progress,
+) -> std::result::Result<SegmentEnd, &'static str> {
+    if next_first_seq.is_some_and(|seq| seq <= progress.covered_seq + 1) {
+        progress.expected_next_seq = None;
+        return Ok(SegmentEnd::Read);
+    }
+    if find_valid_frame(buf, damaged_at + 1, format, |rec| {
+        rec.synced_through > damaged_at as u64
+    }) {
+        return Err("damaged record before data that was already synced");
+    }
+    let proven = later.iter().any(|&id| {
+        read_segment(fs, dir, id)
+            .is_some_and(|(buf, format)| proves_predecessors_synced(&buf, format))
+    });
+    if proven {
+        return Err("damaged record in a segment that a later one proves was synced");
+    }
+    Ok(SegmentEnd::TornTail)
+}
+
+/// A later segment's bytes and format; `None` if it cannot be read or its
+/// header is damaged: it then tells nothing about earlier ones (replay
+/// reports it when it gets there).
+fn read_segment(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<(Vec<u8>, SegmentFormat)> {
+    let path = dir.join(segment_file_name(id));
+    let buf = fs
+        .open(&path, OpenOptions::read_only())
+        .and_then(|f| read_all(&*f))
+        .ok()?;
+    let format = check_header(&buf, id).ok()?;
+    Some((buf, format))
+}
+
+/// Segment `id`'s first sequence number, from its first frame (from
+/// version 3 on, its marker) when that is valid. Reads only the start of
+/// the file unless the first frame is longer.
+fn first_seq_of(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<u64> {
+    const START_BYTES: u64 = 4096;
+    let file = fs
+        .open(&dir.join(segment_file_name(id)), OpenOptions::read_only())
+        .ok()?;
+    let len = file.len().ok()?;
+    let mut start = vec![0u8; len.min(START_BYTES) as usize];
+    crate::io::read_exact_at(&*file, &mut start, 0).ok()?;
+    let format = check_header(&start, id).ok()?;
+    match record::decode(&start[SEGMENT_HEADER_BYTES as usize..], format.payload) {
+        Frame::Valid(rec, _) => Some(rec.first_seq),
+        Frame::Truncated if len > START_BYTES => {
+            let whole = read_all(&*file).ok()?;
+            match record::decode(&whole[SEGMENT_HEADER_BYTES as usize..], format.payload) {
+                Frame::Valid(rec, _) => Some(rec.first_seq),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Builds before format version 3 synced a segment before creating the
+/// next; from version 3 on, a frame claiming more than the header as
+/// synced was written once every earlier segment still needed was synced.
+fn proves_predecessors_synced(buf: &[u8], format: SegmentFormat) -> bool {
+    !format.opens_with_marker
+        || find_valid_frame(buf, SEGMENT_HEADER_BYTES as usize, format.payload, |rec| {
+            rec.synced_through >= SEGMENT_HEADER_BYTES
+        })
+}
+
+/// Removes the segments after a torn tail: their records follow a gap.
+fn remove_after_tail(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    later: &[u64],
+    progress: &mut Progress,
+) -> Result<()> {
+    for &id in later {
+        let path = dir.join(segment_file_name(id));
+        let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
+        let body = buf.get(SEGMENT_HEADER_BYTES as usize..).unwrap_or(&[]);
+        progress.outcome.tail_bytes_dropped += written_len(body);
+        fs.remove_file(&path)?;
+    }
+    if !later.is_empty() {
+        fs.sync_dir(dir)?;
     }
     Ok(())
 }
@@ -192,28 +329,18 @@ fn apply_record(
     Ok(())
 }
 
-/// A valid frame after `damaged_at` that was written once `damaged_at` had
-/// been synced proves the damage hit durable data, not a torn write.
-fn damage_before_synced_data(
-    buf: &[u8],
-    damaged_at: usize,
-    format: PayloadFormat,
-) -> Option<&'static str> {
-    find_valid_frame(buf, damaged_at + 1, format, |rec| {
-        rec.synced_through > damaged_at as u64
-    })
-    .then_some("damaged record before data that was already synced")
-}
-
 /// Whether a frame whose checksum holds (its payload parsing or not)
-/// starts at or after `from`.
+/// starts at or after `from`, other than a marker right after the header:
+/// the marker is written with the header, so a torn creation can leave it
+/// beside a damaged header.
 fn checksummed_frame_after(buf: &[u8], from: usize) -> bool {
-    frame_starts(buf, from).any(|at| {
-        matches!(
-            record::decode(&buf[at..], PayloadFormat::CURRENT),
-            Frame::Valid(..) | Frame::Malformed(_)
-        )
-    })
+    frame_starts(buf, from).any(
+        |at| match record::decode(&buf[at..], PayloadFormat::CURRENT) {
+            Frame::Valid(rec, _) => !(at == SEGMENT_HEADER_BYTES as usize && rec.ops.is_empty()),
+            Frame::Malformed(_) => true,
+            Frame::Truncated | Frame::Invalid(_) => false,
+        },
+    )
 }
 
 /// Offsets at or after `from` where a frame's magic is.

@@ -43,11 +43,54 @@ pub(crate) fn list_segments(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u
 pub(crate) fn encode_header(id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
     h[0..8].copy_from_slice(SEGMENT_MAGIC);
-    h[8..12].copy_from_slice(&PayloadFormat::CURRENT.version().to_le_bytes());
+    h[8..12].copy_from_slice(&SegmentFormat::CURRENT.version().to_le_bytes());
     h[16..24].copy_from_slice(&id.to_le_bytes());
     let crc = crc32c::crc32c(&h[0..24]);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
     h
+}
+
+/// What a segment's header version says about the segment: how its
+/// records are laid out, and whether it opens with a marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentFormat {
+    pub payload: PayloadFormat,
+    /// Version 3 on: the segment opens with a marker (a record without
+    /// updates, synced with the header) whose `first_seq` is the
+    /// segment's first sequence number, and the segments before it may
+    /// not have been synced when it was created. Earlier builds synced a
+    /// segment before creating the next and wrote no marker.
+    pub opens_with_marker: bool,
+}
+
+impl SegmentFormat {
+    pub(crate) const CURRENT: Self = Self {
+        payload: PayloadFormat::V2,
+        opens_with_marker: true,
+    };
+    const ALL: [Self; 3] = [
+        Self {
+            payload: PayloadFormat::V1,
+            opens_with_marker: false,
+        },
+        Self {
+            payload: PayloadFormat::V2,
+            opens_with_marker: false,
+        },
+        Self::CURRENT,
+    ];
+
+    pub(crate) fn version(self) -> u32 {
+        match (self.payload, self.opens_with_marker) {
+            (PayloadFormat::V1, _) => 1,
+            (PayloadFormat::V2, false) => 2,
+            (PayloadFormat::V2, true) => 3,
+        }
+    }
+
+    fn from_version(version: u32) -> Option<Self> {
+        Self::ALL.into_iter().find(|f| f.version() == version)
+    }
 }
 
 /// Why a segment header is unusable.
@@ -71,8 +114,8 @@ impl HeaderError {
     }
 }
 
-/// Checks a segment header and gives the layout of the segment's records.
-pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, HeaderError> {
+/// Checks a segment header and gives the segment's format.
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentFormat, HeaderError> {
     if header.len() < SEGMENT_HEADER_BYTES as usize {
         return Err(HeaderError::Damaged("segment header cut short"));
     }
@@ -86,7 +129,7 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<PayloadFormat, Head
     // if it also lays out the rest differently.
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
     let format =
-        PayloadFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))?;
+        SegmentFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))?;
     if header[16..24] != id.to_le_bytes() {
         return Err(HeaderError::Damaged(
             "segment id does not match its file name",
@@ -117,6 +160,8 @@ pub(crate) struct SegmentWriter {
     ahead: Option<ReserveAhead>,
     /// The end of the furthest step asked of `ahead`.
     requested_len_bytes: u64,
+    /// `cut_reserve` shortened the file since the last sync.
+    length_unsynced: bool,
 }
 
 /// Bytes written to and syncs of WAL segments, headers included.
@@ -127,12 +172,17 @@ pub(crate) struct WalIo {
 }
 
 impl SegmentWriter {
-    /// Creates segment `id` with a durable header and directory entry.
+    /// Creates segment `id` with a durable header, marker and directory
+    /// entry. `first_seq` is the sequence number its first record will
+    /// get; `predecessors_synced` says whether every earlier segment still
+    /// needed is durable, which the marker records for replay.
     pub fn create(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         id: u64,
         segment_size_bytes: u64,
+        first_seq: u64,
+        predecessors_synced: bool,
     ) -> io::Result<Self> {
         let path = dir.join(segment_file_name(id));
         let options = OpenOptions {
@@ -141,7 +191,9 @@ impl SegmentWriter {
             ..OpenOptions::default()
         };
         let file = fs.open(&path, options)?;
-        file.write_at(&encode_header(id), 0)?;
+        let start = header_and_marker(id, first_seq, predecessors_synced);
+        let start_len_bytes = start.len() as u64;
+        file.write_at(&start, 0)?;
         file.sync_data()?;
         fs.sync_dir(dir)?;
         // A mapping only saves system calls: without one, appends write.
@@ -154,16 +206,17 @@ impl SegmentWriter {
             .and_then(|m| ReserveAhead::start(file.clone(), m.populater()).ok());
         let mut writer = SegmentWriter {
             mapping,
-            reserved_len_bytes: SEGMENT_HEADER_BYTES,
+            reserved_len_bytes: start_len_bytes,
             ahead,
-            requested_len_bytes: SEGMENT_HEADER_BYTES,
+            requested_len_bytes: start_len_bytes,
             file,
             id,
-            len_bytes: SEGMENT_HEADER_BYTES,
-            synced_len_bytes: SEGMENT_HEADER_BYTES,
+            len_bytes: start_len_bytes,
+            synced_len_bytes: start_len_bytes,
+            length_unsynced: false,
             segment_size_bytes,
             unreported: WalIo {
-                bytes_written: SEGMENT_HEADER_BYTES,
+                bytes_written: start_len_bytes,
                 syncs: 1,
             },
         };
@@ -195,6 +248,16 @@ impl SegmentWriter {
     /// Id of the segment being written.
     pub fn segment_id(&self) -> u64 {
         self.id
+    }
+
+    /// The segment's file, to sync after the writer is gone.
+    pub fn file(&self) -> Arc<dyn File> {
+        self.file.clone()
+    }
+
+    /// Counts a sync made elsewhere (of an earlier segment's file).
+    pub fn count_sync(&mut self) {
+        self.unreported.syncs += 1;
     }
 
     /// Carries I/O counts over from the segment this one follows.
@@ -292,7 +355,7 @@ impl SegmentWriter {
     /// Makes everything appended so far durable. `fdatasync` covers the
     /// pages written through the mapping as well.
     pub fn sync(&mut self) -> io::Result<()> {
-        if self.synced_len_bytes < self.len_bytes {
+        if self.synced_len_bytes < self.len_bytes || self.length_unsynced {
             self.sync_now()?;
         }
         Ok(())
@@ -301,6 +364,7 @@ impl SegmentWriter {
     fn sync_now(&mut self) -> io::Result<()> {
         self.file.sync_data()?;
         self.synced_len_bytes = self.len_bytes;
+        self.length_unsynced = false;
         self.unreported.syncs += 1;
         Ok(())
     }
@@ -314,11 +378,13 @@ impl SegmentWriter {
         self.ahead = None;
     }
 
-    /// Cuts the storage reserved past the last record off the file and
-    /// makes everything durable, so a finished segment (rotated, or sealed
-    /// on a clean close) ends with its last record: replay reports damage
-    /// in older segments as corruption, zeros included.
-    pub fn finish(&mut self) -> io::Result<()> {
+    /// Cuts the storage reserved past the last record off the file, so a
+    /// finished segment (rotated, or sealed on a clean close) ends with its
+    /// last record. Syncs nothing: a rotated segment is synced when a later
+    /// sync needs it (`Wal`), and most never are, since a checkpoint covers
+    /// them first. Until then a power cut may leave its file longer, with
+    /// zeros after the last record, or shorter.
+    pub fn cut_reserve(&mut self) -> io::Result<()> {
         // The worker must not lengthen the file once it is cut: dropping
         // its handle ends it.
         self.ahead = None;
@@ -326,12 +392,33 @@ impl SegmentWriter {
         if self.reserved_len_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
             self.reserved_len_bytes = self.len_bytes;
-            // `fdatasync` makes a changed length durable too, even when
-            // every record already was.
-            return self.sync_now();
+            // `fdatasync` must now make the changed length durable too,
+            // even when every record already was.
+            self.length_unsynced = true;
         }
+        Ok(())
+    }
+
+    /// Cuts the reserve and makes everything durable (a clean close).
+    pub fn finish(&mut self) -> io::Result<()> {
+        self.cut_reserve()?;
         self.sync()
     }
+}
+
+/// A new segment's first bytes: its header, then the marker that gives
+/// its first sequence number. The marker's `synced_through` is the
+/// header's length when every earlier segment was durable at creation (a
+/// proof replay relies on, `wal::replay`), else zero.
+pub(crate) fn header_and_marker(id: u64, first_seq: u64, predecessors_synced: bool) -> Vec<u8> {
+    let mut out = encode_header(id).to_vec();
+    let synced_through = if predecessors_synced {
+        SEGMENT_HEADER_BYTES
+    } else {
+        0
+    };
+    crate::wal::record::encode(&mut out, first_seq, synced_through, &[]);
+    out
 }
 
 #[cfg(test)]
@@ -340,7 +427,7 @@ mod tests {
     use crate::io::{RealFs, read_all};
 
     fn writer(dir: &Path, segment_size_bytes: u64) -> SegmentWriter {
-        SegmentWriter::create(Arc::new(RealFs), dir, 1, segment_size_bytes).unwrap()
+        SegmentWriter::create(Arc::new(RealFs), dir, 1, segment_size_bytes, 1, true).unwrap()
     }
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -354,7 +441,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = writer(dir.path(), 64 << 20);
         assert!(w.mapping.is_some(), "a real file is mapped");
-        let mut expected = encode_header(1).to_vec();
+        let mut expected = header_and_marker(1, 1, true);
         for i in 0..20_000u32 {
             let bytes = pattern(100 + (i % 150) as usize, i as u8);
             w.append(&bytes).unwrap();
@@ -409,7 +496,7 @@ mod tests {
         wait_for_worker(&w);
         assert_eq!(file_len(&w), (1 + RESERVE_AHEAD_STEPS) * MIB);
         let record = pattern(1000, 7);
-        let mut expected = encode_header(1).to_vec();
+        let mut expected = header_and_marker(1, 1, true);
         for step in 1..=2 * RESERVE_AHEAD_STEPS {
             // Into the next step: the appends take it from the worker.
             while (expected.len() as u64) < (step - 1) * MIB + 10_000 {
@@ -438,7 +525,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // The mapping covers 64 KiB + 4 MiB.
         let mut w = writer(dir.path(), 64 << 10);
-        let mut expected = encode_header(1).to_vec();
+        let mut expected = header_and_marker(1, 1, true);
         let sizes = [1000, 5 << 20, 300, (4 << 20) - 100, 2000];
         for (i, size) in sizes.into_iter().enumerate() {
             let bytes = pattern(size, i as u8);
@@ -506,11 +593,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let backed = Arc::new(std::sync::Mutex::new(Vec::new()));
         let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        // The worker's first request: 32 .. 5 MiB.
-        let first_request = (
-            SEGMENT_HEADER_BYTES,
-            (1 + RESERVE_AHEAD_STEPS) * MIB - SEGMENT_HEADER_BYTES,
-        );
+        // The worker's first request: from the marker's end to 5 MiB.
+        let start = header_and_marker(1, 1, true).len() as u64;
+        let first_request = (start, (1 + RESERVE_AHEAD_STEPS) * MIB - start);
         let (file_backed, file_failed) = (backed.clone(), failed.clone());
         let fs = Arc::new(crate::io::WrapFs {
             inner: Arc::new(RealFs),
@@ -523,7 +608,7 @@ mod tests {
                 })
             },
         });
-        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20).unwrap();
+        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20, 1, true).unwrap();
         while failed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -547,7 +632,7 @@ mod tests {
         // Every byte appended lies in storage reserved or written first.
         let mut ranges = backed.lock().unwrap().clone();
         ranges.sort_by_key(|r| r.start);
-        let mut covered_to = SEGMENT_HEADER_BYTES;
+        let mut covered_to = start;
         for r in &ranges {
             if r.start <= covered_to {
                 covered_to = covered_to.max(r.end);
@@ -611,9 +696,9 @@ mod tests {
                 })
             },
         });
-        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20).unwrap();
+        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20, 1, true).unwrap();
         assert!(w.mapping.is_some(), "a real file is mapped");
-        let mut expected = encode_header(1).to_vec();
+        let mut expected = header_and_marker(1, 1, true);
         for i in 0..50u8 {
             let bytes = pattern(300, i);
             w.append(&bytes).unwrap();
