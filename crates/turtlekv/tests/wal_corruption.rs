@@ -270,3 +270,41 @@ fn damaged_header_of_a_newest_segment_without_records_is_removed() {
     let db = open_fault(&crashed, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 5);
 }
+
+/// `flush_wal` makes an older, unsynced segment durable and leaves proof of
+/// it in the current one, so rot in that segment's last record after a
+/// crash is corruption, not a torn tail that would drop it and everything
+/// after it (found by a review: 102 flushed keys were dropped silently).
+#[test]
+fn rot_in_an_older_segment_made_durable_by_flush_wal_is_corruption() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    let mut i = 0u32;
+    while fs.list_dir(Path::new("/db/wal")).unwrap().len() < 2 {
+        db.put(i.to_be_bytes(), [1u8; 64]).unwrap();
+        i += 1;
+    }
+    for j in 0..100u32 {
+        db.put((1_000_000 + j).to_be_bytes(), [2u8; 64]).unwrap();
+    }
+    db.flush_wal().unwrap();
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    drop(db);
+    let len = crashed
+        .open(Path::new(&segment(1)), Default::default())
+        .unwrap()
+        .len()
+        .unwrap();
+    crashed
+        .flip_bit(Path::new(&segment(1)), (len - 5) * 8)
+        .unwrap();
+    match open_fault(&crashed, small_options()) {
+        Err(Error::Corruption { file, .. }) => assert_eq!(file, Path::new(&segment(1))),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(db) => panic!(
+            "opened without error: {} keys, {} bytes dropped as a torn tail",
+            contents(&db).len(),
+            db.stats().wal_tail_bytes_dropped
+        ),
+    }
+}

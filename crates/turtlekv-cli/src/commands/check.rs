@@ -28,9 +28,10 @@ struct Verified {
     memtable_keys: u64,
     tree_pages: u64,
     tree_keys: u64,
-    /// Bytes of a torn last WAL record that this check's own open cut off
-    /// (a crash mid-write; nothing acknowledged as synced is lost): the
-    /// evidence is gone afterwards, so the check says so.
+    /// Bytes of a torn WAL tail that this check's own open cut off (the end
+    /// of the log's unsynced writes, torn by a crash, and any segment after
+    /// it; nothing acknowledged as synced is lost): the evidence is gone
+    /// afterwards, so the check says so.
     wal_tail_bytes_dropped: u64,
 }
 
@@ -134,7 +135,7 @@ fn write_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         if v.wal_tail_bytes_dropped > 0 {
             writeln!(
                 out,
-                "  recovery   cut a torn last WAL record ({} bytes): a crash cut its write short",
+                "  recovery   cut a torn WAL tail ({} bytes): unsynced writes a crash cut short",
                 v.wal_tail_bytes_dropped
             )?;
         }

@@ -208,8 +208,25 @@ impl Wal {
     /// Syncs the rotated segments still unsynced, oldest first, then the
     /// current one.
     fn sync_unchecked(&mut self) -> io::Result<()> {
-        self.sync_predecessors()?;
+        if !self.unsynced.is_empty() {
+            self.sync_predecessors()?;
+            // Nothing written since the rotation proves the earlier
+            // segments durable; a record without updates does, and the
+            // sync below that the caller asked for covers it. Without it,
+            // rot in their last records after a crash would be taken for
+            // a torn tail, and everything after dropped.
+            self.append_proof()?;
+        }
         self.writer.sync()
+    }
+
+    /// Appends a record without updates whose `synced_through` claims
+    /// what is synced now (a seal's layout; `format.md`, "Payload").
+    fn append_proof(&mut self) -> io::Result<()> {
+        self.encode_buf.clear();
+        let synced_through = self.synced_through();
+        record::encode(&mut self.encode_buf, self.next_seq, synced_through, &[]);
+        self.writer.append(&self.encode_buf)
     }
 
     fn sync_predecessors(&mut self) -> io::Result<()> {
@@ -239,10 +256,7 @@ impl Wal {
         if self.sealed {
             return Ok(());
         }
-        self.encode_buf.clear();
-        let synced_through = self.synced_through();
-        record::encode(&mut self.encode_buf, self.next_seq, synced_through, &[]);
-        self.writer.append(&self.encode_buf)?;
+        self.append_proof()?;
         self.writer.finish()?;
         self.sealed = true;
         Ok(())
@@ -258,7 +272,17 @@ impl Wal {
     }
 
     fn rotate_unchecked(&mut self) -> io::Result<()> {
-        self.writer.cut_reserve()?;
+        // A segment whose records are all durable already (the last group
+        // was synced, or `flush_wal` came last) is finished durably, length
+        // included, for one cheap `fdatasync`: the next marker can then
+        // prove it, and rot in its last records is reported, not dropped
+        // as a torn tail.
+        let all_synced = self.unsynced.is_empty() && self.writer.records_synced();
+        if all_synced {
+            self.writer.finish()?;
+        } else {
+            self.writer.cut_reserve()?;
+        }
         let id = self.writer.segment_id() + 1;
         let mut next = SegmentWriter::create(
             self.fs.clone(),
@@ -266,16 +290,19 @@ impl Wal {
             id,
             self.segment_size_bytes,
             self.next_seq,
-            false,
+            all_synced,
         )?;
         next.add_unreported(self.writer.take_io());
-        self.unsynced
-            .push((self.writer.segment_id(), self.writer.file()));
+        if !all_synced {
+            self.unsynced
+                .push((self.writer.segment_id(), self.writer.file()));
+        }
+        // Until a sync, nothing proves the older segments durable: a clean
+        // close must seal, even if this segment stays empty. A durable
+        // finish is proven by the new marker.
+        self.sealed = all_synced;
         self.writer = next;
         self.segments.push_back((id, self.next_seq));
-        // Until a sync, nothing proves the older segments durable: a clean
-        // close must seal, even if this segment stays empty.
-        self.sealed = false;
         Ok(())
     }
 
@@ -649,7 +676,10 @@ mod tests {
         let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
         let (seen, outcome) = replay_all(&crashed, 0).unwrap();
         assert!(seen.is_empty(), "nothing was synced: {seen:?}");
-        assert!(outcome.tail_bytes_dropped > 0);
+        // Only the markers were left: segment 2 followed a gap, segment 1
+        // holds no update; 3 is the open's new segment.
+        assert_eq!(outcome.tail_bytes_dropped, 0);
+        assert_eq!(list_segments(&crashed, Path::new(DIR)).unwrap(), vec![3]);
     }
 
     #[test]
@@ -749,5 +779,56 @@ mod tests {
             replay_all(&crashed, 0).unwrap().0,
             (1..=6).collect::<Vec<_>>()
         );
+    }
+
+    /// A segment whose last group was a `sync` write is finished durably at
+    /// the rotation, and the next marker proves it: rot in that group after
+    /// a crash is corruption, not a torn tail that would drop it and the
+    /// segments after it.
+    #[test]
+    fn rot_in_a_segment_synced_before_its_rotation_is_corruption() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(1)].iter(), false).unwrap();
+        wal.append_group([batch(2)].iter(), true).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(2)].iter(), false).unwrap();
+        std::mem::forget(wal);
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        flip_last_byte(&crashed, 1);
+        let err = replay_all(&crashed, 0).unwrap_err();
+        assert!(
+            matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("later one proves")),
+            "{err}"
+        );
+    }
+
+    /// A frame inside a value of a later segment (found by its magic, as
+    /// the search inside a damaged segment does) is no proof: after a power
+    /// cut that kept segment 2 and lost segment 1's records, replay must
+    /// end the log in segment 1, not report corruption.
+    #[test]
+    fn a_frame_inside_a_value_is_no_proof() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (mut wal, _) = open(&fs, 0);
+        wal.append_group([batch(3)].iter(), false).unwrap();
+        wal.rotate().unwrap();
+        let mut fake = Vec::new();
+        record::encode(&mut fake, 1, 1_000, &batch(1).ops);
+        let mut with_frame = WriteBatch::new();
+        with_frame.put("blob", fake);
+        wal.append_group([with_frame].iter(), false).unwrap();
+        std::mem::forget(wal);
+        // The kernel wrote segment 2 back, not segment 1.
+        let path = Path::new(DIR).join(segment_file_name(2));
+        let file = fs
+            .open(&path, crate::io::OpenOptions::read_write_create())
+            .unwrap();
+        file.sync_data().unwrap();
+        let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
+        let (seen, _) = replay_all(&crashed, 0).unwrap();
+        assert!(seen.is_empty(), "{seen:?}");
     }
 }

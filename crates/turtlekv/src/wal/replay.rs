@@ -177,6 +177,16 @@ fn replay_segment(
     Ok(end)
 }
 
+/// A segment's bytes after its header and, if its first frame is a
+/// marker (no updates), after that: what a removal loses.
+fn records_after_marker(buf: &[u8]) -> &[u8] {
+    let body = buf.get(SEGMENT_HEADER_BYTES as usize..).unwrap_or(&[]);
+    match record::decode(body, PayloadFormat::CURRENT) {
+        Frame::Valid(rec, len) if rec.ops.is_empty() => &body[len..],
+        _ => body,
+    }
+}
+
 /// The sequence number the next record must have.
 fn expected_after(progress: &Progress) -> u64 {
     progress
@@ -259,13 +269,23 @@ fn first_seq_of(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<u64> {
 }
 
 /// Builds before format version 3 synced a segment before creating the
-/// next; from version 3 on, a frame claiming more than the header as
+/// next; from version 3 on, a record claiming more than the header as
 /// synced was written once every earlier segment still needed was synced.
+/// Records are read in order from the marker, up to the first that does
+/// not verify: a frame found by its magic alone may lie inside a value,
+/// and a proof is never written after bytes that were not synced with it.
 fn proves_predecessors_synced(buf: &[u8], format: SegmentFormat) -> bool {
-    !format.opens_with_marker
-        || find_valid_frame(buf, SEGMENT_HEADER_BYTES as usize, format.payload, |rec| {
-            rec.synced_through >= SEGMENT_HEADER_BYTES
-        })
+    if !format.opens_with_marker {
+        return true;
+    }
+    let mut offset = SEGMENT_HEADER_BYTES as usize;
+    while let Frame::Valid(rec, len) = record::decode(&buf[offset..], format.payload) {
+        if rec.synced_through >= SEGMENT_HEADER_BYTES {
+            return true;
+        }
+        offset += len;
+    }
+    false
 }
 
 /// Removes the segments after a torn tail: their records follow a gap.
@@ -278,8 +298,7 @@ fn remove_after_tail(
     for &id in later {
         let path = dir.join(segment_file_name(id));
         let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
-        let body = buf.get(SEGMENT_HEADER_BYTES as usize..).unwrap_or(&[]);
-        progress.outcome.tail_bytes_dropped += written_len(body);
+        progress.outcome.tail_bytes_dropped += written_len(records_after_marker(&buf));
         fs.remove_file(&path)?;
     }
     if !later.is_empty() {

@@ -235,6 +235,12 @@ impl SegmentWriter {
         self.synced_len_bytes
     }
 
+    /// Whether every record appended so far is durable (the file's
+    /// length may still not be).
+    pub fn records_synced(&self) -> bool {
+        self.synced_len_bytes == self.len_bytes
+    }
+
     /// Bytes appended so far, header included.
     pub fn len_bytes(&self) -> u64 {
         self.len_bytes
