@@ -215,8 +215,15 @@ fn judge_damage(
         progress.expected_next_seq = None;
         return Ok(SegmentEnd::Read);
     }
-    if find_valid_frame(buf, damaged_at + 1, format, |rec| {
+    // Frames after damage can only be found by their magic, which a value
+    // may hold too. A record claims only bytes before itself as synced,
+    // and follows the damaged one in sequence: a frame inside a value that
+    // breaks either is no proof.
+    let damaged_seq = expected_after(progress);
+    if find_valid_frame(buf, damaged_at + 1, format, |at, rec| {
         rec.synced_through > damaged_at as u64
+            && rec.synced_through <= at as u64
+            && rec.first_seq >= damaged_seq
     }) {
         return Err("damaged record before data that was already synced");
     }
@@ -368,15 +375,16 @@ fn frame_starts(buf: &[u8], from: usize) -> impl Iterator<Item = usize> + '_ {
     (from..buf.len().saturating_sub(3)).filter(move |&at| buf[at..at + 4] == magic)
 }
 
-/// Whether a valid frame that `wanted` accepts starts at or after `from`.
+/// Whether a valid frame that `wanted` accepts (given its offset) starts
+/// at or after `from`.
 fn find_valid_frame(
     buf: &[u8],
     from: usize,
     format: PayloadFormat,
-    wanted: impl Fn(&record::Record) -> bool,
+    wanted: impl Fn(usize, &record::Record) -> bool,
 ) -> bool {
     frame_starts(buf, from).any(
-        |at| matches!(record::decode(&buf[at..], format), Frame::Valid(rec, _) if wanted(&rec)),
+        |at| matches!(record::decode(&buf[at..], format), Frame::Valid(rec, _) if wanted(at, &rec)),
     )
 }
 
