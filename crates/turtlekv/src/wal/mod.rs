@@ -5,6 +5,8 @@
 mod compat_tests;
 pub(crate) mod fuzz_hook;
 mod group_commit;
+#[cfg(test)]
+mod history_tests;
 mod log;
 mod payload_v1;
 mod payload_v2;
