@@ -5,7 +5,9 @@
 //! once their directory was synced). Writes since the last sync are kept as an
 //! ordered list, so a crash can drop them all, keep a random subset, or tear
 //! the last one at a 512-byte boundary. Files opened with `direct` reject
-//! unaligned I/O with `EINVAL`, as `O_DIRECT` does, so tests catch it.
+//! unaligned I/O with `EINVAL`, as `O_DIRECT` does, so tests catch it. A
+//! removed file whose entry was durable comes back in a crash until its
+//! directory is synced, as an unlink does.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -109,6 +111,9 @@ struct State {
     space_limit_bytes: Option<u64>,
     /// Every directory `sync_dir` was called on, in order.
     synced_dirs: Vec<PathBuf>,
+    /// Files removed since their directory was last synced, whose entries
+    /// were durable: a crash brings them back.
+    removed_unsynced: HashMap<PathBuf, Arc<Mutex<FileData>>>,
 }
 
 /// The fault-injecting in-memory file system. Clones share one state.
@@ -207,8 +212,23 @@ impl FaultFs {
         let mut files = HashMap::new();
         let mut paths: Vec<_> = s.files.keys().cloned().collect();
         paths.sort();
-        for path in paths {
-            let f = s.files[&path].lock();
+        // A removal not made durable is undone, unless a file whose entry
+        // is durable took the name since (its directory sync made the
+        // removal durable too).
+        let mut removed: Vec<_> = s
+            .removed_unsynced
+            .keys()
+            .filter(|p| !s.files.get(*p).is_some_and(|f| f.lock().entry_durable))
+            .cloned()
+            .collect();
+        removed.sort();
+        let entries = paths.into_iter().map(|p| (s.files[&p].clone(), p)).chain(
+            removed
+                .into_iter()
+                .map(|p| (s.removed_unsynced[&p].clone(), p)),
+        );
+        for (file, path) in entries {
+            let f = file.lock();
             if !f.entry_durable {
                 continue;
             }
@@ -259,6 +279,7 @@ impl FaultFs {
             dirs: s.dirs.clone(),
             writes: s.writes,
             syncs: s.syncs,
+            removed_unsynced: s.removed_unsynced.clone(),
             ..State::default()
         };
         FaultFs {
@@ -471,16 +492,20 @@ impl FileSystem for FaultFs {
         }))
     }
 
+    /// The name goes at once for readers; a crash brings the file back
+    /// (as its durable image) until its directory is synced.
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         let mut s = self.state.lock();
-        s.files
-            .remove(path)
-            .map(|_| ())
-            .ok_or_else(|| io::ErrorKind::NotFound.into())
+        let file = s.files.remove(path).ok_or(io::ErrorKind::NotFound)?;
+        if file.lock().entry_durable {
+            s.removed_unsynced.insert(path.to_path_buf(), file);
+        }
+        Ok(())
     }
 
-    /// The new name is durable only after `sync_dir`; like a removal, the
-    /// old name goes at once.
+    /// The new name is durable only after `sync_dir`. The old name goes at
+    /// once, and unlike a removal's, a crash does not bring it back (nor a
+    /// file the new name replaced): a gap in the model.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.check_fault(false, to)?;
         let mut s = self.state.lock();
@@ -507,6 +532,7 @@ impl FileSystem for FaultFs {
         self.check_fault(true, path)?;
         let mut s = self.state.lock();
         s.synced_dirs.push(path.to_path_buf());
+        s.removed_unsynced.retain(|p, _| p.parent() != Some(path));
         for (p, f) in &s.files {
             if p.parent() == Some(path) {
                 f.lock().entry_durable = true;

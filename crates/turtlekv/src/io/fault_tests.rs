@@ -121,3 +121,33 @@ fn lock_is_exclusive_until_dropped() {
     drop(guard);
     assert!(fs.lock(Path::new("/db/LOCK")).unwrap().is_some());
 }
+
+#[test]
+fn a_removal_is_undone_by_a_crash_until_its_directory_is_synced() {
+    let (fs, f) = setup();
+    f.write_at(b"kept", 0).unwrap();
+    f.sync_data().unwrap();
+    fs.sync_dir(Path::new("/db")).unwrap();
+    fs.remove_file(Path::new("/db/f")).unwrap();
+    assert_eq!(contents(&fs), None, "gone for readers at once");
+    assert_eq!(
+        contents(&fs.crash(CrashMode::DropUnsynced)).unwrap(),
+        b"kept"
+    );
+    // A kill keeps the removal pending for a later power cut.
+    assert_eq!(
+        contents(&fs.kill().crash(CrashMode::DropUnsynced)).unwrap(),
+        b"kept"
+    );
+    fs.sync_dir(Path::new("/db")).unwrap();
+    assert_eq!(contents(&fs.crash(CrashMode::DropUnsynced)), None);
+}
+
+#[test]
+fn a_file_never_durable_does_not_come_back_after_its_removal() {
+    let (fs, f) = setup();
+    f.write_at(b"x", 0).unwrap();
+    f.sync_data().unwrap();
+    fs.remove_file(Path::new("/db/f")).unwrap();
+    assert_eq!(contents(&fs.crash(CrashMode::DropUnsynced)), None);
+}

@@ -51,6 +51,17 @@ impl CoveredSegments {
         }
         Ok(self.ids.len())
     }
+
+    /// Deletes the segment files without syncing the directory: a crash
+    /// before the next directory sync brings them back, as when one hits
+    /// `remove` between its deletions and its sync.
+    #[cfg(test)]
+    pub fn remove_unsynced(self) -> io::Result<usize> {
+        for &id in &self.ids {
+            self.fs.remove_file(&self.dir.join(segment_file_name(id)))?;
+        }
+        Ok(self.ids.len())
+    }
 }
 
 /// The write side of the WAL. Owned by one group-commit leader at a time.
