@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Model, checkpointing_options, contents, open_fault, small_options};
-use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+use turtlekv::io::{CrashMode, Fault, FaultFs};
 use turtlekv::{Db, Error, Options, WriteBatch, WriteOptions};
 
 type Entry = (Vec<u8>, Option<Vec<u8>>);
@@ -127,13 +127,7 @@ fn crash_everywhere_with_seeds(
     let mut crash_points = 0;
     for n in 0..=total {
         let fs = FaultFs::new();
-        fs.inject(Fault {
-            on: FaultOn::WriteOrSync,
-            after: n,
-            kind: FaultKind::Eio,
-            persistent: true,
-            path_contains: None,
-        });
+        fs.inject(Fault::crash_after(n));
         let (acked, durable) = match open_fault(&fs, options.clone()) {
             Ok(db) => run_until_failure(&db, work),
             Err(_) => (0, 0),

@@ -55,6 +55,20 @@ pub struct Fault {
     pub path_contains: Option<String>,
 }
 
+impl Fault {
+    /// The process is gone after `after` writes and syncs: every later one
+    /// fails with `EIO` (crash-point tests, then `FaultFs::crash`).
+    pub fn crash_after(after: u64) -> Self {
+        Fault {
+            on: FaultOn::WriteOrSync,
+            after,
+            kind: FaultKind::Eio,
+            persistent: true,
+            path_contains: None,
+        }
+    }
+}
+
 /// What survives a simulated crash of unsynced writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CrashMode {
@@ -446,10 +460,10 @@ fn fault_error(kind: FaultKind) -> io::Error {
 }
 
 /// A tiny deterministic generator, so crash images depend only on the seed.
-struct SplitMix(u64);
+pub(crate) struct SplitMix(pub(crate) u64);
 
 impl SplitMix {
-    fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);

@@ -22,6 +22,8 @@ use std::sync::Arc;
 
 pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
+#[cfg(test)]
+pub(crate) use fault::SplitMix;
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 pub(crate) use frames::{FRAME_BYTES, FrameCounts, FramePool};
 #[cfg(all(test, target_os = "linux"))]

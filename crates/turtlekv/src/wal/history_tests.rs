@@ -7,21 +7,21 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::WriteBatch;
-use crate::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem};
+use crate::io::SplitMix;
+use crate::io::{CrashMode, Fault, FaultFs, FileSystem};
 use crate::wal::log::Wal;
 use crate::wal::replay::ReplayOutcome;
 
 const DIR: &str = "/db/wal";
 
-struct Rng(u64);
+/// The file system's own generator, with a bound.
+struct Rng(SplitMix);
+
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
+
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
     }
@@ -57,7 +57,7 @@ fn crash_mode(rng: &mut Rng) -> CrashMode {
 /// checkpoints, each ended by a kill, a power cut or a close, some
 /// opens failing part way (and followed by a power cut).
 fn fuzz_once(seed: u64) -> std::result::Result<(), String> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng(SplitMix(seed));
     let mut fs = FaultFs::new();
     fs.create_dir_all(Path::new(DIR)).unwrap();
     let mut covered = 0u64;
@@ -70,13 +70,7 @@ fn fuzz_once(seed: u64) -> std::result::Result<(), String> {
         // Sometimes a crash during the open itself, then a power cut.
         if phase > 0 && rng.below(3) == 0 {
             let after = rng.below(10);
-            fs.inject(Fault {
-                on: FaultOn::WriteOrSync,
-                after,
-                kind: FaultKind::Eio,
-                persistent: true,
-                path_contains: None,
-            });
+            fs.inject(Fault::crash_after(after));
             let r = try_open(&fs, covered, seg_size).map(|_| ());
             let mode = crash_mode(&mut rng);
             log += &format!(

@@ -3,7 +3,7 @@
 //! acknowledged commit or the one in flight, with every page intact.
 
 use super::harness::{Version, list_children, open, record, small_options};
-use crate::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+use crate::io::{CrashMode, Fault, FaultFs};
 use crate::page::{PageStore, SuperblockRecord};
 use crate::{Error, Result};
 
@@ -86,13 +86,7 @@ fn crash_at_every_write_and_sync_recovers_a_committed_root() {
     assert!(total_ops > 30, "{total_ops} operations");
     for after in 0..=total_ops {
         let fs = FaultFs::new();
-        fs.inject(Fault {
-            on: FaultOn::WriteOrSync,
-            after,
-            kind: FaultKind::Eio,
-            persistent: true,
-            path_contains: None,
-        });
+        fs.inject(Fault::crash_after(after));
         let mut out = Outcome::default();
         let result = scenario(&fs, &mut out);
         if after < total_ops {
