@@ -418,6 +418,22 @@ mod tests {
         (wal, seen)
     }
 
+    /// An empty file system holding a new log.
+    fn new_log() -> (FaultFs, Wal) {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new(DIR)).unwrap();
+        let (wal, _) = open(&fs, 0);
+        (fs, wal)
+    }
+
+    /// Replay's verdict for damage a later segment proves was synced.
+    fn assert_proven_by_a_later_segment(err: &crate::Error) {
+        assert!(
+            matches!(err, crate::Error::Corruption { reason, .. } if reason.contains("later one proves")),
+            "{err}"
+        );
+    }
+
     fn batch(n: usize) -> WriteBatch {
         let mut b = WriteBatch::new();
         for i in 0..n {
@@ -428,9 +444,7 @@ mod tests {
 
     #[test]
     fn reopening_without_writes_leaves_no_empty_segments_behind() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([&batch(3)].into_iter(), true).unwrap();
         drop(wal);
         for _ in 0..5 {
@@ -444,9 +458,7 @@ mod tests {
 
     #[test]
     fn trim_removes_only_fully_covered_segments() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         // Segments: [1..=3], [4..=5], [6..=9], and the current one from 10.
         wal.append_group([batch(3)].iter(), false).unwrap();
         wal.rotate().unwrap();
@@ -469,9 +481,7 @@ mod tests {
 
     #[test]
     fn replay_skips_covered_records_and_keeps_the_rest() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(3), batch(2)].iter(), false)
             .unwrap();
         wal.rotate().unwrap();
@@ -484,9 +494,7 @@ mod tests {
 
     #[test]
     fn gaps_among_covered_records_are_harmless() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         for _ in 0..3 {
             wal.append_group([batch(2)].iter(), false).unwrap();
             wal.rotate().unwrap();
@@ -562,9 +570,7 @@ mod tests {
 
     #[test]
     fn missing_records_after_the_checkpoint_are_corruption() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(3)].iter(), false).unwrap();
         wal.rotate().unwrap();
         wal.append_group([batch(3)].iter(), true).unwrap();
@@ -676,9 +682,7 @@ mod tests {
     /// Records 1 and 2-3 in segment 1, a rotation, records 4-5 in segment 2
     /// (synced when `sync_last`), and the log abandoned as by a crash.
     fn two_segments(sync_last: bool) -> FaultFs {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(1), batch(2)].iter(), false)
             .unwrap();
         wal.rotate().unwrap();
@@ -747,10 +751,7 @@ mod tests {
         let fs = two_segments(true);
         flip_last_byte(&fs, 1);
         let err = replay_all(&fs, 0).unwrap_err();
-        assert!(
-            matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("later one proves")),
-            "{err}"
-        );
+        assert_proven_by_a_later_segment(&err);
     }
 
     #[test]
@@ -804,9 +805,7 @@ mod tests {
     /// segments after it.
     #[test]
     fn rot_in_a_segment_synced_before_its_rotation_is_corruption() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(1)].iter(), false).unwrap();
         wal.append_group([batch(2)].iter(), true).unwrap();
         wal.rotate().unwrap();
@@ -815,10 +814,7 @@ mod tests {
         let crashed = fs.crash(crate::io::CrashMode::DropUnsynced);
         flip_last_byte(&crashed, 1);
         let err = replay_all(&crashed, 0).unwrap_err();
-        assert!(
-            matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("later one proves")),
-            "{err}"
-        );
+        assert_proven_by_a_later_segment(&err);
     }
 
     /// A frame inside a value of a later segment (found by its magic, as
@@ -827,9 +823,7 @@ mod tests {
     /// end the log in segment 1, not report corruption.
     #[test]
     fn a_frame_inside_a_value_is_no_proof() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(3)].iter(), false).unwrap();
         wal.rotate().unwrap();
         let mut fake = Vec::new();
@@ -855,9 +849,7 @@ mod tests {
     /// review: the power cut was reported as corruption).
     #[test]
     fn a_frame_inside_a_value_of_the_same_segment_is_no_proof() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(3)].iter(), false).unwrap();
         let mut fake = Vec::new();
         record::encode(&mut fake, 1, 1_000_000, &[]);
@@ -883,9 +875,7 @@ mod tests {
     /// then has nothing left to seal.
     #[test]
     fn a_close_after_a_flush_that_proved_everything_adds_no_seal() {
-        let fs = FaultFs::new();
-        fs.create_dir_all(Path::new(DIR)).unwrap();
-        let (mut wal, _) = open(&fs, 0);
+        let (fs, mut wal) = new_log();
         wal.append_group([batch(3)].iter(), false).unwrap();
         wal.rotate().unwrap();
         wal.sync().unwrap();
