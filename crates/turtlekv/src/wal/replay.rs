@@ -125,33 +125,12 @@ fn replay_segment(
             return Ok(SegmentEnd::Read);
         }
     };
-    let next_expected = progress
-        .expected_next_seq
-        .unwrap_or(progress.covered_seq + 1);
     let first_seq = match record::decode(&buf[SEGMENT_HEADER_BYTES as usize..], format) {
         Frame::Valid(rec, _) => rec.first_seq,
-        _ => next_expected,
+        _ => expected_after(progress),
     };
     progress.outcome.segments.push((id, first_seq));
-    let mut holds_updates = false;
-    let mut offset = SEGMENT_HEADER_BYTES as usize;
-    let mut damaged_at = None;
-    while offset < buf.len() {
-        match record::decode(&buf[offset..], format) {
-            Frame::Valid(rec, len) => {
-                holds_updates |= !rec.ops.is_empty();
-                apply_record(progress, rec, &path, offset, apply)?;
-                offset += len;
-            }
-            Frame::Malformed(reason) => {
-                return Err(Error::corruption(&path, offset as u64, reason));
-            }
-            Frame::Truncated | Frame::Invalid(_) => {
-                damaged_at = Some(offset);
-                break;
-            }
-        }
-    }
+    let (mut damaged_at, holds_updates) = apply_records(&buf, format, &path, progress, apply)?;
     let next_first_seq = later.first().and_then(|&id| first_seq_of(fs, dir, id));
     if damaged_at.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
         // Records the next segment's marker says were written here are
@@ -175,6 +154,34 @@ fn replay_segment(
             .sync_data()?;
     }
     Ok(end)
+}
+
+/// Applies the segment's records up to its end or its first frame that
+/// does not verify; returns that frame's offset, if any, and whether a
+/// record held updates.
+fn apply_records(
+    buf: &[u8],
+    format: PayloadFormat,
+    path: &Path,
+    progress: &mut Progress,
+    apply: &mut dyn FnMut(u64, &[BatchOp]),
+) -> Result<(Option<usize>, bool)> {
+    let mut holds_updates = false;
+    let mut offset = SEGMENT_HEADER_BYTES as usize;
+    while offset < buf.len() {
+        match record::decode(&buf[offset..], format) {
+            Frame::Valid(rec, len) => {
+                holds_updates |= !rec.ops.is_empty();
+                apply_record(progress, rec, path, offset, apply)?;
+                offset += len;
+            }
+            Frame::Malformed(reason) => {
+                return Err(Error::corruption(path, offset as u64, reason));
+            }
+            Frame::Truncated | Frame::Invalid(_) => return Ok((Some(offset), holds_updates)),
+        }
+    }
+    Ok((None, holds_updates))
 }
 
 /// A segment's bytes after its header and, if its first frame is a
