@@ -274,26 +274,29 @@ impl FaultFs {
     /// with the process. Shares nothing with `self`.
     pub fn kill(&self) -> FaultFs {
         let s = self.state.lock();
-        let files = s
-            .files
-            .iter()
-            .map(|(path, f)| {
-                let f = f.lock();
-                let data = FileData {
-                    current: f.current.clone(),
-                    durable: f.durable.clone(),
-                    unsynced: f.unsynced.clone(),
-                    entry_durable: f.entry_durable,
-                };
-                (path.clone(), Arc::new(Mutex::new(data)))
-            })
-            .collect();
+        // Copies, not shared: handles the killed process left open must
+        // not change what the new file system holds.
+        let copy = |files: &HashMap<PathBuf, Arc<Mutex<FileData>>>| {
+            files
+                .iter()
+                .map(|(path, f)| {
+                    let f = f.lock();
+                    let data = FileData {
+                        current: f.current.clone(),
+                        durable: f.durable.clone(),
+                        unsynced: f.unsynced.clone(),
+                        entry_durable: f.entry_durable,
+                    };
+                    (path.clone(), Arc::new(Mutex::new(data)))
+                })
+                .collect()
+        };
         let state = State {
-            files,
+            files: copy(&s.files),
             dirs: s.dirs.clone(),
             writes: s.writes,
             syncs: s.syncs,
-            removed_unsynced: s.removed_unsynced.clone(),
+            removed_unsynced: copy(&s.removed_unsynced),
             ..State::default()
         };
         FaultFs {

@@ -151,3 +151,20 @@ fn a_file_never_durable_does_not_come_back_after_its_removal() {
     fs.remove_file(Path::new("/db/f")).unwrap();
     assert_eq!(contents(&fs.crash(CrashMode::DropUnsynced)), None);
 }
+
+#[test]
+fn a_killed_process_handle_does_not_change_a_removed_file_it_held() {
+    let (fs, f) = setup();
+    f.write_at(b"kept", 0).unwrap();
+    f.sync_data().unwrap();
+    fs.sync_dir(Path::new("/db")).unwrap();
+    fs.remove_file(Path::new("/db/f")).unwrap();
+    let killed = fs.kill();
+    // The dead process's handle: its writes go nowhere the new one sees.
+    f.write_at(b"gone", 0).unwrap();
+    f.sync_data().unwrap();
+    assert_eq!(
+        contents(&killed.crash(CrashMode::DropUnsynced)).unwrap(),
+        b"kept"
+    );
+}
