@@ -205,9 +205,12 @@ impl FaultFs {
     /// stay usable but no longer affect what the new one holds.
     pub fn crash(&self, mode: CrashMode) -> FaultFs {
         let s = self.state.lock();
+        // Files a crash brings back count too: their last write may be the
+        // one a tear cuts.
         let last_op = s
             .files
             .values()
+            .chain(s.removed_unsynced.values())
             .flat_map(|f| {
                 f.lock()
                     .unsynced

@@ -168,3 +168,23 @@ fn a_killed_process_handle_does_not_change_a_removed_file_it_held() {
         b"kept"
     );
 }
+
+#[test]
+fn a_torn_crash_tears_the_last_write_even_in_a_file_it_brings_back() {
+    let (fs, a) = setup();
+    let g = fs
+        .open(Path::new("/db/g"), OpenOptions::read_write_create())
+        .unwrap();
+    fs.sync_dir(Path::new("/db")).unwrap();
+    a.write_at(&[1; 2000], 0).unwrap();
+    g.write_at(&[2; 2000], 0).unwrap();
+    fs.remove_file(Path::new("/db/g")).unwrap();
+    for seed in 0..20 {
+        let after = fs.crash(CrashMode::TearLastWrite { seed });
+        assert_eq!(
+            contents(&after).unwrap().len(),
+            2000,
+            "seed {seed}: an earlier write was torn"
+        );
+    }
+}
