@@ -122,13 +122,19 @@ fn lock_is_exclusive_until_dropped() {
     assert!(fs.lock(Path::new("/db/LOCK")).unwrap().is_some());
 }
 
-#[test]
-fn a_removal_is_undone_by_a_crash_until_its_directory_is_synced() {
+/// `/db/f` holding `kept`, durable with its entry, then removed.
+fn durable_file_removed() -> (FaultFs, Arc<dyn File>) {
     let (fs, f) = setup();
     f.write_at(b"kept", 0).unwrap();
     f.sync_data().unwrap();
     fs.sync_dir(Path::new("/db")).unwrap();
     fs.remove_file(Path::new("/db/f")).unwrap();
+    (fs, f)
+}
+
+#[test]
+fn a_removal_is_undone_by_a_crash_until_its_directory_is_synced() {
+    let (fs, _f) = durable_file_removed();
     assert_eq!(contents(&fs), None, "gone for readers at once");
     assert_eq!(
         contents(&fs.crash(CrashMode::DropUnsynced)).unwrap(),
@@ -154,11 +160,7 @@ fn a_file_never_durable_does_not_come_back_after_its_removal() {
 
 #[test]
 fn a_killed_process_handle_does_not_change_a_removed_file_it_held() {
-    let (fs, f) = setup();
-    f.write_at(b"kept", 0).unwrap();
-    f.sync_data().unwrap();
-    fs.sync_dir(Path::new("/db")).unwrap();
-    fs.remove_file(Path::new("/db/f")).unwrap();
+    let (fs, f) = durable_file_removed();
     let killed = fs.kill();
     // The dead process's handle: its writes go nowhere the new one sees.
     f.write_at(b"gone", 0).unwrap();

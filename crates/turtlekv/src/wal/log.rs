@@ -405,16 +405,22 @@ mod tests {
 
     const DIR: &str = "/db/wal";
 
-    fn open(fs: &FaultFs, covered_seq: u64) -> (Wal, Vec<u64>) {
+    /// Opens the log on `fs` with `covered_seq`: the log, the sequence
+    /// numbers replay found, and what it reported.
+    fn try_open(fs: &FaultFs, covered_seq: u64) -> crate::Result<(Wal, Vec<u64>, ReplayOutcome)> {
         let mut seen = Vec::new();
-        let (wal, _) = Wal::open(
+        let (wal, outcome) = Wal::open(
             Arc::new(fs.clone()),
             Path::new(DIR),
             covered_seq,
             1 << 20,
             &mut |first, ops| seen.extend(first..first + ops.len() as u64),
-        )
-        .unwrap();
+        )?;
+        Ok((wal, seen, outcome))
+    }
+
+    fn open(fs: &FaultFs, covered_seq: u64) -> (Wal, Vec<u64>) {
+        let (wal, seen, _) = try_open(fs, covered_seq).unwrap();
         (wal, seen)
     }
 
@@ -577,14 +583,7 @@ mod tests {
         wal.trim(3).unwrap();
         drop(wal);
         // The checkpoint claims to cover only 1..=2, but 3 is gone.
-        let err = Wal::open(
-            Arc::new(fs.clone()),
-            Path::new(DIR),
-            2,
-            1 << 20,
-            &mut |_, _| {},
-        )
-        .unwrap_err();
+        let err = replay_all(&fs, 2).unwrap_err();
         assert!(matches!(err, crate::Error::Corruption { .. }), "{err}");
     }
 
@@ -621,16 +620,9 @@ mod tests {
         wal.append_group([batch(2)].iter(), true).unwrap();
         std::mem::forget(wal);
         let after_power_cut = fs.crash(crate::io::CrashMode::DropUnsynced);
-        let mut seen = Vec::new();
-        Wal::open(
-            Arc::new(after_power_cut),
-            Path::new(DIR),
-            0,
-            1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
-        )
-        .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"));
-        seen
+        replay_all(&after_power_cut, 0)
+            .unwrap_or_else(|e| panic!("reopen after the power cut: {e}"))
+            .0
     }
 
     /// kill -9 leaves acknowledged unsynced records in the OS's cache;
@@ -668,15 +660,7 @@ mod tests {
     /// Replays `fs` with `covered_seq`; the sequence numbers found and
     /// what replay reported.
     fn replay_all(fs: &FaultFs, covered_seq: u64) -> crate::Result<(Vec<u64>, ReplayOutcome)> {
-        let mut seen = Vec::new();
-        let (_, outcome) = Wal::open(
-            Arc::new(fs.clone()),
-            Path::new(DIR),
-            covered_seq,
-            1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
-        )?;
-        Ok((seen, outcome))
+        try_open(fs, covered_seq).map(|(_, seen, outcome)| (seen, outcome))
     }
 
     /// Records 1 and 2-3 in segment 1, a rotation, records 4-5 in segment 2
