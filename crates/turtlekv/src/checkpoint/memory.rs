@@ -32,6 +32,8 @@ pub(crate) struct MemoryTarget {
     pub cache_capacity_bytes: AtomicU64,
     /// The capacity in force as each checkpoint started.
     pub cache_capacity_at_checkpoints: Mutex<Vec<u64>>,
+    /// What `checkpoint_memory_floor_bytes` reports.
+    pub memory_floor_bytes: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -120,6 +122,10 @@ impl CheckpointTarget for MemoryTarget {
     fn reclaim(&self) -> Result<()> {
         std::thread::sleep(*self.reclaim_delay.lock());
         Ok(())
+    }
+
+    fn checkpoint_memory_floor_bytes(&self) -> u64 {
+        self.memory_floor_bytes.load(Ordering::SeqCst)
     }
 
     fn set_cache_capacity(&self, capacity_bytes: u64) {

@@ -125,6 +125,12 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// remembers, to measure what more memory would save it.
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}
 
+    /// Memory a checkpoint may hold however small its MemTable (see
+    /// `TreeConfig::update_memory_bound_bytes`); its reserve is never less.
+    fn checkpoint_memory_floor_bytes(&self) -> u64 {
+        0
+    }
+
     /// Largest item (encoded length) the target can store; writes
     /// of larger ones are refused up front.
     fn max_item_bytes(&self) -> usize {

@@ -158,6 +158,10 @@ impl CheckpointTarget for TreeTarget {
         self.store.set_cache_ghost_window_bytes(bytes);
     }
 
+    fn checkpoint_memory_floor_bytes(&self) -> u64 {
+        self.tree.config().update_memory_bound_bytes()
+    }
+
     fn max_item_bytes(&self) -> usize {
         self.tree.config().max_item_bytes()
     }

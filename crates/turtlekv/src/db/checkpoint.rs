@@ -78,7 +78,10 @@ impl DbInner {
             covered_seq: oldest.last_seq,
             wal_replay_from: oldest.wal_replay_from,
         };
-        let reserve = self.reserve_checkpoint_memory(oldest.memtable.size_bytes());
+        let reserve = self.reserve_checkpoint_memory(
+            oldest.memtable.size_bytes(),
+            target.checkpoint_memory_floor_bytes(),
+        );
         let version = target.checkpoint(&*oldest.memtable, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
         self.transition(|current| State {
@@ -127,10 +130,16 @@ impl DbInner {
     }
 
     /// Sets memory aside for a checkpoint of a MemTable holding
-    /// `batch_bytes`, taken from the page cache until the guard drops (on
-    /// every path out of the checkpoint, failures included).
-    fn reserve_checkpoint_memory(&self, batch_bytes: u64) -> CheckpointReserve<'_> {
-        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(batch_bytes);
+    /// `batch_bytes`, whose update may hold `floor_bytes` on top of it
+    /// (`budget::checkpoint_reserve_bytes`), taken from the page cache until
+    /// the guard drops (on every path out of the checkpoint, failures
+    /// included).
+    fn reserve_checkpoint_memory(
+        &self,
+        batch_bytes: u64,
+        floor_bytes: u64,
+    ) -> CheckpointReserve<'_> {
+        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(batch_bytes, floor_bytes);
         self.budget.set_checkpoint_reserve_bytes(reserve_bytes);
         self.rebalance_memory(false);
         CheckpointReserve { db: self }

@@ -132,6 +132,20 @@ impl TreeConfig {
         }
     }
 
+    /// Most item bytes of decoded pages a batch update keeps for reuse:
+    /// twice what it may hold in new pages. Beyond it, pages are read again.
+    pub(crate) fn decoded_cap_bytes(&self) -> usize {
+        2 * self.spill_after_new_pages * self.leaf_max_bytes
+    }
+
+    /// What one batch update may hold whatever its batch's size: the new
+    /// pages it keeps before a spill and its decoded pages. A flush that
+    /// rewrites a few leaves for a small batch reaches it as readily as a
+    /// full one, so a checkpoint reserves it on top of its batch.
+    pub(crate) fn update_memory_bound_bytes(&self) -> u64 {
+        (self.spill_after_new_pages * self.leaf_max_bytes + self.decoded_cap_bytes()) as u64
+    }
+
     /// Largest item (encoded length) a leaf page can hold on its
     /// own: head, one-key filter and block alignment included. The engine
     /// should reject larger writes up front (a 4 KiB leaf holds ~3.7 KiB

@@ -105,9 +105,9 @@ pub(super) struct Update<'a> {
     pub shared_dropped: Vec<(PageId, u8, Bytes, Bytes)>,
     pub events: UpdateEvents,
     /// Decoded segments and leaves, so that an update rarely reads a page
-    /// twice; bounded by `decoded_cap_bytes` and emptied at each spill.
+    /// twice; bounded by `TreeConfig::decoded_cap_bytes` and emptied at each spill.
     items_cache: HashMap<PageId, (Arc<Vec<Item>>, usize)>,
-    /// Item bytes in `items_cache`, kept under `decoded_cap_bytes`.
+    /// Item bytes in `items_cache`, kept under `TreeConfig::decoded_cap_bytes`.
     items_cache_bytes: usize,
     /// Pages written before the end of the update (see `write.rs`).
     pub spilled: Vec<PageId>,
@@ -140,13 +140,6 @@ impl<'a> Update<'a> {
         self.items_cache_bytes = 0;
     }
 
-    /// Most item bytes of decoded pages an update keeps for reuse: twice
-    /// what it may hold in new pages. Beyond it, pages are read again.
-    fn decoded_cap_bytes(&self) -> usize {
-        let config = &self.tree.config;
-        2 * config.spill_after_new_pages * config.leaf_max_bytes
-    }
-
     /// The items of a leaf or segment.
     pub(super) fn items(&mut self, data: &LeafData) -> Result<Arc<Vec<Item>>> {
         match data {
@@ -157,7 +150,7 @@ impl<'a> Update<'a> {
                 }
                 let items = Arc::new(self.tree.read_leaf_items(r)?);
                 let item_bytes = super::item::total_size_bytes(&items);
-                if self.items_cache_bytes + item_bytes > self.decoded_cap_bytes() {
+                if self.items_cache_bytes + item_bytes > self.tree.config.decoded_cap_bytes() {
                     // Wholesale: the pages of the node being flushed come
                     // back at once, older ones are rarely needed again.
                     self.forget_decoded();
