@@ -40,15 +40,18 @@ pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
 /// What the engine keeps in a database directory. `LOCK` alone says
 /// nothing: RocksDB and LevelDB directories have one too.
 const SUPERBLOCK_FILE_NAME: &str = "SUPERBLOCK";
-const ENGINE_FILE_NAMES: [&str; 7] = [
+const ENGINE_FILE_NAMES: [&str; 6] = [
     LOCK_FILE_NAME,
     SUPERBLOCK_FILE_NAME,
     "nodes.pages",
     "leaves.pages",
     "wal",
     turtlekv::OPTIONS_FILE_NAME,
-    "OPTIONS.tmp",
 ];
+
+/// `Options::store` writes `OPTIONS.tmp.<pid>.<n>` (`OPTIONS.tmp` before)
+/// and renames it; a store cut short leaves it behind.
+const OPTIONS_TEMP_PREFIX: &str = "OPTIONS.tmp";
 
 /// A database directory holds a `LOCK` and a `SUPERBLOCK` file from its
 /// first open on; without them the path is not a database (and opening it
@@ -95,7 +98,10 @@ fn refuse_foreign_directory(path: &Path) -> Result<()> {
         if name == SUPERBLOCK_FILE_NAME {
             return Ok(());
         }
-        ours &= ENGINE_FILE_NAMES.iter().any(|n| name == *n);
+        ours &= ENGINE_FILE_NAMES.iter().any(|n| name == *n)
+            || name
+                .to_str()
+                .is_some_and(|n| n.starts_with(OPTIONS_TEMP_PREFIX));
     }
     if ours {
         Ok(())

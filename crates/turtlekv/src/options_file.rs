@@ -78,7 +78,7 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
     apply_page_sizes(fs, dir, &fs.list_dir(dir)?, &mut as_loaded)?;
     as_loaded.validate()?;
     let text = format(options);
-    let temp = dir.join(format!("{OPTIONS_FILE_NAME}.tmp"));
+    let temp = dir.join(temp_file_name());
     let file = fs.open(&temp, OpenOptions::read_write_create())?;
     file.set_len(0)?;
     file.write_at(text.as_bytes(), 0)?;
@@ -87,6 +87,17 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
     fs.rename(&temp, &dir.join(OPTIONS_FILE_NAME))?;
     fs.sync_dir(dir)?;
     Ok(())
+}
+
+/// A temporary name of the writer's own: two stores at once (two `turtlekv
+/// tune` runs, or threads) would otherwise truncate and write one file
+/// together and could rename a mix of both into place. With its own file
+/// each renames a whole one, and the last rename wins. A store cut short
+/// by a crash leaves its file behind; nothing reads it.
+fn temp_file_name() -> String {
+    static STORES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let store = STORES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{OPTIONS_FILE_NAME}.tmp.{}.{store}", std::process::id())
 }
 
 fn format(o: &Options) -> String {
@@ -226,6 +237,62 @@ mod tests {
         let ok = "# comment\n\ncheckpoint_distance_bytes = 4096\n";
         parse_into(ok, &mut o).unwrap();
         assert_eq!(o.checkpoint_distance_bytes, 4096);
+    }
+
+    /// Stores at once each rename a whole file: a load in between sees
+    /// one writer's options or the other's, never a mix or a parse error.
+    #[test]
+    fn concurrent_stores_never_mix_their_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path();
+        let writer = |distance_bytes: u64, cache_bytes: u64| {
+            let tuned = Options {
+                checkpoint_distance_bytes: distance_bytes,
+                cache_capacity_bytes: cache_bytes,
+                // Lengths differ, so a mixed file would not parse or would
+                // pair one writer's distance with the other's cache.
+                wal_segment_size_bytes: distance_bytes * 4,
+                ..Options::default()
+            };
+            move || {
+                for _ in 0..100 {
+                    Options::store(&tuned, path).unwrap();
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            s.spawn(writer(8 << 20, 1 << 30));
+            s.spawn(writer(1000 << 20, 10 << 30));
+            for _ in 0..200 {
+                let loaded = Options::load(path).unwrap();
+                let pair = (
+                    loaded.checkpoint_distance_bytes,
+                    loaded.cache_capacity_bytes,
+                    loaded.wal_segment_size_bytes,
+                );
+                assert!(
+                    [
+                        (8 << 20, 1 << 30, 32 << 20),
+                        (1000 << 20, 10 << 30, 4000 << 20),
+                        {
+                            let d = Options::default();
+                            (
+                                d.checkpoint_distance_bytes,
+                                d.cache_capacity_bytes,
+                                d.wal_segment_size_bytes,
+                            )
+                        }
+                    ]
+                    .contains(&pair),
+                    "{pair:?}"
+                );
+            }
+        });
+        let left: Vec<_> = std::fs::read_dir(path)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(left, [OPTIONS_FILE_NAME], "temporary files left behind");
     }
 
     /// `Options::store` promises the stored options survive a power cut

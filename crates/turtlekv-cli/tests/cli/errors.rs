@@ -66,6 +66,19 @@ fn put_will_not_create_a_database_among_other_files() {
     assert_eq!(ok(&["get", path(&empty), "k"]), "v\n");
 }
 
+/// A creation cut short leaves only the engine's own files, a store of
+/// options cut short among them (its temporary file carries the writer's
+/// process id): `put` goes on creating the database there.
+#[test]
+fn put_creates_a_database_among_its_own_leftover_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["LOCK", "OPTIONS.tmp.4242.0"] {
+        std::fs::write(dir.path().join(name), "").unwrap();
+    }
+    ok(&["put", path(dir.path()), "k", "v"]);
+    assert_eq!(ok(&["get", path(dir.path()), "k"]), "v\n");
+}
+
 #[test]
 fn a_database_open_elsewhere_is_locked() {
     let (dir, db) = temp_db();

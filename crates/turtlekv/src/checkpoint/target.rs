@@ -125,8 +125,9 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     /// remembers, to measure what more memory would save it.
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}
 
-    /// Memory a checkpoint may hold however small its MemTable (see
-    /// `TreeConfig::update_memory_bound_bytes`); its reserve is never less.
+    /// Memory a checkpoint holds however small its MemTable, estimated
+    /// (`TreeConfig::update_memory_estimate_bytes`); its reserve is never
+    /// less.
     fn checkpoint_memory_floor_bytes(&self) -> u64 {
         0
     }

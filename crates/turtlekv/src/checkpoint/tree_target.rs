@@ -159,7 +159,7 @@ impl CheckpointTarget for TreeTarget {
     }
 
     fn checkpoint_memory_floor_bytes(&self) -> u64 {
-        self.tree.config().update_memory_bound_bytes()
+        self.tree.config().update_memory_estimate_bytes()
     }
 
     fn max_item_bytes(&self) -> usize {

@@ -21,17 +21,28 @@ const RESIZE_STEP_DIVISOR: u64 = 64;
 
 /// A checkpoint's working set per byte of the MemTable it checkpoints,
 /// measured (`docs/benchmarks.md`, "Charging the checkpoint's working
-/// set"): the batch's sorted copy, and the spans of segments it merges and
-/// the leaves and segments it builds from them, which grow with the batch.
+/// set"): the spans of segments it merges and the leaves and segments it
+/// builds from them grow with the batch.
 const CHECKPOINT_RESERVE_PER_BATCH_BYTE: u64 = 2;
 
-/// What a checkpoint of a MemTable holding `batch_bytes` sets aside. Its
-/// update holds at least `update_floor_bytes` whatever the batch (a small
-/// batch can still flush and rewrite leaves), on top of the batch's copy
+/// What a checkpoint of a MemTable holding `batch_bytes` sets aside, with
+/// MemTables frozen at `distance_bytes`: twice the batch, and for a small
+/// batch at least the batch plus `update_floor_bytes`, what its update
+/// holds whatever the batch (a small batch can still flush and rewrite
+/// leaves). Never more than a full MemTable's reserve, which the budget's
+/// split assumes (`max_write_only_distance_bytes`) and which is all a cache
+/// that holds the tree can spare. Measured, not a bound
 /// (`docs/benchmarks.md`, "A floor under the checkpoint reserve").
-pub(crate) fn checkpoint_reserve_bytes(batch_bytes: u64, update_floor_bytes: u64) -> u64 {
-    let per_batch = batch_bytes.saturating_mul(CHECKPOINT_RESERVE_PER_BATCH_BYTE);
-    per_batch.max(batch_bytes.saturating_add(update_floor_bytes))
+pub(crate) fn checkpoint_reserve_bytes(
+    batch_bytes: u64,
+    update_floor_bytes: u64,
+    distance_bytes: u64,
+) -> u64 {
+    let full = distance_bytes.saturating_mul(CHECKPOINT_RESERVE_PER_BATCH_BYTE);
+    let small = batch_bytes.saturating_add(update_floor_bytes).min(full);
+    batch_bytes
+        .saturating_mul(CHECKPOINT_RESERVE_PER_BATCH_BYTE)
+        .max(small)
 }
 
 #[derive(Debug)]
@@ -73,24 +84,14 @@ impl MemoryBudget {
     }
 
     /// The largest write-only distance that keeps the budget whole: two
-    /// MemTables of it, a checkpoint's reserve for one (with the update's
-    /// floor `update_floor_bytes`), the record cache and the page cache's
-    /// floor must fit (`docs/tuning.md`). A quarter of the budget, the cap
-    /// of the plain distance, would overdraw it.
-    pub fn max_write_only_distance_bytes(
-        &self,
-        record_cache_bytes: u64,
-        update_floor_bytes: u64,
-    ) -> u64 {
+    /// MemTables of it, a checkpoint's reserve for one, the record cache
+    /// and the page cache's floor must fit (`docs/tuning.md`). A quarter
+    /// of the budget, the cap of the plain distance, would overdraw it.
+    pub fn max_write_only_distance_bytes(&self, record_cache_bytes: u64) -> u64 {
         let total = self.total_bytes();
         let memtables_and_reserve =
             (total - total / MIN_CACHE_SHARE_DIVISOR).saturating_sub(record_cache_bytes);
-        let distance = memtables_and_reserve / (2 + CHECKPOINT_RESERVE_PER_BATCH_BYTE);
-        if update_floor_bytes <= distance {
-            return distance;
-        }
-        // The reserve is the batch plus the floor: 3 × distance + floor.
-        memtables_and_reserve.saturating_sub(update_floor_bytes) / 3
+        memtables_and_reserve / (2 + CHECKPOINT_RESERVE_PER_BATCH_BYTE)
     }
 
     /// The page cache's share when the MemTables hold `memtable_bytes`.
@@ -199,12 +200,22 @@ mod tests {
     }
 
     #[test]
-    fn the_reserve_covers_the_batch_and_the_updates_floor() {
-        assert_eq!(checkpoint_reserve_bytes(100, 0), 200);
-        assert_eq!(checkpoint_reserve_bytes(100, 50), 200);
-        assert_eq!(checkpoint_reserve_bytes(100, 150), 250);
-        assert_eq!(checkpoint_reserve_bytes(10, 150), 160);
-        assert_eq!(checkpoint_reserve_bytes(0, 150), 150);
+    fn the_reserve_is_twice_the_batch_and_for_small_ones_the_floor_on_top() {
+        // A full MemTable: twice the batch, whatever the floor.
+        assert_eq!(checkpoint_reserve_bytes(100, 0, 100), 200);
+        assert_eq!(checkpoint_reserve_bytes(100, 150, 100), 200);
+        // A small one: the batch plus the floor...
+        assert_eq!(checkpoint_reserve_bytes(10, 150, 100), 160);
+        assert_eq!(checkpoint_reserve_bytes(0, 150, 100), 150);
+        // ...up to a full one's reserve, and never below twice the batch.
+        assert_eq!(checkpoint_reserve_bytes(80, 150, 100), 200);
+        assert_eq!(checkpoint_reserve_bytes(10, 500, 100), 200);
+        assert_eq!(checkpoint_reserve_bytes(150, 0, 100), 300);
+        assert_eq!(checkpoint_reserve_bytes(150, 500, 100), 300);
+        assert_eq!(
+            checkpoint_reserve_bytes(u64::MAX, u64::MAX, u64::MAX),
+            u64::MAX
+        );
     }
 
     #[test]
@@ -212,25 +223,13 @@ mod tests {
         let budget = MemoryBudget::new(1600);
         // 1600 - 200 (floor) - 200 (record cache) = 1200 for two MemTables
         // and a reserve of twice one.
-        assert_eq!(budget.max_write_only_distance_bytes(200, 0), 300);
-        assert_eq!(budget.max_write_only_distance_bytes(200, 300), 300);
-        let distance = budget.max_write_only_distance_bytes(200, 0);
-        budget.set_checkpoint_reserve_bytes(checkpoint_reserve_bytes(distance, 0));
+        assert_eq!(budget.max_write_only_distance_bytes(200), 300);
+        let distance = budget.max_write_only_distance_bytes(200);
+        let reserve = checkpoint_reserve_bytes(distance, 0, distance);
+        assert_eq!(2 * distance + reserve + 200 + 1600 / 8, 1600);
+        budget.set_checkpoint_reserve_bytes(reserve);
         assert_eq!(budget.cache_share(2 * distance + 200), 200);
-        assert_eq!(budget.max_write_only_distance_bytes(5000, 0), 0);
-    }
-
-    /// With an update floor above the distance, the reserve is the batch
-    /// plus the floor, and the distance shrinks so that it still fits.
-    #[test]
-    fn the_write_only_distance_leaves_room_for_the_updates_floor() {
-        let budget = MemoryBudget::new(1600);
-        let distance = budget.max_write_only_distance_bytes(200, 600);
-        // 1200 - 600 = 600 for two MemTables and the batch's copy.
-        assert_eq!(distance, 200);
-        budget.set_checkpoint_reserve_bytes(checkpoint_reserve_bytes(distance, 600));
-        assert_eq!(budget.cache_share(2 * distance + 200), 200);
-        assert_eq!(budget.max_write_only_distance_bytes(200, 2000), 0);
+        assert_eq!(budget.max_write_only_distance_bytes(5000), 0);
     }
 
     #[test]

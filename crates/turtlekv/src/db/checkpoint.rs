@@ -139,7 +139,11 @@ impl DbInner {
         batch_bytes: u64,
         floor_bytes: u64,
     ) -> CheckpointReserve<'_> {
-        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(batch_bytes, floor_bytes);
+        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(
+            batch_bytes,
+            floor_bytes,
+            self.effective_checkpoint_distance(),
+        );
         self.budget.set_checkpoint_reserve_bytes(reserve_bytes);
         self.rebalance_memory(false);
         CheckpointReserve { db: self }

@@ -157,23 +157,15 @@ impl DbInner {
             let write_only = self
                 .write_only_checkpoint_distance_bytes
                 .load(Ordering::Relaxed)
-                .min(self.budget.max_write_only_distance_bytes(
-                    self.record_cache.capacity_bytes(),
-                    self.checkpoint_memory_floor_bytes(),
-                ));
+                .min(
+                    self.budget
+                        .max_write_only_distance_bytes(self.record_cache.capacity_bytes()),
+                );
             configured = configured.max(write_only);
         }
         configured
             .min(self.budget.total_bytes() / 4)
             .max(crate::options::MIN_CHECKPOINT_DISTANCE_BYTES)
-    }
-
-    /// What a checkpoint's update may hold whatever its batch (0 without
-    /// a tree).
-    pub fn checkpoint_memory_floor_bytes(&self) -> u64 {
-        self.target
-            .as_ref()
-            .map_or(0, |t| t.checkpoint_memory_floor_bytes())
     }
 
     /// Bytes held by the active and frozen MemTables.

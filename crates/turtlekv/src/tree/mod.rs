@@ -138,11 +138,15 @@ impl TreeConfig {
         2 * self.spill_after_new_pages * self.leaf_max_bytes
     }
 
-    /// What one batch update may hold whatever its batch's size: the new
-    /// pages it keeps before a spill and its decoded pages. A flush that
-    /// rewrites a few leaves for a small batch reaches it as readily as a
-    /// full one, so a checkpoint reserves it on top of its batch.
-    pub(crate) fn update_memory_bound_bytes(&self) -> u64 {
+    /// What one batch update may hold whatever its batch's size, as far as
+    /// its caps count it: the new leaves and level-3+ segments it keeps
+    /// before a spill, and its decoded pages. A flush that rewrites a few
+    /// leaves for a small batch reaches it as readily as a full one, so a
+    /// checkpoint's reserve is never less. An estimate, not a bound: new
+    /// segments of levels 0-2, the source pages that decoded items and new
+    /// pages still point into, and each item's handle (64 bytes) come on
+    /// top. Fixed at open, as the spill size is.
+    pub(crate) fn update_memory_estimate_bytes(&self) -> u64 {
         (self.spill_after_new_pages * self.leaf_max_bytes + self.decoded_cap_bytes()) as u64
     }
 

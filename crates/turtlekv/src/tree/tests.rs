@@ -655,11 +655,12 @@ fn cuts_leave_no_small_leaf_that_could_join_its_neighbour() {
     }
 }
 
-/// The update's memory bound follows the budget through the spill size:
-/// 13 pages of 2 MiB for the out-of-cache benchmark's 427 MiB budget (the
-/// 78 MiB `docs/tuning.md` quotes), and never below two pages' worth.
+/// The update's memory estimate follows the budget at open through the
+/// spill size: 13 pages of 2 MiB for the out-of-cache benchmark's 427 MiB
+/// budget (the 78 MiB `docs/tuning.md` quotes), and never below two pages'
+/// worth.
 #[test]
-fn the_update_memory_bound_is_three_spills() {
+fn the_update_memory_estimate_is_three_spills() {
     let config = |budget_bytes: u64| {
         TreeConfig::from_options(&Options {
             cache_capacity_bytes: budget_bytes,
@@ -668,11 +669,11 @@ fn the_update_memory_bound_is_three_spills() {
     };
     let bench = config(447_392_426);
     assert_eq!(bench.spill_after_new_pages, 13);
-    let mib = bench.update_memory_bound_bytes() as f64 / (1u64 << 20) as f64;
+    let mib = bench.update_memory_estimate_bytes() as f64 / (1u64 << 20) as f64;
     assert!((77.0..=78.0).contains(&mib), "{mib} MiB");
     let tiny = config(4 << 20);
     assert_eq!(
-        tiny.update_memory_bound_bytes(),
+        tiny.update_memory_estimate_bytes(),
         3 * 2 * tiny.leaf_max_bytes as u64
     );
 }
