@@ -126,8 +126,8 @@ pub(crate) trait CheckpointTarget: Send + Sync + Debug {
     fn set_cache_ghost_window_bytes(&self, _bytes: u64) {}
 
     /// Memory a checkpoint holds however small its MemTable, estimated
-    /// (`TreeConfig::update_memory_estimate_bytes`); its reserve is never
-    /// less.
+    /// (`TreeConfig::update_memory_estimate_bytes`); a small checkpoint
+    /// reserves it on top of its batch, up to a full one's reserve.
     fn checkpoint_memory_floor_bytes(&self) -> u64 {
         0
     }

@@ -142,7 +142,8 @@ impl TreeConfig {
     /// its caps count it: the new leaves and level-3+ segments it keeps
     /// before a spill, and its decoded pages. A flush that rewrites a few
     /// leaves for a small batch reaches it as readily as a full one, so a
-    /// checkpoint's reserve is never less. An estimate, not a bound: new
+    /// small checkpoint reserves it on top of its batch
+    /// (`db::budget::checkpoint_reserve_bytes`). An estimate, not a bound: new
     /// segments of levels 0-2, the source pages that decoded items and new
     /// pages still point into, and each item's handle (64 bytes) come on
     /// top. Fixed at open, as the spill size is.
