@@ -51,7 +51,8 @@ const ENGINE_FILE_NAMES: [&str; 6] = [
 
 /// `Options::store` writes `OPTIONS.tmp.<pid>.<n>` (`OPTIONS.tmp` before)
 /// and renames it; a store cut short leaves it behind.
-const OPTIONS_TEMP_PREFIX: &str = "OPTIONS.tmp";
+const OLD_OPTIONS_TEMP_NAME: &str = "OPTIONS.tmp";
+const OPTIONS_TEMP_PREFIX: &str = "OPTIONS.tmp.";
 
 /// A database directory holds a `LOCK` and a `SUPERBLOCK` file from its
 /// first open on; without them the path is not a database (and opening it
@@ -101,7 +102,7 @@ fn refuse_foreign_directory(path: &Path) -> Result<()> {
         ours &= ENGINE_FILE_NAMES.iter().any(|n| name == *n)
             || name
                 .to_str()
-                .is_some_and(|n| n.starts_with(OPTIONS_TEMP_PREFIX));
+                .is_some_and(|n| n == OLD_OPTIONS_TEMP_NAME || n.starts_with(OPTIONS_TEMP_PREFIX));
     }
     if ours {
         Ok(())

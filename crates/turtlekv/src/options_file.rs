@@ -80,11 +80,18 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
     let text = format(options);
     let temp = dir.join(temp_file_name());
     let file = fs.open(&temp, OpenOptions::read_write_create())?;
-    file.set_len(0)?;
-    file.write_at(text.as_bytes(), 0)?;
-    file.sync_data()?;
+    // Truncated first: a file left by a crashed store of a process with
+    // the same id could hold a longer text.
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.write_at(text.as_bytes(), 0))
+        .and_then(|()| file.sync_data());
     drop(file);
-    fs.rename(&temp, &dir.join(OPTIONS_FILE_NAME))?;
+    if let Err(e) = written.and_then(|()| fs.rename(&temp, &dir.join(OPTIONS_FILE_NAME))) {
+        // The name is this store's own: nothing else will reuse or read it.
+        let _ = fs.remove_file(&temp);
+        return Err(e.into());
+    }
     fs.sync_dir(dir)?;
     Ok(())
 }
@@ -239,8 +246,10 @@ mod tests {
         assert_eq!(o.checkpoint_distance_bytes, 4096);
     }
 
-    /// Stores at once each rename a whole file: a load in between sees
-    /// one writer's options or the other's, never a mix or a parse error.
+    /// Stores at once each rename a whole file: every store succeeds (with
+    /// one shared temporary file, a writer's rename found it gone), and a
+    /// load in between sees one writer's options or the other's, never a
+    /// mix or a parse error.
     #[test]
     fn concurrent_stores_never_mix_their_files() {
         let dir = tempfile::tempdir().unwrap();
@@ -293,6 +302,41 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert_eq!(left, [OPTIONS_FILE_NAME], "temporary files left behind");
+    }
+
+    /// A store that fails before its rename keeps the old options and
+    /// leaves no temporary file behind (each has a name of its own, so none
+    /// would be reused).
+    #[test]
+    fn a_failed_store_keeps_the_old_options_and_no_temporary_file() {
+        let fs = FaultFs::new();
+        let dir = Path::new("/db");
+        fs.create_dir_all(dir).unwrap();
+        let stored = |distance_bytes: u64| Options {
+            checkpoint_distance_bytes: distance_bytes,
+            ..Options::default()
+        };
+        store_with_fs(&fs, dir, &stored(8 << 20)).unwrap();
+        for on in [crate::io::FaultOn::Write, crate::io::FaultOn::Sync] {
+            fs.inject(crate::io::Fault {
+                on,
+                after: 0,
+                kind: crate::io::FaultKind::Eio,
+                persistent: false,
+                path_contains: Some("OPTIONS.tmp".to_string()),
+            });
+            assert!(
+                store_with_fs(&fs, dir, &stored(16 << 20)).is_err(),
+                "{on:?}"
+            );
+            assert!(fs.fault_fired());
+            fs.clear_fault();
+            assert_eq!(
+                load_with_fs(&fs, dir).unwrap().checkpoint_distance_bytes,
+                8 << 20
+            );
+            assert_eq!(fs.list_dir(dir).unwrap(), [OPTIONS_FILE_NAME], "{on:?}");
+        }
     }
 
     /// `Options::store` promises the stored options survive a power cut

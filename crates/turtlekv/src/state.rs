@@ -18,6 +18,9 @@ pub(crate) struct Frozen {
     pub last_seq: u64,
     /// Where the records of the MemTables after it start in the WAL.
     pub wal_replay_from: WalPosition,
+    /// The checkpoint distance in force when it was frozen: what a full
+    /// MemTable held then, which caps its checkpoint's reserve.
+    pub distance_bytes: u64,
 }
 
 /// Where data lives at one moment. Only the active MemTable changes in

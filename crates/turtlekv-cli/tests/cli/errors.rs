@@ -72,11 +72,18 @@ fn put_will_not_create_a_database_among_other_files() {
 #[test]
 fn put_creates_a_database_among_its_own_leftover_files() {
     let dir = tempfile::tempdir().unwrap();
-    for name in ["LOCK", "OPTIONS.tmp.4242.0"] {
+    for name in ["LOCK", "OPTIONS.tmp.4242.0", "OPTIONS.tmp"] {
         std::fs::write(dir.path().join(name), "").unwrap();
     }
     ok(&["put", path(dir.path()), "k", "v"]);
     assert_eq!(ok(&["get", path(dir.path()), "k"]), "v\n");
+    // A name that only starts like one is someone else's.
+    let other = tempfile::tempdir().unwrap();
+    for name in ["LOCK", "OPTIONS.tmpl"] {
+        std::fs::write(other.path().join(name), "").unwrap();
+    }
+    let (code, _, stderr) = run(&["put", path(other.path()), "k", "v"]);
+    assert_eq!(code, 4, "{stderr}");
 }
 
 #[test]

@@ -81,6 +81,7 @@ impl DbInner {
         let reserve = self.reserve_checkpoint_memory(
             oldest.memtable.size_bytes(),
             target.checkpoint_memory_floor_bytes(),
+            oldest.distance_bytes,
         );
         let version = target.checkpoint(&*oldest.memtable, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
@@ -130,7 +131,8 @@ impl DbInner {
     }
 
     /// Sets memory aside for a checkpoint of a MemTable holding
-    /// `batch_bytes`, whose update may hold `floor_bytes` on top of it
+    /// `batch_bytes`, frozen at a distance of `distance_bytes`, whose update
+    /// may hold `floor_bytes` on top of it
     /// (`budget::checkpoint_reserve_bytes`), taken from the page cache until
     /// the guard drops (on every path out of the checkpoint, failures
     /// included).
@@ -138,12 +140,10 @@ impl DbInner {
         &self,
         batch_bytes: u64,
         floor_bytes: u64,
+        distance_bytes: u64,
     ) -> CheckpointReserve<'_> {
-        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(
-            batch_bytes,
-            floor_bytes,
-            self.effective_checkpoint_distance(),
-        );
+        let reserve_bytes =
+            crate::db::budget::checkpoint_reserve_bytes(batch_bytes, floor_bytes, distance_bytes);
         self.budget.set_checkpoint_reserve_bytes(reserve_bytes);
         self.rebalance_memory(false);
         CheckpointReserve { db: self }

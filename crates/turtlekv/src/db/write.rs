@@ -162,6 +162,7 @@ impl DbInner {
                 memtable: current.active.clone(),
                 last_seq,
                 wal_replay_from,
+                distance_bytes: distance,
             });
             State {
                 active: new_memtable(distance, self.memtable_pool.clone()),
