@@ -40,18 +40,18 @@ pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
 /// What the engine keeps in a database directory. `LOCK` alone says
 /// nothing: RocksDB and LevelDB directories have one too.
 const SUPERBLOCK_FILE_NAME: &str = "SUPERBLOCK";
-const ENGINE_FILE_NAMES: [&str; 6] = [
+const ENGINE_FILE_NAMES: [&str; 7] = [
     LOCK_FILE_NAME,
     SUPERBLOCK_FILE_NAME,
     "nodes.pages",
     "leaves.pages",
     "wal",
     turtlekv::OPTIONS_FILE_NAME,
+    "OPTIONS.tmp",
 ];
 
 /// `Options::store` writes `OPTIONS.tmp.<pid>.<n>` (`OPTIONS.tmp` before)
 /// and renames it; a store cut short leaves it behind.
-const OLD_OPTIONS_TEMP_NAME: &str = "OPTIONS.tmp";
 const OPTIONS_TEMP_PREFIX: &str = "OPTIONS.tmp.";
 
 /// A database directory holds a `LOCK` and a `SUPERBLOCK` file from its
@@ -102,7 +102,7 @@ fn refuse_foreign_directory(path: &Path) -> Result<()> {
         ours &= ENGINE_FILE_NAMES.iter().any(|n| name == *n)
             || name
                 .to_str()
-                .is_some_and(|n| n == OLD_OPTIONS_TEMP_NAME || n.starts_with(OPTIONS_TEMP_PREFIX));
+                .is_some_and(|n| n.starts_with(OPTIONS_TEMP_PREFIX));
     }
     if ours {
         Ok(())

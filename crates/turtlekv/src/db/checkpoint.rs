@@ -9,7 +9,7 @@ use crate::db::cache_split::Recalls;
 use crate::db::inner::DbInner;
 use crate::db::read_pressure::{Monitor, Pressure, Sample};
 use crate::memtable::MemTable;
-use crate::state::State;
+use crate::state::{Frozen, State};
 use crate::stats::bump;
 use crate::{Error, Result};
 
@@ -78,11 +78,7 @@ impl DbInner {
             covered_seq: oldest.last_seq,
             wal_replay_from: oldest.wal_replay_from,
         };
-        let reserve = self.reserve_checkpoint_memory(
-            oldest.memtable.size_bytes(),
-            target.checkpoint_memory_floor_bytes(),
-            oldest.distance_bytes,
-        );
+        let reserve = self.reserve_checkpoint_memory(&oldest, target);
         let version = target.checkpoint(&*oldest.memtable, coverage)?;
         debug_assert_eq!(version.covered_seq(), oldest.last_seq);
         self.transition(|current| State {
@@ -130,20 +126,20 @@ impl DbInner {
         Ok(())
     }
 
-    /// Sets memory aside for a checkpoint of a MemTable holding
-    /// `batch_bytes`, frozen at a distance of `distance_bytes`, whose update
-    /// may hold `floor_bytes` on top of it
+    /// Sets memory aside for the checkpoint of `frozen` into `target`
     /// (`budget::checkpoint_reserve_bytes`), taken from the page cache until
     /// the guard drops (on every path out of the checkpoint, failures
     /// included).
     fn reserve_checkpoint_memory(
         &self,
-        batch_bytes: u64,
-        floor_bytes: u64,
-        distance_bytes: u64,
+        frozen: &Frozen,
+        target: &dyn CheckpointTarget,
     ) -> CheckpointReserve<'_> {
-        let reserve_bytes =
-            crate::db::budget::checkpoint_reserve_bytes(batch_bytes, floor_bytes, distance_bytes);
+        let reserve_bytes = crate::db::budget::checkpoint_reserve_bytes(
+            frozen.memtable.size_bytes(),
+            target.checkpoint_memory_floor_bytes(),
+            frozen.distance_bytes,
+        );
         self.budget.set_checkpoint_reserve_bytes(reserve_bytes);
         self.rebalance_memory(false);
         CheckpointReserve { db: self }
