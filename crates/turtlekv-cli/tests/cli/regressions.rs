@@ -146,11 +146,20 @@ fn a_failed_dump_keeps_the_previous_file() {
     let backup = dir.path().join("backup.jsonl");
     ok(&["dump", path(&db), "-o", path(&backup)]);
     let good = std::fs::read(&backup).unwrap();
-    // Damage a byte in the middle of the leaf file.
+    // Damage the page that holds the last key, so the dump fails after it
+    // has written most records. (The file's middle byte, used until
+    // 2026-11-27, can fall in the unused tail of a 2 MiB slot, which no
+    // page reads: the dump then succeeded and the test failed in CI.)
     let leaves = db.join("leaves.pages");
     let mut bytes = std::fs::read(&leaves).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0xff;
+    let last_key = b"key02999";
+    let copies: Vec<usize> = (0..bytes.len().saturating_sub(last_key.len()))
+        .filter(|&at| bytes[at..].starts_with(last_key))
+        .collect();
+    assert!(!copies.is_empty(), "the last key is stored in plain bytes");
+    for at in copies {
+        bytes[at + last_key.len() - 1] ^= 0xff;
+    }
     std::fs::write(&leaves, bytes).unwrap();
     let (code, _, stderr) = run(&["dump", path(&db), "-o", path(&backup)]);
     assert_eq!(code, 6, "{stderr}");
