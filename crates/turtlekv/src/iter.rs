@@ -34,11 +34,12 @@ const TREE_FETCH_KEYS: usize = 8;
 /// [`crate::Snapshot`] twins. Like a snapshot, it keeps the database open
 /// until it is dropped: another `Db::open` of the directory gets
 /// [`crate::Error::Locked`].
+///
+/// An error (a damaged page, a failed read) is returned once, and then the
+/// iteration ends in both directions: later calls return `None`. So
+/// `filter_map(Result::ok)` would silently stop short; handle the `Err`.
 #[derive(Debug)]
 pub struct Iter {
-    /// Keeps the database open (its `LOCK` held) while the iterator reads
-    /// pages its view pins: another handle must not reuse them.
-    _db: std::sync::Arc<crate::db::DbInner>,
     view: ReadView,
     lower: Bound<Bytes>,
     upper: Bound<Bytes>,
@@ -50,6 +51,10 @@ pub struct Iter {
     back_last: Option<Vec<u8>>,
     front: Vec<Cursor>,
     back: Vec<Cursor>,
+    /// Keeps the database open (its `LOCK` held) while the iterator reads
+    /// pages its view pins: another handle must not reuse them. Last, so
+    /// that it is dropped after the view.
+    _db: std::sync::Arc<crate::db::DbInner>,
 }
 
 /// Buffered position in one source, for one direction.

@@ -18,8 +18,10 @@ use crate::stats::bump;
 /// the directory gets [`crate::Error::Locked`].
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    db: Arc<DbInner>,
     view: ReadView,
+    /// After the view, so that it is dropped after it: the last handle
+    /// closes the database only once nothing pins its pages.
+    db: Arc<DbInner>,
 }
 
 impl Snapshot {
