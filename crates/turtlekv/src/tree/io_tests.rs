@@ -143,3 +143,24 @@ fn scans_read_about_one_block_per_block_of_items() {
     assert!(m.leaf_blocks < 700, "{m:?}");
     assert_eq!(m.whole_leaves, 0);
 }
+
+/// A scan whose range ends within its leaf window plans no next window:
+/// before 2026-11-27 a range ending at a leaf's last key descended again
+/// and read the next leaf's head and its segments' first chunks, and
+/// failed if that leaf, outside the range, was damaged (found by review).
+#[test]
+fn a_scan_ending_within_its_window_opens_no_other() {
+    use std::ops::Bound::Included;
+    let h = tall_tree(10);
+    for k in h.model.keys().step_by(37) {
+        for reverse in [false, true] {
+            let mut cursor = h
+                .tree
+                .scan(h.root, Included(k.clone()), Included(k.clone()), reverse);
+            let (found, _) = cursor.next().unwrap().unwrap();
+            assert_eq!(&found, k);
+            assert_eq!(cursor.next_window, None, "{k:?} reverse {reverse}");
+            assert!(cursor.next().is_none());
+        }
+    }
+}

@@ -145,10 +145,14 @@ impl ScanCursor {
         for source in planned {
             self.open_source(source)?;
         }
+        // The next window only if it can hold keys of the range: a scan
+        // ending at or just past this window's edge would otherwise descend
+        // again and read a leaf and its segments' first chunks for nothing.
         self.next_window = if self.reverse {
-            (!lo.is_empty()).then(|| Bound::Excluded(lo))
+            (!lo.is_empty() && may_lie_below(&self.lower, &lo)).then(|| Bound::Excluded(lo))
         } else {
-            hi.map(Bound::Included)
+            hi.filter(|hi| below_upper(hi, &self.upper))
+                .map(Bound::Included)
         };
         Ok(())
     }
@@ -262,6 +266,14 @@ fn above_lower(key: &[u8], lower: &Bound<Bytes>) -> bool {
     match lower {
         Bound::Included(l) => compare_keys(key, l).is_ge(),
         Bound::Excluded(l) => compare_keys(key, l).is_gt(),
+        Bound::Unbounded => true,
+    }
+}
+
+/// Whether keys below `edge` may lie within `lower`.
+fn may_lie_below(lower: &Bound<Bytes>, edge: &[u8]) -> bool {
+    match lower {
+        Bound::Included(l) | Bound::Excluded(l) => compare_keys(l, edge).is_lt(),
         Bound::Unbounded => true,
     }
 }
