@@ -118,10 +118,15 @@ impl CheckpointTarget for TreeTarget {
         });
         debug_assert_eq!(version.pin.root(), outcome.root);
         self.current.store(version.clone());
-        let shape = self.tree.shape(outcome.root)?;
+        // The commit is durable: statistics must not fail it (a failed
+        // checkpoint poisons the handle). A node that cannot be read now is
+        // reported by the reads that need it; the shape stays the last one.
+        let shape = self.tree.shape(outcome.root);
         let mut progress = self.progress.lock();
         progress.0.add(&outcome.events);
-        progress.1 = shape;
+        if let Ok(shape) = shape {
+            progress.1 = shape;
+        }
         Ok(version)
     }
 

@@ -141,9 +141,21 @@ impl Geometry {
             let skip = if index == 0 { PAGE_HEADER_BYTES } else { 0 };
             content.extend_from_slice(&used[skip..]);
         }
-        // The header's length and the blocks' used bytes were checked against
-        // each other in `check_header`, so this only guards the code.
-        debug_assert_eq!(content.len(), header_len(image) as usize);
+        // `check_header` ties the header's length to the block count and to
+        // block 0's used bytes, but a block read alone cannot know the last
+        // block's share: a crafted last block (its checksum recomputed) could
+        // claim fewer or more bytes than the header says.
+        let header_len_bytes = header_len(image) as usize;
+        if content.len() != header_len_bytes {
+            return Err(BadBlock {
+                offset_in_page: u64::from(id.blocks() - 1) * self.block_bytes as u64,
+                reason: format!(
+                    "page {:#x}: its blocks hold {} bytes, its header says {header_len_bytes}",
+                    id.to_raw(),
+                    content.len()
+                ),
+            });
+        }
         Ok(content.freeze())
     }
 }
@@ -264,5 +276,25 @@ mod tests {
         let block1 = &image[4096..8192];
         assert_eq!(g.verify_block(id, 1, block1).unwrap().len(), 4088);
         assert!(g.verify_block(id, 2, block1).is_err());
+    }
+
+    /// A last block whose used bytes disagree with the header (checksum
+    /// recomputed, as a crafted file could) is corruption, not a shorter
+    /// page (found by review: a debug assertion caught it, release builds
+    /// returned the short page).
+    #[test]
+    fn a_last_block_disagreeing_with_the_header_is_corruption() {
+        let g = leaf_geometry();
+        for claimed in [100u32, 4088] {
+            let (id, mut image) = encoded(&g, 0, &[7u8; 5000]);
+            assert_eq!(id.blocks(), 2);
+            let block = &mut image[g.block_bytes..];
+            let (payload, trailer) = block.split_at_mut(g.payload_bytes());
+            trailer[..4].copy_from_slice(&claimed.to_le_bytes());
+            let crc = block_crc(id, 1, payload, claimed);
+            trailer[4..].copy_from_slice(&crc.to_le_bytes());
+            let err = g.decode(id, &image).unwrap_err();
+            assert_eq!(err.offset_in_page, 4096, "{}", err.reason);
+        }
     }
 }

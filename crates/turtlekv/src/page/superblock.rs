@@ -91,6 +91,14 @@ impl Slot {
                 "slot {slot_index} holds generation {generation} of the other slot"
             ));
         }
+        // Counters this large take longer than a lifetime to reach: a slot
+        // naming one is crafted or decayed, and `+ 1` on it would overflow.
+        let covered_seq = u64_at(48);
+        if generation > MAX_PLAUSIBLE_COUNTER || covered_seq > MAX_PLAUSIBLE_COUNTER {
+            return Err(format!(
+                "slot {slot_index} holds generation {generation} and sequence number {covered_seq}, beyond {MAX_PLAUSIBLE_COUNTER}"
+            ));
+        }
         let root = u64_at(40);
         Ok(Slot {
             generation,
@@ -98,7 +106,7 @@ impl Slot {
             leaf_size_bytes: u64_at(32),
             record: SuperblockRecord {
                 root: (root != NO_ROOT).then_some(PageId::from_raw(root)),
-                covered_seq: u64_at(48),
+                covered_seq,
                 wal_replay_from: WalPosition {
                     segment_id: u64_at(56),
                     offset_bytes: u64_at(64),
@@ -107,6 +115,9 @@ impl Slot {
         })
     }
 }
+
+/// The largest generation or covered sequence number a valid slot holds.
+pub(crate) const MAX_PLAUSIBLE_COUNTER: u64 = 1 << 62;
 
 /// What the superblock file holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +140,10 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
         newest: None,
         damaged: false,
     };
+    // A slot cut short by the file's end is damage too (a cut file, or a
+    // torn first write of slot 1, which was never durable): never clean up
+    // pages a newer root it held may name.
+    state.damaged = len % SLOT_BYTES != 0;
     for (i, bytes) in buf.chunks_exact(SLOT_BYTES).enumerate() {
         match Slot::decode(bytes, i as u64) {
             // Parity makes the two generations differ: the newest is unique.
