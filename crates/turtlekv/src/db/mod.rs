@@ -40,8 +40,38 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 #[derive(Debug, Clone)]
 pub struct Db {
     inner: Arc<DbInner>,
-    /// Stops the checkpoint thread when the last handle goes.
-    _worker: Arc<WorkerGuard>,
+    /// Closes the database when the last handle goes.
+    _last_handle: Arc<LastHandle>,
+}
+
+/// What dropping the last `Db` handle does: stop the checkpoint thread,
+/// then sync and seal the WAL. Snapshots and iterators keep `DbInner`
+/// (and the `LOCK`) alive after it, so its own drop, which seals too,
+/// may come much later: until 2026-11-27 writes acknowledged before the
+/// last handle went were not durable while a snapshot lived (review).
+#[derive(Debug)]
+pub(crate) struct LastHandle {
+    worker: Option<WorkerGuard>,
+    inner: Arc<DbInner>,
+}
+
+impl LastHandle {
+    pub(crate) fn new(worker: WorkerGuard, inner: Arc<DbInner>) -> Self {
+        LastHandle {
+            worker: Some(worker),
+            inner,
+        }
+    }
+}
+
+impl Drop for LastHandle {
+    fn drop(&mut self) {
+        // The checkpoint thread first: it may still freeze (and so
+        // rotate the log) until it stops.
+        drop(self.worker.take());
+        // Nobody to report to; `DbInner`'s drop says why that is safe.
+        let _ = self.inner.wal.lock().seal();
+    }
 }
 
 impl Db {

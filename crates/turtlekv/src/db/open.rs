@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
 use crate::db::budget::MemoryBudget;
 use crate::db::inner::DbInner;
-use crate::db::{Db, LOCK_FILE_NAME};
+use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
 use crate::io::FileSystem;
 use crate::memtable::new_memtable;
 use crate::options::record_cache_share;
@@ -154,8 +154,9 @@ pub(crate) fn open(
         None => None,
     };
     let io = inner.checkpoint_io.clone();
+    let worker = WorkerGuard::new(control, thread, io);
     Ok(Db {
+        _last_handle: Arc::new(LastHandle::new(worker, inner.clone())),
         inner,
-        _worker: Arc::new(WorkerGuard::new(control, thread, io)),
     })
 }

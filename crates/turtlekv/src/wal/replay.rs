@@ -71,12 +71,18 @@ pub(crate) fn replay(
     apply: &mut dyn FnMut(u64, &[BatchOp]),
 ) -> Result<ReplayOutcome> {
     let ids = list_segments(fs, dir)?;
+    let next_segment_id = match ids.last() {
+        None => 1,
+        Some(&id) => id.checked_add(1).ok_or_else(|| {
+            Error::corruption(dir.join(segment_file_name(id)), 0, "segment id too large")
+        })?,
+    };
     let mut progress = Progress {
         covered_seq,
         expected_next_seq: None,
         outcome: ReplayOutcome {
             last_seq: covered_seq,
-            next_segment_id: ids.last().map_or(1, |id| id + 1),
+            next_segment_id,
             ..ReplayOutcome::default()
         },
     };
@@ -140,7 +146,7 @@ fn replay_segment(
     let mut end = SegmentEnd::Read;
     if let Some(at) = damaged_at {
         end = judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress)
-            .map_err(|reason| Error::corruption(&path, at as u64, reason))?;
+            .map_err(|damage| damage.into_error(&path, at as u64))?;
         if end == SegmentEnd::TornTail {
             cut_torn_tail(fs, &path, at as u64)?;
             progress.outcome.tail_bytes_dropped += written_len(&buf[at..]);
@@ -217,7 +223,7 @@ fn judge_damage(
     later: &[u64],
     next_first_seq: Option<u64>,
     progress: &mut Progress,
-) -> std::result::Result<SegmentEnd, &'static str> {
+) -> std::result::Result<SegmentEnd, Damage> {
     if next_first_seq.is_some_and(|seq| seq <= progress.covered_seq + 1) {
         progress.expected_next_seq = None;
         return Ok(SegmentEnd::Read);
@@ -232,29 +238,69 @@ fn judge_damage(
             && rec.synced_through <= at as u64
             && rec.first_seq >= damaged_seq
     }) {
-        return Err("damaged record before data that was already synced");
+        return Err(Damage::Corrupt(
+            "damaged record before data that was already synced",
+        ));
     }
-    let proven = later.iter().any(|&id| {
-        read_segment(fs, dir, id)
-            .is_some_and(|(buf, format)| proves_predecessors_synced(&buf, format))
-    });
-    if proven {
-        return Err("damaged record in a segment that a later one proves was synced");
+    for (i, &id) in later.iter().enumerate() {
+        let Some((buf, format)) = read_later_segment(fs, dir, id, i + 1 == later.len())? else {
+            continue;
+        };
+        if proves_predecessors_synced(&buf, format) {
+            return Err(Damage::Corrupt(
+                "damaged record in a segment that a later one proves was synced",
+            ));
+        }
     }
     Ok(SegmentEnd::TornTail)
 }
 
-/// A later segment's bytes and format; `None` if it cannot be read or its
-/// header is damaged: it then tells nothing about earlier ones (replay
-/// reports it when it gets there).
-fn read_segment(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<(Vec<u8>, SegmentFormat)> {
+/// Why a damaged record is not a torn tail: corruption, or a later segment
+/// that could not be read to tell.
+#[derive(Debug)]
+enum Damage {
+    Corrupt(&'static str),
+    Io(std::io::Error),
+}
+
+impl Damage {
+    fn into_error(self, path: &Path, offset: u64) -> Error {
+        match self {
+            Damage::Corrupt(reason) => Error::corruption(path, offset, reason),
+            Damage::Io(e) => Error::Io(e),
+        }
+    }
+}
+
+/// A later segment's bytes and format, read to see whether it proves the
+/// damaged one was synced; `None` when it cannot tell: its header is
+/// damaged, and it is the newest segment (a crash while it was created).
+/// A failed read is an error, not "no proof": the damaged segment would
+/// be cut and the later ones removed on the strength of it. So is a newer
+/// build's header (its records cannot be read, and must not be dropped),
+/// and a damaged header with segments after it (a header is synced before
+/// any later segment exists).
+fn read_later_segment(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    id: u64,
+    newest: bool,
+) -> std::result::Result<Option<(Vec<u8>, SegmentFormat)>, Damage> {
     let path = dir.join(segment_file_name(id));
     let buf = fs
         .open(&path, OpenOptions::read_only())
         .and_then(|f| read_all(&*f))
-        .ok()?;
-    let format = check_header(&buf, id).ok()?;
-    Some((buf, format))
+        .map_err(Damage::Io)?;
+    match check_header(&buf, id) {
+        Ok(format) => Ok(Some((buf, format))),
+        Err(HeaderError::UnknownVersion(_)) => Err(Damage::Corrupt(
+            "damaged record before a segment of a newer format",
+        )),
+        Err(HeaderError::Damaged(_)) if newest => Ok(None),
+        Err(HeaderError::Damaged(_)) => Err(Damage::Corrupt(
+            "damaged record before a segment whose header is damaged",
+        )),
+    }
 }
 
 /// Segment `id`'s first sequence number, from its first frame (from
