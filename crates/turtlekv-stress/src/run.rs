@@ -303,10 +303,10 @@ impl Shared<'_> {
             let id = crate::value::key_id(&k)
                 .filter(|id| (start..end).contains(id))
                 .ok_or_else(|| format!("scan of {start}..{end} returned key {k:?}"))?;
-            if let Some(last) = &last_key {
-                if (last.as_slice() < &k[..]) == rev {
-                    return Err(format!("scan out of order at key {id}"));
-                }
+            if let Some(last) = &last_key
+                && (last.as_slice() < &k[..]) == rev
+            {
+                return Err(format!("scan out of order at key {id}"));
             }
             last_key = Some(k.to_vec());
             found[(id - start) as usize] = Some(v);

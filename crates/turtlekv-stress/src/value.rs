@@ -57,7 +57,7 @@ fn mix(mut z: u64) -> u64 {
 /// 400 bytes, one in 64 about 8 KiB, so leaves fill unevenly).
 pub fn value(id: u32, version: u32) -> Vec<u8> {
     let h = mix(u64::from(id) << 32 | u64::from(version));
-    let filler = if h % 64 == 0 {
+    let filler = if h.is_multiple_of(64) {
         8192 + (h >> 8) as usize % 1024
     } else {
         (h >> 8) as usize % 400

@@ -39,12 +39,15 @@ pub enum Error {
         max_bytes: usize,
     },
 
-    /// The value is longer than [`crate::MAX_VALUE_SIZE`].
+    /// The value is longer than the database accepts with this key:
+    /// [`crate::MAX_VALUE_SIZE`], or less where a leaf page could not hold
+    /// the record (`leaf_size_bytes` under about 300 KiB; see
+    /// [`crate::Db::check_entry`]).
     #[error("value of {len_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
     ValueTooLarge {
         /// Length of the rejected value.
         len_bytes: usize,
-        /// [`crate::MAX_VALUE_SIZE`].
+        /// The largest value this database accepts with this key.
         max_bytes: usize,
     },
 

@@ -211,7 +211,7 @@ impl ApiRun {
         match op % 16 {
             0..=3 => {
                 let (k, v) = (input.key(), input.value());
-                let sync = input.next() % 8 == 0;
+                let sync = input.next().is_multiple_of(8);
                 self.db()
                     .put_opt(&k, &v, &WriteOptions { sync })
                     .expect("put");
@@ -273,7 +273,7 @@ impl ApiRun {
         let mut after = self.model.clone();
         for _ in 0..1 + input.next() % 5 {
             let k = input.key();
-            if input.next() % 3 == 0 {
+            if input.next().is_multiple_of(3) {
                 batch.delete(&k);
                 after.remove(&k);
             } else {
@@ -282,7 +282,7 @@ impl ApiRun {
                 after.insert(k, v);
             }
         }
-        let sync = input.next() % 8 == 0;
+        let sync = input.next().is_multiple_of(8);
         self.db()
             .write(batch, &WriteOptions { sync })
             .expect("write batch");

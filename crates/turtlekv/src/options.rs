@@ -138,7 +138,7 @@ impl Options {
                 self.node_size_bytes
             ));
         }
-        if self.leaf_size_bytes % (4 * KIB) != 0
+        if !self.leaf_size_bytes.is_multiple_of(4 * KIB)
             || !(4 * KIB..=64 * MIB).contains(&self.leaf_size_bytes)
         {
             return invalid(format!(

@@ -119,6 +119,33 @@ fn missing_database_without_create_is_an_error() {
     );
 }
 
+/// An existing directory that holds no database (empty, or another
+/// engine's files) is refused without `create_if_missing`, and nothing is
+/// written to it (found by review: `LOCK` and `wal/` were made first).
+#[test]
+fn an_existing_directory_without_a_database_is_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.create_if_missing = false;
+    for foreign in [None, Some("CURRENT")] {
+        let path = dir.path().join(format!("{foreign:?}"));
+        std::fs::create_dir(&path).unwrap();
+        if let Some(name) = foreign {
+            std::fs::write(path.join(name), b"MANIFEST-000001\n").unwrap();
+        }
+        let before = std::fs::read_dir(&path).unwrap().count();
+        let err = Db::open(&path, options.clone()).unwrap_err();
+        assert!(
+            matches!(err, Error::Io(ref e) if e.kind() == std::io::ErrorKind::NotFound),
+            "{err}"
+        );
+        assert_eq!(std::fs::read_dir(&path).unwrap().count(), before);
+    }
+    // A database still opens so.
+    drop(Db::open(dir.path().join("db"), Options::default()).unwrap());
+    drop(Db::open(dir.path().join("db"), options).unwrap());
+}
+
 #[test]
 fn second_open_in_the_same_process_is_locked() {
     let dir = tempfile::tempdir().unwrap();

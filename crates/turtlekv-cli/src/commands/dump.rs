@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -10,10 +11,14 @@ use turtlekv::Snapshot;
 use crate::cli::DumpArgs;
 use crate::db::{Create, open};
 use crate::encoding::Encoding;
+use crate::error::usage;
 use crate::records::{CsvWriter, Format, json_line};
 
 pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
     let encoding = args.encoding.encoding();
+    if let Some(path) = &args.output {
+        refuse_output_inside(&args.db, path)?;
+    }
     let db = open(&args.db, Create::No)?;
     // One point in time for the whole dump (and both CSV passes).
     let snapshot = db.snapshot();
@@ -54,6 +59,28 @@ pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
     }
     let records = written.with_context(|| format!("writing {}", path.display()))?;
     writeln!(stdout, "dumped {records} records to {}", path.display())?;
+    Ok(())
+}
+
+/// A dump written into the database's own directory would be renamed over
+/// whatever file it names there (`-o ./db/SUPERBLOCK` destroys the
+/// database): refused before anything is opened.
+fn refuse_output_inside(db: &Path, output: &Path) -> Result<()> {
+    let parent = match output.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    // Paths that do not resolve are left to the open and the create,
+    // which report them.
+    let (Ok(db), Ok(parent)) = (std::fs::canonicalize(db), std::fs::canonicalize(parent)) else {
+        return Ok(());
+    };
+    if parent.starts_with(&db) {
+        return Err(usage(format!(
+            "refusing to write the dump inside the database directory {}",
+            db.display()
+        )));
+    }
     Ok(())
 }
 

@@ -51,6 +51,9 @@ pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {
 pub fn delete(args: &DeleteArgs) -> Result<()> {
     let (_, key) = decoded_key(&args.target)?;
     let db = open(&args.target.db, Create::No)?;
-    db.delete_opt(&key, &DURABLE).context("delete")?;
-    Ok(())
+    match db.delete_opt(&key, &DURABLE) {
+        // As in `put`: a key this database's nodes cannot hold.
+        Err(e @ turtlekv::Error::KeyTooLarge { .. }) => Err(usage(e.to_string())),
+        other => other.context("delete"),
+    }
 }

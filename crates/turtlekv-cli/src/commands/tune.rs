@@ -69,7 +69,7 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<()> {
         .with_context(|| format!("storing options in {}", args.db.display()))?;
     writeln!(
         out,
-        "stored in {}; every later open uses them:",
+        "stored in {}; every later turtlekv command uses them (applications: Options::load):",
         args.db.join(OPTIONS_FILE_NAME).display()
     )?;
     write_knobs(&before, &after, out)?;

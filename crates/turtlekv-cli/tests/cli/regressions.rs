@@ -115,6 +115,11 @@ fn a_key_too_large_for_small_nodes() {
     let key = "k".repeat(200);
     let (code, _, stderr) = run(&["put", path(&db), &key, "v"]);
     assert_eq!(code, 2, "put: {stderr}");
+    let (code, _, stderr) = run(&["delete", path(&db), &key]);
+    assert_eq!(code, 2, "delete: {stderr}");
+    // No such key can be stored, so it is not found.
+    let (code, _, stderr) = run(&["get", path(&db), &key]);
+    assert_eq!(code, 3, "get: {stderr}");
     let file = dir.path().join("in.jsonl");
     std::fs::write(
         &file,
@@ -172,4 +177,23 @@ fn a_failed_dump_keeps_the_previous_file() {
         3,
         "a temporary file was left"
     );
+}
+
+/// `dump -o` into the database's own directory would rename the dump over
+/// the file it names there (`SUPERBLOCK`: the database is gone): refused
+/// as a bad command line, and nothing changes (found by review).
+#[test]
+fn a_dump_into_the_database_directory_is_refused() {
+    let (_dir, db) = temp_db();
+    ok(&["put", path(&db), "k", "v"]);
+    let superblock = db.join("SUPERBLOCK");
+    let before = std::fs::read(&superblock).unwrap();
+    for target in [superblock.clone(), db.join("dump.jsonl"), db.join("wal/x")] {
+        let (code, _, stderr) = run(&["dump", path(&db), "-o", path(&target)]);
+        assert_eq!(code, 2, "{}: {stderr}", target.display());
+        assert!(stderr.contains("inside the database directory"), "{stderr}");
+    }
+    assert_eq!(std::fs::read(&superblock).unwrap(), before);
+    assert!(!db.join("dump.jsonl").exists());
+    assert_eq!(ok(&["get", path(&db), "k"]).trim(), "v");
 }

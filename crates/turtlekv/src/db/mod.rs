@@ -35,8 +35,13 @@ use crate::{CheckReport, Error, Options, Result, WriteBatch, WriteOptions};
 /// Name of the lock file that keeps a database to one handle at a time.
 pub const LOCK_FILE_NAME: &str = "LOCK";
 
-/// An open database. Cheap to clone and share between threads; the database
-/// closes when the last clone is dropped.
+/// An open database. Cheap to clone and share between threads.
+///
+/// Dropping the last clone stops the checkpoint thread and syncs the WAL,
+/// so every acknowledged write is durable; an error of that last sync
+/// has nobody to go to, so call [`Db::flush_wal`] first to see it. A live
+/// [`Snapshot`](crate::Snapshot) or [`Iter`](crate::Iter) keeps the
+/// directory locked (and the pages it reads) until it is dropped too.
 #[derive(Debug, Clone)]
 pub struct Db {
     inner: Arc<DbInner>,
@@ -76,6 +81,12 @@ impl Drop for LastHandle {
 
 impl Db {
     /// Opens (or, with `create_if_missing`, creates) the database at `path`.
+    ///
+    /// `options` are used as given: the knobs stored in the database's
+    /// `OPTIONS` file (`turtlekv tune`, [`Options::store`]) apply only
+    /// through [`Options::load`]. Without `create_if_missing`, a directory
+    /// that holds no database is refused with an `Io` error of kind
+    /// `NotFound`, and nothing is written to it.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
         Self::open_with_fs(path, options, Arc::new(RealFs))
     }

@@ -15,6 +15,7 @@ use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
 use crate::io::FileSystem;
 use crate::memtable::new_memtable;
 use crate::options::record_cache_share;
+use crate::page::superblock::SUPERBLOCK_FILE_NAME;
 use crate::record_cache::RecordCache;
 use crate::state::State;
 use crate::stats::{Counters, bump};
@@ -43,6 +44,31 @@ fn create_dir_durably(fs: &dyn FileSystem, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Without `create_if_missing`, a directory that holds neither a
+/// superblock nor a log is no database: refused before the lock file and
+/// the log directory would be made in it (a mistyped path, another
+/// engine's directory). One with only a log is an interrupted creation,
+/// which the page store then reports.
+fn refuse_non_database(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+    let names = fs.list_dir(path).map_err(|e| {
+        let msg = format!("no database at {}: {e}", path.display());
+        Error::Io(io::Error::new(e.kind(), msg))
+    })?;
+    if names
+        .iter()
+        .any(|n| n == SUPERBLOCK_FILE_NAME || n == WAL_DIR)
+    {
+        return Ok(());
+    }
+    Err(Error::Io(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!(
+            "no database at {}: it holds no {SUPERBLOCK_FILE_NAME}",
+            path.display()
+        ),
+    )))
+}
+
 pub(crate) fn open(
     path: &Path,
     options: Options,
@@ -53,9 +79,8 @@ pub(crate) fn open(
     let path = path.to_path_buf();
     if options.create_if_missing {
         create_dir_durably(&*fs, &path)?;
-    } else if let Err(e) = fs.list_dir(&path) {
-        let msg = format!("no database at {}: {e}", path.display());
-        return Err(Error::Io(io::Error::new(e.kind(), msg)));
+    } else {
+        refuse_non_database(&*fs, &path)?;
     }
     let lock = fs
         .lock(&path.join(LOCK_FILE_NAME))?

@@ -53,7 +53,7 @@ fn churn(db: &Db, model: &mut Model, ops: u64, seed: u64) {
         let k = key(x);
         // Independent of the key (3000 is a multiple of 5), so every key
         // sees puts and deletes.
-        if (x >> 32) % 5 == 0 {
+        if (x >> 32).is_multiple_of(5) {
             db.delete(&k).unwrap();
             model.remove(&k);
         } else {

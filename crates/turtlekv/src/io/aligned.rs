@@ -86,7 +86,9 @@ impl fmt::Debug for AlignedBuf {
 /// `true` when `buf`, `offset` and the length fit `O_DIRECT`'s rules.
 pub(crate) fn is_direct_aligned(buf: &[u8], offset: u64) -> bool {
     let align = DIRECT_IO_ALIGN_BYTES;
-    (buf.as_ptr() as usize) % align == 0 && buf.len() % align == 0 && offset % align as u64 == 0
+    (buf.as_ptr() as usize).is_multiple_of(align)
+        && buf.len().is_multiple_of(align)
+        && offset.is_multiple_of(align as u64)
 }
 
 #[cfg(test)]

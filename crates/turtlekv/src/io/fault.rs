@@ -239,14 +239,19 @@ impl FaultFs {
             .cloned()
             .collect();
         removed.sort();
-        let entries = paths.into_iter().map(|p| (s.files[&p].clone(), p)).chain(
-            removed
-                .into_iter()
-                .map(|p| (s.removed_unsynced[&p].clone(), p)),
-        );
-        for (file, path) in entries {
+        // A removed name was durable (only those are kept); the file's own
+        // flag may since speak for a new name a rename gave it.
+        let entries = paths
+            .into_iter()
+            .map(|p| (s.files[&p].clone(), p, false))
+            .chain(
+                removed
+                    .into_iter()
+                    .map(|p| (s.removed_unsynced[&p].clone(), p, true)),
+            );
+        for (file, path, name_durable) in entries {
             let f = file.lock();
-            if !f.entry_durable {
+            if !(name_durable || f.entry_durable) {
                 continue;
             }
             let mut image = f.durable.clone();
@@ -523,13 +528,22 @@ impl FileSystem for FaultFs {
         Ok(())
     }
 
-    /// The new name is durable only after `sync_dir`. The old name goes at
-    /// once, and unlike a removal's, a crash does not bring it back (nor a
-    /// file the new name replaced): a gap in the model.
+    /// The new name is durable only after `sync_dir`. Until then a crash
+    /// undoes the rename as it undoes a removal: the old name comes back
+    /// (the same file, as its durable image), and so does a file the new
+    /// name replaced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         self.check_fault(false, to)?;
         let mut s = self.state.lock();
         let file = s.files.remove(from).ok_or(io::ErrorKind::NotFound)?;
+        if file.lock().entry_durable {
+            s.removed_unsynced.insert(from.to_path_buf(), file.clone());
+        }
+        if let Some(replaced) = s.files.remove(to)
+            && replaced.lock().entry_durable
+        {
+            s.removed_unsynced.insert(to.to_path_buf(), replaced);
+        }
         file.lock().entry_durable = false;
         s.files.insert(to.to_path_buf(), file);
         Ok(())

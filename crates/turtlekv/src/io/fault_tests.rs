@@ -38,7 +38,7 @@ fn torn_write_keeps_a_sector_aligned_prefix() {
     for seed in 0..20 {
         let c = contents(&fs.crash(CrashMode::TearLastWrite { seed })).unwrap();
         assert!(
-            c.len() % 512 == 0 && c.len() > 100 && c.len() < 2100,
+            c.len().is_multiple_of(512) && c.len() > 100 && c.len() < 2100,
             "{}",
             c.len()
         );
@@ -189,4 +189,38 @@ fn a_torn_crash_tears_the_last_write_even_in_a_file_it_brings_back() {
             "seed {seed}: an earlier write was torn"
         );
     }
+}
+
+/// A rename not yet made durable by a directory sync is undone by a
+/// crash: the old name comes back, and so does the file the new name
+/// replaced; after the sync the rename holds.
+#[test]
+fn a_rename_is_undone_by_a_crash_until_its_directory_is_synced() {
+    let fs = FaultFs::new();
+    let dir = Path::new("/db");
+    fs.create_dir_all(dir).unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let f = fs
+            .open(&dir.join(name), OpenOptions::read_write_create())
+            .unwrap();
+        f.write_at(bytes, 0).unwrap();
+        f.sync_data().unwrap();
+    };
+    write("target", b"old");
+    write("temp", b"new");
+    fs.sync_dir(dir).unwrap();
+    fs.rename(&dir.join("temp"), &dir.join("target")).unwrap();
+    let read = |fs: &FaultFs, name: &str| {
+        let f = fs.open(&dir.join(name), OpenOptions::read_only()).ok()?;
+        Some(super::super::read_all(&*f).unwrap())
+    };
+    assert_eq!(read(&fs, "target").as_deref(), Some(&b"new"[..]));
+    assert_eq!(read(&fs, "temp"), None);
+    let undone = fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read(&undone, "target").as_deref(), Some(&b"old"[..]));
+    assert_eq!(read(&undone, "temp").as_deref(), Some(&b"new"[..]));
+    fs.sync_dir(dir).unwrap();
+    let done = fs.crash(CrashMode::DropUnsynced);
+    assert_eq!(read(&done, "target").as_deref(), Some(&b"new"[..]));
+    assert_eq!(read(&done, "temp"), None);
 }

@@ -36,10 +36,10 @@ pub(super) fn check(root: &Header, len: usize) -> Result<(), String> {
             }
             at = node(n.right());
         }
-        if let Some(expected) = expected.take() {
-            if expected != nodes {
-                return Err(format!("level {level}: not the nodes its parents list"));
-            }
+        if let Some(expected) = expected.take()
+            && expected != nodes
+        {
+            return Err(format!("level {level}: not the nodes its parents list"));
         }
         first = match level {
             0 => None,

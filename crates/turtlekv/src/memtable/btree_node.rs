@@ -61,7 +61,8 @@ pub(crate) struct Inner {
     children: [AtomicPtr<Header>; FANOUT],
 }
 
-const _: () = assert!(size_of::<Header>() % 64 == 0 && size_of::<Inner>() % 64 == 0);
+const _: () =
+    assert!(size_of::<Header>().is_multiple_of(64) && size_of::<Inner>().is_multiple_of(64));
 
 /// Where a search goes from an inner node, or from a node whose range
 /// the edge lies beyond.

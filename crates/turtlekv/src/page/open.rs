@@ -228,7 +228,7 @@ fn check_options(options: &PageStoreOptions) -> Result<()> {
             "node_size_bytes = {node} must be a power of two in 512..=65536"
         )));
     }
-    if leaf % 4096 != 0 || !(4096..=64 << 20).contains(&leaf) {
+    if !leaf.is_multiple_of(4096) || !(4096..=64 << 20).contains(&leaf) {
         return Err(Error::InvalidOptions(format!(
             "leaf_size_bytes = {leaf} must be a multiple of 4096 in 4 KiB..=64 MiB"
         )));

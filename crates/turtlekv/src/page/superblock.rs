@@ -143,7 +143,7 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
     // A slot cut short by the file's end is damage too (a cut file, or a
     // torn first write of slot 1, which was never durable): never clean up
     // pages a newer root it held may name.
-    state.damaged = len % SLOT_BYTES != 0;
+    state.damaged = !len.is_multiple_of(SLOT_BYTES);
     for (i, bytes) in buf.chunks_exact(SLOT_BYTES).enumerate() {
         match Slot::decode(bytes, i as u64) {
             // Parity makes the two generations differ: the newest is unique.

@@ -16,10 +16,10 @@ impl Update<'_> {
     pub(super) fn insert_and_flush(&mut self, node: &mut Node, batch: Vec<Item>) -> Result<()> {
         self.insert_batch(node, batch)?;
         let leaf_bytes = self.tree.config.leaf_max_bytes as u64;
-        if let Some(p) = max_pending_pivot(node) {
-            if node.pivots[p].pending_bytes >= leaf_bytes {
-                self.flush(node, p)?;
-            }
+        if let Some(p) = max_pending_pivot(node)
+            && node.pivots[p].pending_bytes >= leaf_bytes
+        {
+            self.flush(node, p)?;
         }
         self.restore(node)
     }

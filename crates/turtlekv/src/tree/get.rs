@@ -55,10 +55,9 @@ impl Tree {
                     key,
                     hash,
                     seg.flushed_index,
-                )? {
-                    if index >= seg.flushed_index {
-                        return Ok(item.value);
-                    }
+                )? && index >= seg.flushed_index
+                {
+                    return Ok(item.value);
                 }
             }
             match node.child_leaf {

@@ -230,10 +230,10 @@ impl Tree {
     /// A node page's lookup index: from the page cache, or read (its blocks
     /// verified), parsed and cached. The raw page is not cached besides.
     fn read_node_index(&self, id: PageId) -> Result<Arc<probe::NodeIndex>> {
-        if let Some(index) = self.io.cached_object(id, ObjectKind::NodeIndex) {
-            if let Ok(index) = index.downcast::<probe::NodeIndex>() {
-                return Ok(index);
-            }
+        if let Some(index) = self.io.cached_object(id, ObjectKind::NodeIndex)
+            && let Ok(index) = index.downcast::<probe::NodeIndex>()
+        {
+            return Ok(index);
         }
         let bytes = self.io.read_page_uncached(id)?;
         let index = probe::NodeIndex::parse(bytes).map_err(|reason| corrupt(id, reason))?;
@@ -252,10 +252,10 @@ impl Tree {
     /// The decoded head of a stored leaf: from the page cache, where it is
     /// kept decoded and verified, or read, verified and cached.
     fn read_leaf_head(&self, r: &node::LeafRef) -> Result<Arc<leaf::LeafHead>> {
-        if let Some(head) = self.io.cached_object(r.id, ObjectKind::LeafHead) {
-            if let Ok(head) = head.downcast::<leaf::LeafHead>() {
-                return Ok(head);
-            }
+        if let Some(head) = self.io.cached_object(r.id, ObjectKind::LeafHead)
+            && let Ok(head) = head.downcast::<leaf::LeafHead>()
+        {
+            return Ok(head);
         }
         let bytes = owned(
             self.io
@@ -283,10 +283,10 @@ impl Tree {
     /// The filter of a stored leaf as one contiguous buffer (it may span
     /// several blocks), cached whole.
     fn read_filter(&self, r: &node::LeafRef) -> Result<Bytes> {
-        if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter) {
-            if let Ok(filter) = filter.downcast::<Bytes>() {
-                return Ok((*filter).clone());
-            }
+        if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter)
+            && let Ok(filter) = filter.downcast::<Bytes>()
+        {
+            return Ok((*filter).clone());
         }
         let bytes = owned(self.io.read_range_uncached(
             r.id,

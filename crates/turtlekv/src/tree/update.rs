@@ -344,10 +344,8 @@ impl Tree {
             && node.pivots.len() == 1
             && node.segments.is_empty()
             && up.leaf_is_empty(&node.pivots[0].child)?;
-        if empty {
-            if let Child::Leaf(LeafData::Stored(r)) = &node.pivots[0].child {
-                up.dead.push(r.id);
-            }
+        if empty && let Child::Leaf(LeafData::Stored(r)) = &node.pivots[0].child {
+            up.dead.push(r.id);
         }
         let dead_shared = up.resolve_shared_dropped(&node)?;
         let (root, mut new_pages) = if empty {

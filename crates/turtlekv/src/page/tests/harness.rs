@@ -14,7 +14,7 @@ pub(super) const DIR: &str = "/db";
 
 /// The toy node format's child list.
 pub(super) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>> {
-    if bytes.len() % 8 != 0 {
+    if !bytes.len().is_multiple_of(8) {
         return Err(Error::corruption(
             DIR,
             0,
