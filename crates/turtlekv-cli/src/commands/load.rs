@@ -36,10 +36,13 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
         Some(format) => format,
         None => detect_format(&args.file, &mut input)?,
     };
-    let db = open(&args.db, Create::IfMissing)?;
     let started = Instant::now();
+    // The database is opened (created) only once the first record is known
+    // good: a file that is not what it seems (a bad CSV header, a bad first
+    // line) must not leave an empty database behind either.
     let mut loader = Loader {
-        db: &db,
+        db: None,
+        db_path: &args.db,
         batch: WriteBatch::new(),
         records: 0,
         bytes: 0,
@@ -48,14 +51,21 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
         check_entry(&key, Some(&value)).map_err(|e| anyhow!("line {line}: {e}"))?;
         // This database's own limits, lower with small pages: refused here,
         // with the line, rather than as a whole batch.
-        db.check_entry(&key, Some(&value))
+        loader
+            .db()?
+            .check_entry(&key, Some(&value))
             .map_err(|e| anyhow!("line {line}: {e}"))?;
         loader.add(&key, &value)
     })
-    .and_then(|()| loader.write_batch());
+    .and_then(|()| loader.write_batch())
+    // An empty input loads into an empty database (`dump | load` of one).
+    .and_then(|()| loader.db().map(drop));
     // What was written stays, so make it durable whether or not the input
     // ended well.
-    let synced = db.flush_wal().context("syncing the WAL");
+    let synced = match &loader.db {
+        Some(db) => db.flush_wal().context("syncing the WAL"),
+        None => Ok(()),
+    };
     bar.finish_and_clear();
     let (records, bytes) = (loader.records, loader.bytes);
     read.with_context(|| {
@@ -67,7 +77,7 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
     })?;
     synced?;
     let elapsed = started.elapsed().as_secs_f64();
-    let stats = db.stats();
+    let stats = loader.db()?.stats();
     writeln!(
         out,
         "loaded {records} records ({} of keys and values) into {} in {elapsed:.2} s \
@@ -82,7 +92,9 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
 
 /// Gathers records into batches.
 struct Loader<'a> {
-    db: &'a Db,
+    /// Opened at the first good record.
+    db: Option<Db>,
+    db_path: &'a std::path::Path,
     batch: WriteBatch,
     /// Records and key+value bytes written so far.
     records: u64,
@@ -90,6 +102,13 @@ struct Loader<'a> {
 }
 
 impl Loader<'_> {
+    fn db(&mut self) -> Result<&Db> {
+        if self.db.is_none() {
+            self.db = Some(open(self.db_path, Create::IfMissing)?);
+        }
+        Ok(self.db.as_ref().expect("opened above"))
+    }
+
     fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         self.batch.put(key, value);
         if self.batch.len() >= BATCH_RECORDS || self.batch.user_bytes() >= BATCH_BYTES {
@@ -104,7 +123,7 @@ impl Loader<'_> {
         }
         let batch = std::mem::take(&mut self.batch);
         let (records, bytes) = (batch.len() as u64, batch.user_bytes());
-        self.db
+        self.db()?
             .write(batch, &WriteOptions::default())
             .context("writing a batch")?;
         self.records += records;

@@ -168,6 +168,18 @@ fn bad_input_is_reported_with_its_line() {
     assert_eq!(code, 1);
     assert!(stderr.contains("nope.jsonl"), "{stderr}");
     assert!(!db.exists());
+    // Nor does a file whose first record is bad, or a CSV file without
+    // its header (found by review: the database was created first).
+    for (name, text) in [
+        ("bad.jsonl", "{\"key\":\"\",\"value\":\"x\"}\n"),
+        ("notes.txt", "some notes, not records\n"),
+    ] {
+        let file = dir.path().join(name);
+        std::fs::write(&file, text).unwrap();
+        let (code, _, stderr) = run(&["load", path(&db), path(&file)]);
+        assert_eq!(code, 1, "{name}: {stderr}");
+        assert!(!db.exists(), "{name}: {stderr}");
+    }
 
     for (text, expected) in [
         (
