@@ -130,22 +130,28 @@ fn read_turn(
 /// Submits what is queued and reaps `count` completions into `filled`.
 fn wait_for(ring: &mut IoUring, count: usize, filled: &mut [io::Result<usize>]) -> io::Result<()> {
     let mut pending = count;
+    // Entries the kernel has taken so far: a call may take only some (it
+    // ran short of request memory), and completions alone cannot tell.
+    let mut submitted = 0;
     while pending > 0 {
-        if let Err(e) = ring.submit_and_wait(pending) {
-            let transient = matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
-            );
-            if !transient && pending == count && !ring.submission().is_empty() {
-                // Nothing was taken: the caller may drop the ring, which
-                // discards the queued entries unread.
-                return Err(e);
-            }
-            if !transient {
-                // The kernel may still be writing into buffers the caller
-                // is about to free or reuse; returning would corrupt memory.
-                eprintln!("turtlekv: io_uring wait failed with reads in flight: {e}");
-                std::process::abort();
+        match ring.submit_and_wait(pending) {
+            Ok(taken) => submitted += taken,
+            Err(e) => {
+                let transient = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                );
+                if !transient && submitted == 0 {
+                    // Nothing was taken: the caller may drop the ring, which
+                    // discards the queued entries unread.
+                    return Err(e);
+                }
+                if !transient {
+                    // The kernel may still be writing into buffers the caller
+                    // is about to free or reuse; returning would corrupt memory.
+                    eprintln!("turtlekv: io_uring wait failed with reads in flight: {e}");
+                    std::process::abort();
+                }
             }
         }
         for entry in ring.completion() {

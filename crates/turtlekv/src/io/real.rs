@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
@@ -136,8 +136,33 @@ impl File for RealFile {
     }
 
     fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<crate::io::WriteMapping>> {
+        if !mapped_writes_cannot_need_space(self.0.as_raw_fd()) {
+            return Ok(None);
+        }
         crate::io::WriteMapping::new(self.0.as_raw_fd(), len_bytes).map(Some)
     }
+}
+
+/// File systems on which a store into reserved (`fallocate`d) storage of
+/// a shared mapping needs no new space: ext2/3/4, XFS and tmpfs. A store
+/// to a page made clean by a sync faults, and the file system makes it
+/// writable again; a copy-on-write one (btrfs, ZFS, bcachefs, f2fs) may
+/// need a new block for that, and on a full disk the process gets
+/// `SIGBUS` where `write(2)` would have returned an error the WAL can
+/// report. Elsewhere the WAL appends with `write(2)` (found by review).
+fn mapped_writes_cannot_need_space(fd: RawFd) -> bool {
+    const EXT4_SUPER_MAGIC: u32 = 0xEF53;
+    const XFS_SUPER_MAGIC: u32 = 0x5846_5342;
+    const TMPFS_MAGIC: u32 = 0x0102_1994;
+    let mut stat = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `fstatfs` fills the buffer on success, and the descriptor is
+    // valid for the duration of the call.
+    if unsafe { libc::fstatfs(fd, stat.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: initialised by the successful call above.
+    let magic = unsafe { stat.assume_init() }.f_type as u32;
+    matches!(magic, EXT4_SUPER_MAGIC | XFS_SUPER_MAGIC | TMPFS_MAGIC)
 }
 
 impl RealFile {
@@ -192,6 +217,18 @@ mod tests {
         assert!(all[(1 << 20) - 4096..].iter().all(|&b| b == 9));
         f.allocate(1 << 20, 65536).unwrap();
         assert_eq!(f.len().unwrap(), (1 << 20) + 65536);
+    }
+
+    #[test]
+    fn writes_are_mapped_only_where_reserved_storage_suffices() {
+        let fd_of = |path: &str| std::fs::File::open(path).ok();
+        // procfs is none of the file systems a mapped append is safe on.
+        let proc = fd_of("/proc/self/status").expect("procfs");
+        assert!(!mapped_writes_cannot_need_space(proc.as_raw_fd()));
+        // tmpfs is one, where this machine has it.
+        if let Some(shm) = fd_of("/dev/shm") {
+            assert!(mapped_writes_cannot_need_space(shm.as_raw_fd()));
+        }
     }
 
     #[test]

@@ -394,8 +394,10 @@ impl SegmentWriter {
         // The worker must not lengthen the file once it is cut: dropping
         // its handle ends it.
         self.ahead = None;
-        self.reserved_len_bytes = self.reserved_len_bytes.max(self.requested_len_bytes);
-        if self.reserved_len_bytes > self.len_bytes {
+        // The worker may have reserved up to what was asked of it; only
+        // what is known reserved counts as such if the cut fails (review).
+        let may_reach_bytes = self.reserved_len_bytes.max(self.requested_len_bytes);
+        if may_reach_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
             self.reserved_len_bytes = self.len_bytes;
             // `fdatasync` must now make the changed length durable too,
