@@ -10,7 +10,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, Options, WaitForCompactOptions, WriteBufferManager, WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompressionType, Options, WaitForCompactOptions,
+    WriteBufferManager, WriteOptions,
 };
 
 use super::{Engine, EngineConfig};
@@ -35,6 +36,10 @@ impl RocksDb {
         options.increase_parallelism(cores);
         options.set_max_background_jobs(cores);
         options.set_write_buffer_size(WRITE_BUFFER_BYTES);
+        // The benchmark's values are random bytes: compression (Snappy by
+        // default) would only cost CPU on every flush and compaction, and
+        // TurtleKV does not compress either (found by review).
+        options.set_compression_type(DBCompressionType::None);
         options.set_use_direct_reads(config.direct_io);
         options.set_use_direct_io_for_flush_and_compaction(config.direct_io);
         let cache_bytes = usize::try_from(config.cache_bytes).context("cache size")?;
