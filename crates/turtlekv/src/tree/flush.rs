@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::background_drop::drop_in_background;
+use super::corrupt_buffer;
 use super::cut;
 use super::item::{Item, lower_bound, merge_prefix, shortest_separator, total_size_bytes};
 use super::merge::merge_runs;
@@ -43,6 +44,16 @@ impl Update<'_> {
         }
         let runs: Vec<&[Item]> = sources.iter().map(|(_, u)| u.slice()).collect();
         let (prefix, cut_key) = merge_prefix(&runs, leaf_bytes);
+        let pending = node.pivots[p].pending_bytes;
+        if prefix.is_empty() && pending > 0 {
+            // The count says the buffer holds items for the pivot, its
+            // segments hold none. Moving nothing would leave the count as
+            // it is, and `restore` would pick this pivot again, forever.
+            return Err(corrupt_buffer(
+                node.height,
+                format!("pivot {p} counts {pending} pending bytes, its segments hold none"),
+            ));
+        }
         let mut removed = 0u64;
         // What stays unflushed, per segment: a split of the child below
         // spreads it over the new pivots without reading it again.
@@ -75,15 +86,20 @@ impl Update<'_> {
                 items: unflushed.items,
             });
         }
-        debug_assert!(
-            node.pivots[p].pending_bytes >= removed,
-            "pending bytes undercount"
-        );
-        node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(removed);
+        // The count comes from the page: it may be short of the items. (The
+        // bounds above are changed already; an error drops the update's
+        // in-memory nodes, the stored tree is untouched.)
+        let Some(left) = pending.checked_sub(removed) else {
+            return Err(corrupt_buffer(
+                node.height,
+                format!("pivot {p} counts {pending} pending bytes, a flush took {removed}"),
+            ));
+        };
+        node.pivots[p].pending_bytes = left;
         self.events.flushes_by_height[usize::from(node.height).min(7)] += 1;
         let pieces = self.apply_to_child(node, p, prefix)?;
         let count = pieces.len();
-        self.replace_pivot_with(node, p, pieces, remaining);
+        self.replace_pivot_with(node, p, pieces, remaining)?;
         // The neighbours too: a changed child may now fit with one of them.
         self.fix_underfull(node, p.saturating_sub(1), count + 2)?;
         self.drop_inactive_segments(node)
@@ -105,17 +121,17 @@ impl Update<'_> {
         let LeafData::Stored(r) = &seg.data else {
             unreachable!("new segments are always decoded")
         };
-        let (lo, hi) = node.pivot_range(p);
-        // Keys from the flushed bound on (its key lies between the last
-        // flushed item and the first unflushed one), within the pivot.
-        let lo = if bound.index > 0 && bound.key > *lo {
-            &bound.key
-        } else {
-            lo
-        };
+        // Keys from the flushed bound on, within the pivot.
+        let (lo, from_key) = node.unflushed_start(seg, p);
+        let hi = node.pivot_range(p).1;
         let (first_index, items) = self.tree.read_leaf_span(r, lo, hi.map(|h| h.as_ref()))?;
+        if from_key && first_index > bound.index as usize {
+            // The key lies above the item at the bound's index: the items
+            // between would leave the buffer unread, their bytes counted.
+            return Err(super::corrupt(r.id, "flushed key above its bound's item"));
+        }
         // The span starts at the first unflushed item, unless the bound's
-        // index and key disagree (then the index rules, as for decoded ones).
+        // index lies above its key (then the index rules, as for decoded ones).
         let skip = (bound.index as usize).saturating_sub(first_index);
         if skip > items.len() {
             return Err(super::corrupt(r.id, "flushed bound beyond the segment"));
@@ -190,8 +206,7 @@ impl Update<'_> {
                 _ => None,
             });
         }
-        self.replace_pivot_with(node, p, pieces, spans);
-        Ok(())
+        self.replace_pivot_with(node, p, pieces, spans)
     }
 
     /// `replace_pivot` given, per segment, its items not yet flushed to
@@ -202,7 +217,7 @@ impl Update<'_> {
         p: usize,
         pieces: Vec<Piece>,
         spans: Vec<Option<Unflushed>>,
-    ) {
+    ) -> Result<()> {
         let count = pieces.len();
         let old_lower = node.pivots[p].lower.clone();
         let new_pivots: Vec<Pivot> = pieces
@@ -218,7 +233,7 @@ impl Update<'_> {
         node.pivots.splice(p..=p, new_pivots);
         if count == 1 {
             node.pivots[p].pending_bytes = old_pending;
-            return;
+            return Ok(());
         }
         debug_assert_eq!(spans.len(), node.segments.len());
         for (s, span) in spans.iter().enumerate() {
@@ -236,13 +251,21 @@ impl Update<'_> {
                 }
             }
         }
-        debug_assert_eq!(
-            node.pivots[p..p + count]
-                .iter()
-                .map(|q| q.pending_bytes)
-                .sum::<u64>(),
-            old_pending
-        );
+        // The new counts come from the items; the old one from the page,
+        // which may claim more.
+        let new_pending: u64 = node.pivots[p..p + count]
+            .iter()
+            .map(|q| q.pending_bytes)
+            .sum();
+        if new_pending != old_pending {
+            return Err(corrupt_buffer(
+                node.height,
+                format!(
+                    "pivot {p} counts {old_pending} pending bytes, its segments hold {new_pending}"
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use super::background_drop::drop_in_background;
+use super::corrupt_buffer;
 use super::cut;
 use super::item::{Item, lower_bound, total_size_bytes};
 use super::merge::merge_runs;
@@ -121,7 +122,7 @@ impl Update<'_> {
                 continue;
             }
             if let Some(items) = self.decoded(&seg.data) {
-                let ranges = take_unflushed(node, seg, &active, &items, 0);
+                let ranges = take_unflushed(node, seg, &active, &items, 0)?;
                 sources.push((items, ranges));
                 continue;
             }
@@ -134,9 +135,18 @@ impl Update<'_> {
                 .collect();
             let reads = self.tree.read_leaf_spans(r, &spans, SPAN_GAP_READ_BYTES)?;
             for read in reads {
+                // A read starts where its first span does; where that is
+                // the flushed key, the item at the bound's index must be
+                // read (later spans read the items between anyway, and
+                // the index decides).
+                let first = active[read.spans.start];
+                let bound_index = seg.bounds[first].as_ref().map_or(0, |b| b.index as usize);
+                if node.unflushed_start(seg, first).1 && read.first_index > bound_index {
+                    return Err(super::corrupt(r.id, "flushed key above its bound's item"));
+                }
                 let items = Arc::new(read.items);
                 let pivots = &active[read.spans];
-                let ranges = take_unflushed(node, seg, pivots, &items, read.first_index);
+                let ranges = take_unflushed(node, seg, pivots, &items, read.first_index)?;
                 self.events.merge_read_item_bytes += total_size_bytes(&items) as u64;
                 self.events.merge_unflushed_item_bytes += ranges
                     .iter()
@@ -219,39 +229,40 @@ fn pivot_windows(node: &Node, window_bytes: u64) -> Vec<Range<usize>> {
 /// lies between the last flushed item and the first unflushed one) or the
 /// pivot's lower bound, whichever is higher, to the pivot's upper bound.
 fn unflushed_span<'a>(node: &'a Node, seg: &'a Segment, p: usize) -> KeySpan<'a> {
-    let (lo, hi) = node.pivot_range(p);
-    let lo = match &seg.bounds[p] {
-        Some(bound) if bound.index > 0 && bound.key > *lo => &bound.key,
-        _ => lo,
-    };
+    let (lo, _) = node.unflushed_start(seg, p);
+    let hi = node.pivot_range(p).1;
     (lo.as_ref(), hi.map(|h| h.as_ref()))
 }
 
 /// The ranges of `items` (from leaf index `first_index` on) that hold the
 /// unflushed items of `pivots`, joined where they touch; their bytes come
 /// off the pivots' pending bytes. As for flushes, a flushed bound's index
-/// rules where it and its key disagree.
+/// rules where it and its key disagree. A count short of the items is
+/// corruption: it comes from the node's page.
 fn take_unflushed(
     node: &mut Node,
     seg: &Segment,
     pivots: &[usize],
     items: &[Item],
     first_index: usize,
-) -> Vec<Range<usize>> {
+) -> Result<Vec<Range<usize>>> {
     let mut ranges: Vec<Range<usize>> = Vec::new();
     for &p in pivots {
         let r = node.unflushed_range_in_span(seg, p, items, first_index);
         let bytes = total_size_bytes(&items[r.clone()]) as u64;
-        debug_assert!(
-            node.pivots[p].pending_bytes >= bytes,
-            "pending bytes undercount"
-        );
-        node.pivots[p].pending_bytes = node.pivots[p].pending_bytes.saturating_sub(bytes);
+        let pending = node.pivots[p].pending_bytes;
+        let Some(left) = pending.checked_sub(bytes) else {
+            return Err(corrupt_buffer(
+                node.height,
+                format!("pivot {p} counts {pending} pending bytes, a merge took {bytes}"),
+            ));
+        };
+        node.pivots[p].pending_bytes = left;
         match ranges.last_mut() {
             Some(last) if last.end == r.start => last.end = r.end,
             _ if r.is_empty() => {}
             _ => ranges.push(r),
         }
     }
-    ranges
+    Ok(ranges)
 }

@@ -179,6 +179,18 @@ impl Node {
         }
     }
 
+    /// Where pivot `p`'s unflushed items in `seg` start, as a key: its
+    /// flushed key when that lies above the pivot's lower bound (the key
+    /// lies between the last flushed item and the first unflushed one),
+    /// else the lower bound. The flag says which.
+    pub(crate) fn unflushed_start<'a>(&'a self, seg: &'a Segment, p: usize) -> (&'a Bytes, bool) {
+        let (lo, _) = self.pivot_range(p);
+        match &seg.bounds[p] {
+            Some(bound) if bound.index > 0 && bound.key > *lo => (&bound.key, true),
+            _ => (lo, false),
+        }
+    }
+
     /// The pivot whose range holds `key`.
     pub(crate) fn pivot_for(&self, key: &[u8]) -> usize {
         self.pivots[1..].partition_point(|p| p.lower.as_ref() <= key)

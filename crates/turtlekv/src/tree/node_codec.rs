@@ -10,6 +10,12 @@ use crate::page::PageId;
 const MAGIC: &[u8; 4] = b"TKND";
 const VERSION: u8 = 1;
 
+/// More pending bytes than any stored node holds: a node buffers at most
+/// a leaf page (64 MiB at most) per pivot (65,535 at most), under 2^42
+/// bytes. Updates add item sizes to the counts and sum them, which a
+/// count near `u64::MAX` would overflow.
+const MAX_PENDING_BYTES: u64 = 1 << 48;
+
 impl Node {
     /// Encodes the node; every child and segment must be stored.
     pub(crate) fn encode(&self) -> Vec<u8> {
@@ -84,6 +90,7 @@ impl Node {
             segment_count,
         } = header;
         let mut pivots = Vec::with_capacity(pivot_count);
+        let mut total_pending_bytes = 0u64;
         for i in 0..pivot_count {
             let child = if height == 1 {
                 Child::Leaf(LeafData::Stored(r.leaf_ref()?))
@@ -91,6 +98,10 @@ impl Node {
                 Child::StoredNode(PageId::from_raw(r.u64()?))
             };
             let pending_bytes = r.u64()?;
+            total_pending_bytes = total_pending_bytes.saturating_add(pending_bytes);
+            if total_pending_bytes > MAX_PENDING_BYTES {
+                return Err("node: more pending bytes than a buffer holds".into());
+            }
             let lower = if i == 0 {
                 Bytes::new()
             } else {
