@@ -69,6 +69,7 @@ impl Checker<'_> {
         self.stats.node_pages += 1;
         node.range_lo = lo;
         node.range_hi = hi;
+        node.check_range().map_err(|reason| corrupt(id, reason))?;
         if node.encoded_len() > config.node_max_bytes
             || (node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4)
         {

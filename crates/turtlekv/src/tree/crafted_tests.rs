@@ -11,8 +11,8 @@ use bytes::Bytes;
 
 use super::harness::{Rng, key, random_batch, small_config};
 use super::mem_io::MemPageIo;
-use super::node::{Flushed, LeafData, Node};
-use super::update::BatchOutcome;
+use super::node::{Child, Flushed, LeafData, Node};
+use super::update::{BatchOutcome, Update};
 use super::{Tree, TreeConfig};
 use crate::page::{CachePriority, PageId, PageIo, PageKind};
 use crate::{Error, Result};
@@ -187,4 +187,73 @@ fn a_flushed_key_above_its_bounds_item_is_corruption() {
         }
     }
     assert!(cases >= 3, "only {cases} segments to craft");
+}
+
+/// A flushed key above the pivot's range: the update read the pivot's
+/// items from that key to the pivot's upper bound, and a span whose start
+/// lay chunks past its end underflowed (`read_chunk_run`). Lookups took
+/// the segment for flushed and skipped it. Node pages with such a key are
+/// corruption wherever the range is known: at decode for every pivot but
+/// the last, and for the last once the parent gives the node's range.
+#[test]
+fn a_flushed_key_beyond_its_pivot_is_corruption() {
+    let v = versions();
+    let far = Bytes::from_static(b"\xff\xff");
+    let mut cases = 0;
+    for &root in &v.roots {
+        let node = v.node(root);
+        for (s, seg) in node.segments.iter().enumerate() {
+            let last = node.pivots.len() - 1;
+            for p in (0..last).filter(|&p| seg.bounds[p].is_some()) {
+                let mut crafted = node.clone();
+                crafted.segments[s].bounds[p] = Some(Flushed {
+                    index: 1,
+                    key: far.clone(),
+                });
+                let id = v.write(&crafted);
+                let outcome = v.apply_small_batch(id);
+                assert!(
+                    is_corruption(&outcome),
+                    "segment {s} pivot {p}: {outcome:?}"
+                );
+                let got = v.tree.get(Some(id), &key(1_000));
+                assert!(is_corruption(&got), "segment {s} pivot {p}: {got:?}");
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 10, "only {cases} bounds crafted");
+    // The last pivot of a child: its range ends where the parent's next
+    // pivot begins.
+    let mut children = 0;
+    for &root in &v.roots {
+        let mut parent = v.node(root);
+        if parent.height < 2 {
+            continue;
+        }
+        for c in 0..parent.pivots.len() - 1 {
+            let Child::StoredNode(child_id) = parent.pivots[c].child else {
+                unreachable!("children of a height-2 node are nodes")
+            };
+            let mut child = v.node(child_id);
+            let last = child.pivots.len() - 1;
+            let Some(seg) = child.segments.iter_mut().find(|s| s.bounds[last].is_some()) else {
+                continue;
+            };
+            // Above the child's range, below the node's end.
+            let mut beyond = parent.pivots[c + 1].lower.to_vec();
+            beyond.push(0);
+            seg.bounds[last] = Some(Flushed {
+                index: 1,
+                key: Bytes::from(beyond),
+            });
+            let crafted = v.write(&child);
+            parent.pivots[c].child = Child::StoredNode(crafted);
+            let loaded = Update::new(&v.tree).child_node(&mut parent, c).map(|_| ());
+            assert!(is_corruption(&loaded), "child {c}: {loaded:?}");
+            parent.pivots[c].child = Child::StoredNode(child_id);
+            children += 1;
+        }
+    }
+    assert!(children >= 1, "no child with a buffer on its last pivot");
 }

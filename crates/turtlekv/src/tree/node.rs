@@ -191,6 +191,46 @@ impl Node {
         }
     }
 
+    /// Checks that every flushed key of an active pivot lies below the
+    /// pivot's upper bound, where it is known (the last pivot's is the
+    /// node's own, from its parent). A writer never stores one above: the
+    /// key is at most the first unflushed item, which lies in the range.
+    /// Updates read a pivot's unflushed items from its flushed key up to
+    /// that bound, a span that must not end before it starts.
+    pub(crate) fn check_flushed_keys(&self) -> Result<(), String> {
+        for seg in &self.segments {
+            for (p, bound) in seg.bounds.iter().enumerate() {
+                let Some(bound) = bound.as_ref().filter(|b| b.index > 0) else {
+                    continue;
+                };
+                if self.pivot_range(p).1.is_some_and(|hi| bound.key >= *hi) {
+                    return Err(format!("node: flushed key of pivot {p} beyond its range"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what a node's page cannot show on its own, once its parent
+    /// has given it its range: its pivot keys lie within that range, and
+    /// its last pivot's flushed keys below the range's end (the others'
+    /// are checked at decode). Otherwise a pivot's range could end before
+    /// it starts, and so could the spans updates read its items in.
+    pub(crate) fn check_range(&self) -> Result<(), String> {
+        let keys = self.pivots.get(1..).unwrap_or_default();
+        let above_lo = keys
+            .first()
+            .is_none_or(|first| self.range_lo.is_empty() || first.lower > self.range_lo);
+        let below_hi = match (keys.last(), &self.range_hi) {
+            (Some(last), Some(hi)) => last.lower < *hi,
+            _ => true,
+        };
+        if !above_lo || !below_hi {
+            return Err("node: pivot keys outside the node's range".into());
+        }
+        self.check_flushed_keys()
+    }
+
     /// The pivot whose range holds `key`.
     pub(crate) fn pivot_for(&self, key: &[u8]) -> usize {
         self.pivots[1..].partition_point(|p| p.lower.as_ref() <= key)

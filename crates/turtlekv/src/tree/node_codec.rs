@@ -160,13 +160,17 @@ impl Node {
         if r.at != bytes.len() || !segments.windows(2).all(|w| w[0].level <= w[1].level) {
             return Err("node: trailing bytes or segments out of level order".into());
         }
-        Ok(Node {
+        let node = Node {
             height,
             pivots,
             segments,
             range_lo: Bytes::new(),
             range_hi: None,
-        })
+        };
+        // The node's own range is not known here: the last pivot's flushed
+        // keys are checked again once the parent gives it (`child_node`).
+        node.check_flushed_keys()?;
+        Ok(node)
     }
 }
 

@@ -81,6 +81,11 @@ struct SegmentEntry {
     bounds: Vec<(usize, u32, Range<u32>)>,
 }
 
+/// A span of the page as a range to index it with.
+fn span_range(span: &Range<u32>) -> Range<usize> {
+    span.start as usize..span.end as usize
+}
+
 /// The next `len` bytes of the page, as offsets (pages are far below 4 GiB).
 fn take_span(r: &mut Reader<'_>, len: usize) -> Result<Range<u32>, String> {
     let start = r.offset();
@@ -91,10 +96,13 @@ fn take_span(r: &mut Reader<'_>, len: usize) -> Result<Range<u32>, String> {
 impl NodeIndex {
     /// Parses a node page whose blocks the page store verified. Every field
     /// is bounds-checked; the node checksum is not recomputed (see
-    /// `Header::parse_trusted`).
+    /// `Header::parse_trusted`). A flushed key must lie below the next
+    /// pivot's key, as `Node::decode` checks: a lookup would take the
+    /// segment for flushed.
     pub(crate) fn parse(page: Bytes) -> Result<Self, String> {
         let (header, mut r) = Header::parse_trusted(&page)?;
-        let mut pivots = Vec::with_capacity(header.pivot_count.min(page.len() / 16));
+        let mut pivots: Vec<PivotEntry> =
+            Vec::with_capacity(header.pivot_count.min(page.len() / 16));
         for i in 0..header.pivot_count {
             let (child_leaf, child_node) = if header.height == 1 {
                 let leaf = r.leaf_ref()?;
@@ -130,7 +138,16 @@ impl NodeIndex {
                 let pivot = r.u16()? as usize;
                 let index = r.u32()?;
                 let len = r.u16()? as usize;
-                bounds.push((pivot, index, take_span(&mut r, len)?));
+                let key = take_span(&mut r, len)?;
+                // Below the next pivot's key (`Node::check_flushed_keys`).
+                if let Some(next) = pivots.get(pivot + 1)
+                    && page[span_range(&key)] >= page[span_range(&next.lower)]
+                {
+                    return Err(format!(
+                        "node: flushed key of pivot {pivot} beyond its range"
+                    ));
+                }
+                bounds.push((pivot, index, key));
             }
             segments.push(SegmentEntry {
                 leaf,
@@ -164,7 +181,7 @@ impl NodeIndex {
     }
 
     fn bytes(&self, at: &Range<u32>) -> &[u8] {
-        &self.page[at.start as usize..at.end as usize]
+        &self.page[span_range(at)]
     }
 
     /// The key's pivot (`Holding`), the one before it, or the last, with

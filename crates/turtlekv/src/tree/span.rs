@@ -52,9 +52,10 @@ impl Tree {
         gap_bytes: u64,
     ) -> Result<Vec<SpanRead>> {
         debug_assert!(
-            spans
-                .windows(2)
-                .all(|w| w[0].1.is_some_and(|hi| hi <= w[1].0)),
+            spans.iter().all(|&(lo, hi)| hi.is_none_or(|hi| lo <= hi))
+                && spans
+                    .windows(2)
+                    .all(|w| w[0].1.is_some_and(|hi| hi <= w[1].0)),
             "key spans must be sorted and disjoint"
         );
         let head = self.read_leaf_head(r)?;

@@ -177,6 +177,8 @@ impl<'a> Update<'a> {
             }
             loaded.range_lo = lo;
             loaded.range_hi = hi;
+            // Its range is known only now.
+            loaded.check_range().map_err(|reason| corrupt(id, reason))?;
             self.dead.push(id);
             *child = Child::Node(Box::new(loaded));
         }
