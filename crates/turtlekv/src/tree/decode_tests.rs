@@ -1,12 +1,24 @@
 //! Damaged pages decode to errors, never panics or wrong data.
 
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::mpsc;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
 use bytes::Bytes;
 use proptest::prelude::*;
 
+use super::Tree;
+use super::fuzz_hook::leaf_with_valid_checksums;
+use super::harness::{Harness, Model, Rng, key, random_batch, small_config};
 use super::item::Item;
 use super::leaf::{self, LeafHead};
-use super::node::Node;
+use super::mem_io::MemPageIo;
+use super::node::{Child, LeafData, LeafRef, Node};
 use crate::filter;
+use crate::page::{CachePriority, PageId, PageIo, PageKind};
+use crate::{Error, Result};
 
 /// Parses a node page for lookups and probes `key`, as a get does.
 fn probe(page: &[u8], key: &[u8]) -> Result<usize, String> {
@@ -62,29 +74,164 @@ fn flip_in_padding(at: usize) -> bool {
     ((head_len + filter_len) as usize..data_offset).contains(&at)
 }
 
+/// A real tree, grown once and shared by the tests below, which add pages
+/// to its store (crafted roots) but never free or change its own.
+struct Sample {
+    io: Arc<MemPageIo>,
+    tree: Tree,
+    model: Model,
+    /// Its node pages, newest (the root) first.
+    nodes: Vec<(PageId, Vec<u8>)>,
+}
+
+fn sample() -> &'static Sample {
+    static SAMPLE: OnceLock<Sample> = OnceLock::new();
+    SAMPLE.get_or_init(|| {
+        let mut h = Harness::new(small_config(512));
+        let mut rng = Rng::new(2);
+        for _ in 0..15 {
+            h.apply(random_batch(&mut rng, 3000, 300, 10));
+        }
+        let mut ids: Vec<PageId> = h.io.page_ids();
+        ids.sort_by_key(|id| std::cmp::Reverse(id.to_raw()));
+        let nodes = ids
+            .into_iter()
+            .filter(|id| h.io.kind(*id) == Some(PageKind::Node))
+            .map(|id| {
+                (
+                    id,
+                    h.io.read_page(id, CachePriority::Node).unwrap().to_vec(),
+                )
+            })
+            .collect();
+        Sample {
+            io: h.io,
+            tree: h.tree,
+            model: h.model,
+            nodes,
+        }
+    })
+}
+
 /// Node pages from a real tree, for mutation.
 fn sample_nodes() -> Vec<Vec<u8>> {
-    use crate::page::{CachePriority, PageIo, PageKind};
-    let mut h = super::harness::Harness::new(super::harness::small_config(512));
-    let mut rng = super::harness::Rng::new(2);
-    for _ in 0..15 {
-        h.apply(super::harness::random_batch(&mut rng, 3000, 300, 10));
-    }
-    h.io.page_ids()
-        .into_iter()
-        .filter(|id| h.io.kind(*id) == Some(PageKind::Node))
-        .map(|id| h.io.read_page(id, CachePriority::Node).unwrap().to_vec())
+    sample()
+        .nodes
+        .iter()
+        .map(|(_, page)| page.clone())
         .collect()
+}
+
+/// What the read and update paths made of a tree with a damaged page.
+#[derive(Debug)]
+struct Outcome {
+    /// `check()` found nothing wrong.
+    checked: bool,
+    /// `get` of each probed key.
+    gets: Vec<(Bytes, Result<Option<Bytes>>)>,
+    /// A forward scan of everything (at most `SCAN_LIMIT` pairs).
+    scan: Result<Vec<(Bytes, Bytes)>>,
+    /// A small batch applied at the root.
+    update: Result<()>,
+}
+
+const SCAN_LIMIT: usize = 2_000;
+
+/// Runs lookups, a scan, the checker and an update at `root`, on a thread
+/// of its own: a panic or an endless loop fails the test with a message.
+fn exercise(root: PageId, keys: Vec<Bytes>) -> Outcome {
+    let tree = sample().tree.clone();
+    let (done, outcome) = mpsc::channel();
+    std::thread::spawn(move || {
+        let root = Some(root);
+        let gets = keys
+            .into_iter()
+            .map(|k| {
+                let got = tree.get(root, &k);
+                (k, got)
+            })
+            .collect();
+        let scan = tree
+            .scan(root, Bound::Unbounded, Bound::Unbounded, false)
+            .take(SCAN_LIMIT)
+            .collect();
+        let checked = tree.check(root).is_ok();
+        let batch: Vec<(Bytes, Option<Bytes>)> = [7, 1_500, 2_998]
+            .into_iter()
+            .map(|i| (key(i), Some(Bytes::from_static(b"after"))))
+            .collect();
+        let update = tree.apply_batch(root, &batch).map(|_| ());
+        let _ = done.send(Outcome {
+            checked,
+            gets,
+            scan,
+            update,
+        });
+    });
+    match outcome.recv_timeout(Duration::from_secs(30)) {
+        Ok(outcome) => outcome,
+        Err(mpsc::RecvTimeoutError::Timeout) => {
+            panic!("reading or updating a damaged tree never ended")
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            panic!("reading or updating a damaged tree panicked")
+        }
+    }
+}
+
+/// Errors of damaged pages are corruption, or the store's own error for
+/// an id naming no page (`MemPageIo`; the page store calls that corruption).
+fn is_damage<T>(result: &Result<T>) -> bool {
+    matches!(result, Ok(_) | Err(Error::Corruption { .. } | Error::Io(_)))
+}
+
+impl Outcome {
+    fn assert_errors_are_damage(&self) {
+        for (k, got) in &self.gets {
+            assert!(is_damage(got), "get {k:?}: {got:?}");
+        }
+        assert!(
+            is_damage(&self.scan),
+            "scan: {:?}",
+            self.scan.as_ref().err()
+        );
+        assert!(is_damage(&self.update), "update: {:?}", self.update);
+    }
+
+    /// When the checker passed the tree, lookups and the scan read it
+    /// alike: every probed key is found with the value the scan gives it.
+    fn assert_reads_agree_if_checked(&self) {
+        if !self.checked {
+            return;
+        }
+        let scan = self.scan.as_ref().expect("a checked tree scans");
+        if scan.len() == SCAN_LIMIT {
+            return; // the scan stopped early: it cannot speak for every key
+        }
+        let scanned: BTreeMap<&Bytes, &Bytes> = scan.iter().map(|(k, v)| (k, v)).collect();
+        for (k, got) in &self.gets {
+            let got = got.as_ref().expect("a checked tree answers lookups");
+            assert_eq!(
+                got.as_ref(),
+                scanned.get(k).copied(),
+                "get {k:?} against the scan"
+            );
+        }
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Damage that a checksum would not catch (the checksum is recomputed)
-    /// still decodes to an error or a node, never a panic.
+    /// decodes to an error or a node, never a panic; as a tree's root, it
+    /// makes lookups, scans and updates answer or fail with corruption,
+    /// never panic or loop.
     #[test]
     fn mutated_nodes_with_valid_checksums_never_panic(flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4)) {
-        for mut page in sample_nodes().into_iter().take(4) {
+        let keys: Vec<Bytes> = sample().model.keys().step_by(97).cloned().collect();
+        for (_, original) in sample().nodes.iter().take(4) {
+            let mut page = original.clone();
             for (at, byte) in &flips {
                 let at = 20 + at % (page.len() - 20);
                 page[at] = *byte;
@@ -94,7 +241,51 @@ proptest! {
             let _ = Node::decode(&page);
             let _ = probe(&page, b"k0001000");
             let _ = super::node_codec::referenced_pages(&page);
+            let root = sample().io.write_page(PageKind::Node, &page).unwrap();
+            let outcome = exercise(root, keys.clone());
+            outcome.assert_errors_are_damage();
+            outcome.assert_reads_agree_if_checked();
         }
+    }
+
+    /// The same for a leaf's head (checksums recomputed, so the decoder's
+    /// own checks are all that stand between the damage and the answers):
+    /// a height-1 node referencing the damaged leaf, with the lengths it
+    /// had (as the node's page stored them) or the damaged page's own.
+    #[test]
+    fn mutated_leaf_heads_with_valid_checksums_never_panic(
+        flips in prop::collection::vec((any::<usize>(), any::<u8>()), 1..4),
+        which in any::<usize>(),
+        lens_from_page in any::<bool>(),
+    ) {
+        let s = sample();
+        let parents: Vec<Node> = s.nodes.iter()
+            .map(|(_, page)| Node::decode(page).unwrap())
+            .filter(|n| n.height == 1)
+            .collect();
+        let mut parent = parents[which % parents.len()].clone();
+        let p = (which / parents.len()) % parent.pivots.len();
+        let Child::Leaf(LeafData::Stored(r)) = parent.pivots[p].child else {
+            unreachable!("a decoded node of height 1 has stored leaves")
+        };
+        let original = s.io.read_page(r.id, CachePriority::LeafBlock).unwrap();
+        let keys: Vec<Bytes> = s.tree.read_leaf_items(&r).unwrap().into_iter().map(|it| it.key).collect();
+        let mut page = original.to_vec();
+        for (at, byte) in &flips {
+            page[at % r.head_len as usize] = *byte;
+        }
+        let page = leaf_with_valid_checksums(&page);
+        let id = s.io.write_page(PageKind::Leaf, &page).unwrap();
+        let (head_len, filter_len) = if lens_from_page {
+            leaf::page_lens(&page)
+        } else {
+            (r.head_len, r.filter_len)
+        };
+        parent.pivots[p].child = Child::Leaf(LeafData::Stored(LeafRef { id, head_len, filter_len }));
+        let root = s.io.write_page(PageKind::Node, &parent.encode()).unwrap();
+        let outcome = exercise(root, keys);
+        outcome.assert_errors_are_damage();
+        outcome.assert_reads_agree_if_checked();
     }
 }
 
@@ -164,4 +355,77 @@ fn scan_window_probes_agree_with_full_decodes() {
         }
     }
     assert!(compared > 50, "only {compared} windows compared");
+}
+
+/// Node pages the full decode refuses, with valid checksums, are refused
+/// by the lookup index too: it checked only that fields fit the page, so
+/// lookups and scans answered from them (a flushed index of 0 or past the
+/// segment, or pivots out of order, made a lookup skip a segment or take
+/// the wrong child) where a checkpoint reported corruption (review of the
+/// tree's update path, session 33).
+#[test]
+fn node_pages_the_full_decode_refuses_are_refused_by_lookups() {
+    use super::node::Flushed;
+    use super::node_codec::Header;
+    use super::probe::NodeIndex;
+    let node = sample()
+        .nodes
+        .iter()
+        .map(|(_, page)| Node::decode(page).unwrap())
+        .find(|n| n.pivots.len() >= 3 && !n.segments.is_empty())
+        .expect("a node with three pivots and a buffer");
+    let mut cases: Vec<(&str, Vec<u8>)> = Vec::new();
+    let mut swapped = node.clone();
+    let (one, two) = (
+        swapped.pivots[1].lower.clone(),
+        swapped.pivots[2].lower.clone(),
+    );
+    (swapped.pivots[1].lower, swapped.pivots[2].lower) = (two, one);
+    cases.push(("pivot keys out of order", swapped.encode()));
+    let mut empty_key = node.clone();
+    empty_key.pivots[1].lower = Bytes::new();
+    cases.push(("an empty pivot key", empty_key.encode()));
+    // A flushed bound on the last pivot (no pivot above bounds its key),
+    // with a key of its own to find in the page.
+    let last = node.pivots.len() - 1;
+    let mut bounded = node.clone();
+    let seg = &mut bounded.segments[0];
+    seg.bounds[last] = Some(Flushed {
+        index: seg.item_count,
+        key: Bytes::from_static(b"\xfe\xfd\xfc\xfb"),
+    });
+    let page = bounded.encode();
+    Node::decode(&page).expect("a bound within the segment");
+    NodeIndex::parse(Bytes::from(page.clone())).expect("a bound within the segment");
+    // The bound's entry: pivot (2), index (4), key length (2), key.
+    let key_at = page
+        .windows(4)
+        .position(|w| w == b"\xfe\xfd\xfc\xfb")
+        .unwrap();
+    let index_at = key_at - 6;
+    for (what, index) in [
+        ("a flushed index of 0", 0u32),
+        (
+            "a flushed index past the segment",
+            bounded.segments[0].item_count + 1,
+        ),
+    ] {
+        let mut bad = page.clone();
+        bad[index_at..index_at + 4].copy_from_slice(&index.to_le_bytes());
+        cases.push((what, bad));
+    }
+    // A pivot past the last, which no active bit covers.
+    let pivot_at = index_at - 2;
+    let mut no_pivot = page.clone();
+    no_pivot[pivot_at..pivot_at + 2].copy_from_slice(&(node.pivots.len() as u16).to_le_bytes());
+    cases.push(("a flushed bound on no pivot", no_pivot));
+    for (what, page) in cases {
+        let page = super::fuzz_hook::node_with_valid_checksum(&page);
+        Header::parse(&page).expect("the checksum holds");
+        assert!(Node::decode(&page).is_err(), "{what}: decoded");
+        assert!(
+            NodeIndex::parse(Bytes::from(page)).is_err(),
+            "{what}: parsed for lookups"
+        );
+    }
 }

@@ -92,14 +92,28 @@ impl LeafHead {
         let block_crcs = (0..block_count as usize)
             .map(|b| u32_at(head, at + 4 * b))
             .collect();
-        let ordered = chunks
-            .windows(2)
-            .all(|w| w[0].first_item < w[1].first_item && w[0].first_block < w[1].first_block);
+        // Separators ascend (the first is empty, so the others are not):
+        // a lookup takes the last chunk whose separator is <= its key, and
+        // would search the wrong chunk otherwise. Chunk 0 starts the items
+        // and the data, or the items before it would have no chunk.
+        let ordered = chunks.windows(2).all(|w| {
+            w[0].first_item < w[1].first_item
+                && w[0].first_block < w[1].first_block
+                && w[0].separator < w[1].separator
+        });
+        let first_at_start = chunks
+            .first()
+            .is_none_or(|c| c.first_item == 0 && c.first_block == 0 && c.separator.is_empty());
         let in_range = chunks
             .last()
             .is_none_or(|c| c.first_item < item_count && c.first_block < block_count);
-        if !ordered || !in_range || (item_count == 0) != chunks.is_empty() {
+        if !ordered || !first_at_start || !in_range || (item_count == 0) != chunks.is_empty() {
             return Err("leaf head: chunk index out of order or out of range".into());
+        }
+        // The data follows the head and the filter (both are read as
+        // ranges of their own, and a chunk read must not return their bytes).
+        if u64::from(data_offset) < u64::from(head_len) + u64::from(filter_len) {
+            return Err("leaf head: data overlaps the head or the filter".into());
         }
         Ok(LeafHead {
             item_count,
@@ -275,7 +289,21 @@ impl LeafHead {
             if end > page.len() {
                 return Err("leaf: data blocks overrun the page".into());
             }
+            let before = items.len();
             items.extend(self.decode_chunk(c, &page.slice(offset as usize..end))?);
+            // Each separator lies above the previous chunk's last key and
+            // at or below its own chunk's first (`docs/format.md`): lookups
+            // go by separators alone, so one that points elsewhere makes
+            // keys of the page unreachable (checks and updates read pages
+            // whole, here, and would not notice otherwise).
+            let separator = &self.chunks[c].separator;
+            let below_first = items.get(before).is_none_or(|it| *separator <= it.key);
+            let above_previous = before == 0 || items[before - 1].key < *separator;
+            if !below_first || !above_previous {
+                return Err(format!(
+                    "leaf chunk {c}: separator does not separate its chunk"
+                ));
+            }
         }
         let sorted = items.windows(2).all(|w| w[0].key < w[1].key);
         if !sorted || (!self.has_tombstones && items.iter().any(|it| it.value.is_none())) {

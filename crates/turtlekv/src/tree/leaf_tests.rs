@@ -217,3 +217,96 @@ fn version_2_items_fit_one_more_benchmark_record_per_block() {
     // Buffers count every item in the version 1 measure, whatever its page.
     assert_eq!(its[0].size_bytes(), 135);
 }
+
+/// A chunk index entry: first item, first block, separator.
+type IndexEntry = (u32, u32, Vec<u8>);
+
+/// `page` (of no filter) with its head rebuilt after `edit` changed the
+/// header's fields (item count, chunk count, block count, block size,
+/// head length, filter length, data offset; the head length is set
+/// afterwards) or the chunk index, checksums recomputed as a crafted file
+/// would have them. The head may grow into the padding before the data.
+fn rebuilt(page: &[u8], edit: impl FnOnce(&mut [u32; 7], &mut Vec<IndexEntry>)) -> Bytes {
+    let mut fields: [u32; 7] = std::array::from_fn(|i| u32_at(page, 8 + 4 * i));
+    assert_eq!(fields[5], 0, "a page without a filter");
+    let mut at = HEADER_BYTES;
+    let mut index = Vec::new();
+    for _ in 0..fields[1] {
+        let sep_len = u16::from_le_bytes([page[at + 8], page[at + 9]]) as usize;
+        let sep = page[at + 10..at + 10 + sep_len].to_vec();
+        index.push((u32_at(page, at), u32_at(page, at + 4), sep));
+        at += 10 + sep_len;
+    }
+    let block_crcs = page[at..fields[4] as usize].to_vec();
+    edit(&mut fields, &mut index);
+    let mut head = page[..8].to_vec();
+    head.resize(48, 0);
+    for (item, block, sep) in &index {
+        head.extend_from_slice(&item.to_le_bytes());
+        head.extend_from_slice(&block.to_le_bytes());
+        head.extend_from_slice(&(sep.len() as u16).to_le_bytes());
+        head.extend_from_slice(sep);
+    }
+    head.extend_from_slice(&block_crcs);
+    fields[1] = index.len() as u32;
+    fields[4] = head.len() as u32;
+    for (i, field) in fields.iter().enumerate() {
+        head[8 + 4 * i..12 + 4 * i].copy_from_slice(&field.to_le_bytes());
+    }
+    let mut out = page.to_vec();
+    assert!(
+        head.len() <= u32_at(page, 32) as usize,
+        "the head outgrew its room"
+    );
+    out[..head.len()].copy_from_slice(&head);
+    Bytes::from(crate::tree::fuzz_hook::leaf_with_valid_checksums(&out))
+}
+
+fn head_of(page: &Bytes) -> Result<LeafHead, String> {
+    LeafHead::decode(&page.slice(..u32_at(page, 24) as usize))
+}
+
+/// Chunk indexes a writer never makes, with valid checksums: lookups go
+/// by the index alone, so each would have searched the wrong chunk or
+/// read the head as items, and answered "not found" instead of reporting
+/// corruption (review of the tree's update path, session 33).
+#[test]
+fn crafted_chunk_indexes_are_corruption() {
+    let its = items(200, |i| i % 20);
+    let page = serialize(&its, 256, 0, usize::MAX);
+    let same = rebuilt(&page, |_, _| {});
+    assert_eq!(same.as_ref(), &page[..], "the rebuild is exact");
+    assert_eq!(head_of(&same).unwrap().decode_all(&same).unwrap(), its);
+    let cases = [
+        (
+            "chunk 0 starts at item 1",
+            rebuilt(&page, |_, index| index[0].0 = 1),
+        ),
+        (
+            "chunk 0 has a separator",
+            rebuilt(&page, |_, index| index[0].2 = b"a".to_vec()),
+        ),
+        (
+            "separators out of order",
+            rebuilt(&page, |_, index| {
+                let first = std::mem::take(&mut index[1].2);
+                index[1].2 = std::mem::replace(&mut index[2].2, first);
+            }),
+        ),
+        (
+            "data overlapping the head",
+            rebuilt(&page, |fields, _| fields[6] = 48),
+        ),
+    ];
+    for (what, page) in cases {
+        assert!(head_of(&page).is_err(), "{what}");
+    }
+    // A separator above its chunk's first key, still below the next one:
+    // only the items show it.
+    let page = rebuilt(&page, |_, index| {
+        let first = &its[index[1].0 as usize].key;
+        index[1].2 = [first.as_ref(), b"\0"].concat();
+    });
+    let head = head_of(&page).expect("the index alone is in order");
+    assert!(head.decode_all(&page).is_err());
+}

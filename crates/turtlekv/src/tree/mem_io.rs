@@ -146,8 +146,13 @@ impl MemPageIo {
                 format!("page {id:?} is not allocated"),
             )));
         };
-        let len = len.unwrap_or(bytes.len() as u64 - offset);
-        if offset + len > bytes.len() as u64 {
+        // Offsets and lengths may come from damaged pages: as the page
+        // store does, refuse a range past the page, however far.
+        let len = len.unwrap_or_else(|| (bytes.len() as u64).saturating_sub(offset));
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > bytes.len() as u64)
+        {
             return Err(Error::Io(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of a page",

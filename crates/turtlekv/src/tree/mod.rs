@@ -210,6 +210,16 @@ fn owned(bytes: Bytes) -> Bytes {
     Bytes::copy_from_slice(&bytes)
 }
 
+/// A leaf's filter as the page cache keeps it, with where it was read
+/// from: the offset comes from the node that referenced the page, and a
+/// damaged node's must not decide what a healthy one's lookups read.
+#[derive(Debug)]
+struct CachedFilter {
+    /// The filter starts at this offset of the page (the head's length).
+    head_len: u32,
+    bytes: Bytes,
+}
+
 fn corrupt(id: PageId, reason: impl std::fmt::Display) -> Error {
     Error::corruption(format!("page {:#x}", id.to_raw()), 0, reason.to_string())
 }
@@ -266,8 +276,13 @@ impl Tree {
     /// The decoded head of a stored leaf: from the page cache, where it is
     /// kept decoded and verified, or read, verified and cached.
     fn read_leaf_head(&self, r: &node::LeafRef) -> Result<Arc<leaf::LeafHead>> {
+        // A head cached through another reference to the page (a damaged
+        // node's) with other lengths is read again as on a miss: the
+        // cache must not change what a reference reads.
         if let Some(head) = self.io.cached_object(r.id, ObjectKind::LeafHead)
             && let Ok(head) = head.downcast::<leaf::LeafHead>()
+            && head.filter_len == r.filter_len
+            && head.head_len == r.head_len
         {
             return Ok(head);
         }
@@ -279,7 +294,7 @@ impl Tree {
         if decoded.filter_len != r.filter_len || decoded.head_len != r.head_len {
             return Err(corrupt(
                 r.id,
-                "filter length differs from the node's reference",
+                "head or filter length differs from the node's reference",
             ));
         }
         let head = Arc::new(decoded);
@@ -297,21 +312,30 @@ impl Tree {
     /// The filter of a stored leaf as one contiguous buffer (it may span
     /// several blocks), cached whole.
     fn read_filter(&self, r: &node::LeafRef) -> Result<Bytes> {
+        // As for heads: a filter cached through a reference that placed it
+        // elsewhere in the page is not what this one reads.
         if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter)
-            && let Ok(filter) = filter.downcast::<Bytes>()
+            && let Ok(filter) = filter.downcast::<CachedFilter>()
+            && filter.head_len == r.head_len
+            && filter.bytes.len() as u64 == u64::from(r.filter_len)
         {
-            return Ok((*filter).clone());
+            return Ok(filter.bytes.clone());
         }
         let bytes = owned(self.io.read_range_uncached(
             r.id,
             u64::from(r.head_len),
             u64::from(r.filter_len),
         )?);
+        let size_bytes = bytes.len() as u64;
+        let filter = CachedFilter {
+            head_len: r.head_len,
+            bytes: bytes.clone(),
+        };
         self.io.cache_object(
             r.id,
             ObjectKind::Filter,
-            Arc::new(bytes.clone()),
-            bytes.len() as u64,
+            Arc::new(filter),
+            size_bytes,
             CachePriority::Filter,
         );
         Ok(bytes)
@@ -343,6 +367,14 @@ impl Tree {
         }
         let head = leaf::LeafHead::decode(&page.slice(..r.head_len as usize))
             .map_err(|reason| corrupt(r.id, reason))?;
+        // As for lookups (`read_leaf_head`): `check()` reads pages this way,
+        // and must not pass a reference that lookups refuse.
+        if head.filter_len != r.filter_len {
+            return Err(corrupt(
+                r.id,
+                "head or filter length differs from the node's reference",
+            ));
+        }
         head.decode_all(&page)
             .map_err(|reason| corrupt(r.id, reason))
     }

@@ -7,7 +7,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
-use super::node::LeafRef;
+use super::node::{LeafRef, MAX_LEVELS};
 use super::node_codec::{Header, Reader};
 use crate::page::PageId;
 
@@ -96,9 +96,11 @@ fn take_span(r: &mut Reader<'_>, len: usize) -> Result<Range<u32>, String> {
 impl NodeIndex {
     /// Parses a node page whose blocks the page store verified. Every field
     /// is bounds-checked; the node checksum is not recomputed (see
-    /// `Header::parse_trusted`). A flushed key must lie below the next
-    /// pivot's key, as `Node::decode` checks: a lookup would take the
-    /// segment for flushed.
+    /// `Header::parse_trusted`). The structure is checked as `Node::decode`
+    /// checks it (pivot keys in order, segment spans and levels, flushed
+    /// bounds on active pivots, within the item count and below the next
+    /// pivot), so that a page a checkpoint would refuse is not answered
+    /// from: a lookup would follow the wrong pivot or skip a segment.
     pub(crate) fn parse(page: Bytes) -> Result<Self, String> {
         let (header, mut r) = Header::parse_trusted(&page)?;
         let mut pivots: Vec<PivotEntry> =
@@ -117,6 +119,16 @@ impl NodeIndex {
                 let len = r.u16()? as usize;
                 take_span(&mut r, len)?
             };
+            // Pivot 0 has no key; the others are not empty and ascend.
+            let key = &page[span_range(&lower)];
+            let ordered = match pivots.last() {
+                None => true,
+                Some(_) if i == 1 => !key.is_empty(),
+                Some(prev) => page[span_range(&prev.lower)] < *key,
+            };
+            if !ordered {
+                return Err("node: pivot keys out of order".into());
+            }
             pivots.push(PivotEntry {
                 lower,
                 child_leaf,
@@ -124,13 +136,23 @@ impl NodeIndex {
             });
         }
         let mut segments = Vec::with_capacity(header.segment_count.min(page.len() / 16));
+        let mut previous_level = 0;
         for _ in 0..header.segment_count {
-            r.u8()?; // level: segments are stored newest level first
+            // Segments are stored newest level first.
+            let level = r.u8()?;
             r.u8()?; // flags
             let leaf = r.leaf_ref()?;
-            r.u32()?; // item count
+            let item_count = r.u32()?;
             let first_pivot = r.u16()? as usize;
             let pivot_span = r.u16()? as usize;
+            if first_pivot + pivot_span > header.pivot_count
+                || level >= MAX_LEVELS
+                || level < previous_level
+                || pivot_span == 0
+            {
+                return Err("node: segment pivot span or level out of range".into());
+            }
+            previous_level = level;
             let active_bits = take_span(&mut r, pivot_span.div_ceil(8))?;
             let bound_count = r.u16()? as usize;
             let mut bounds = Vec::with_capacity(bound_count.min(page.len() / 8));
@@ -139,6 +161,12 @@ impl NodeIndex {
                 let index = r.u32()?;
                 let len = r.u16()? as usize;
                 let key = take_span(&mut r, len)?;
+                let bits = &page[span_range(&active_bits)];
+                let active = (first_pivot..first_pivot + pivot_span).contains(&pivot)
+                    && bits[(pivot - first_pivot) / 8] >> ((pivot - first_pivot) % 8) & 1 == 1;
+                if !active || index == 0 || index > item_count {
+                    return Err("node: flushed bound for an inactive pivot".into());
+                }
                 // Below the next pivot's key (`Node::check_flushed_keys`).
                 if let Some(next) = pivots.get(pivot + 1)
                     && page[span_range(&key)] >= page[span_range(&next.lower)]
@@ -156,6 +184,9 @@ impl NodeIndex {
                 active_bits,
                 bounds,
             });
+        }
+        if r.offset() != page.len() {
+            return Err("node: trailing bytes".into());
         }
         Ok(NodeIndex {
             height: header.height,

@@ -141,7 +141,8 @@ fn cached_heads_and_filters_do_not_pin_whole_pages() {
             heads += 1;
         }
         if let Some(filter) = store.cached_object(id, ObjectKind::Filter) {
-            assert!(!within(&filter.downcast::<Bytes>().unwrap()), "{id:?}");
+            let filter = filter.downcast::<super::CachedFilter>().unwrap();
+            assert!(!within(&filter.bytes), "{id:?}");
             filters += 1;
         }
     }
