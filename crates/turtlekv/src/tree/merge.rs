@@ -12,6 +12,13 @@ use super::item::{Item, merge_sequential};
 /// Below this many items in total, splitting costs more than it saves.
 pub(crate) const PARALLEL_MIN_ITEMS: usize = 16 * 1024;
 
+#[cfg(test)]
+thread_local! {
+    /// Merges this thread ran on the parallel path, keeping tombstones
+    /// (index 0) or dropping them (1): tree tests check that they reach it.
+    pub(super) static PARALLEL_MERGES: std::cell::Cell<[u64; 2]> = const { std::cell::Cell::new([0; 2]) };
+}
+
 /// Merges `runs` (each sorted, keys unique within a run; run 0 newest) into
 /// one sorted run with unique keys, dropping tombstones if asked; on all
 /// threads of the pool when the runs are large.
@@ -21,6 +28,12 @@ pub(crate) fn merge_runs(runs: &[&[Item]], drop_tombstones: bool) -> Vec<Item> {
     if total < PARALLEL_MIN_ITEMS || rayon::current_num_threads() < 2 {
         return merge_sequential(runs, drop_tombstones);
     }
+    #[cfg(test)]
+    PARALLEL_MERGES.with(|merges| {
+        let mut counts = merges.get();
+        counts[usize::from(drop_tombstones)] += 1;
+        merges.set(counts);
+    });
     let cuts = split_points(runs, parts);
     let pieces: Vec<Vec<Item>> = cuts
         .par_windows(2)

@@ -105,6 +105,60 @@ fn model_larger_nodes_big_batches() {
     assert!(h.max_height >= 2);
 }
 
+/// Batches large enough for merges to take the parallel path
+/// (`merge::PARALLEL_MIN_ITEMS` items and more), which no other model test
+/// reaches: their batches (at most 1,500 items) and 4 KiB leaves keep every
+/// merge to a few hundred items. Leaves of 512 KiB hold about 15,000 of
+/// these items, so flushes into leaves (a leaf's worth into a leaf,
+/// tombstones dropped) and buffer merges (batches of 40,000 with a level,
+/// tombstones kept) merge tens of thousands; with deletes, overwrites of
+/// live keys and deletes of runs of them, at heights 1 and 2 (512-byte
+/// nodes split the root).
+#[test]
+fn batches_large_enough_for_parallel_merges_match_the_model() {
+    let options = Options {
+        leaf_size_bytes: 512 << 10,
+        node_size_bytes: 512,
+        ..Options::default()
+    };
+    // Threads of its own: the parallel path needs two at least, whatever
+    // the machine's count.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(3)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        super::merge::PARALLEL_MERGES.with(|merges| merges.set([0; 2]));
+        let mut h = Harness::new(TreeConfig::from_options(&options));
+        let mut rng = Rng::new(31);
+        for step in 0..8u64 {
+            let mut batch = BTreeMap::new();
+            if step % 4 == 3 {
+                // Deletes of a run of live keys (a tenth of them).
+                let start = rng.below(h.model.len() as u64) as usize;
+                for k in h.model.keys().skip(start).take(h.model.len() / 10) {
+                    batch.insert(k.clone(), None);
+                }
+            }
+            for _ in 0..40_000 {
+                let k = key(rng.below(300_000));
+                let v = (rng.below(100) >= 20)
+                    .then(|| Bytes::from(vec![b'a' + (step % 26) as u8; rng.below(40) as usize]));
+                batch.insert(k, v);
+            }
+            h.apply(batch.into_iter().collect());
+            h.assert_matches_model(&mut rng, 300);
+        }
+        h.assert_scans_match(&mut rng, 10);
+        assert!(h.max_height >= 2, "height only reached {}", h.max_height);
+        let [kept, dropped] = super::merge::PARALLEL_MERGES.with(std::cell::Cell::get);
+        assert!(
+            kept >= 3 && dropped >= 3,
+            "parallel merges: {kept} kept tombstones, {dropped} dropped them"
+        );
+    });
+}
+
 #[test]
 fn deleting_everything_empties_the_tree() {
     let mut rng = Rng::new(11);
