@@ -31,8 +31,7 @@ impl Update<'_> {
         loop {
             let total = node.total_pending_bytes();
             let bound = config.leaf_max_bytes as u64 * (node.pivots.len() as u64 - 1);
-            let splits_instead =
-                node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4;
+            let splits_instead = node.should_split(&config);
             let buffer_overflows = node.encoded_len() > config.node_max_bytes && !splits_instead;
             if node.segments.is_empty() || (total <= bound && !buffer_overflows) {
                 return Ok(());

@@ -70,9 +70,7 @@ impl Checker<'_> {
         node.range_lo = lo;
         node.range_hi = hi;
         node.check_range().map_err(|reason| corrupt(id, reason))?;
-        if node.encoded_len() > config.node_max_bytes
-            || (node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4)
-        {
+        if node.encoded_len() > config.node_max_bytes || node.should_split(&config) {
             return fail(format!(
                 "node of {} bytes ({} in pivots) overflows",
                 node.encoded_len(),

@@ -108,6 +108,46 @@ fn segment_entry_bytes(seg: &Segment) -> usize {
 }
 
 impl Node {
+    /// Where a split cuts the pivots: `(bytes, m)`, pivot `m` the right
+    /// half's first, chosen so that the smaller half's pivot entries
+    /// (`bytes`) take the most. Pivot `m` gives its key to the parent, so
+    /// with keys of very different lengths a cut by the pivots' running
+    /// sum left one half far below the other, under a node's minimum
+    /// (review, session 33). With 4 pivots or more each half keeps two (a
+    /// half of one child could not join an underfull child). `(0, 0)` for
+    /// fewer than 2 pivots.
+    pub(crate) fn best_split(&self) -> (usize, usize) {
+        let n = self.pivots.len();
+        if n < 2 {
+            return (0, 0);
+        }
+        let (first, last) = if n >= 4 { (2, n - 2) } else { (1, n - 1) };
+        let entry = |i: usize| pivot_entry_bytes(self.height, i, &self.pivots[i].lower);
+        let first_entry = pivot_entry_bytes(self.height, 0, &[]);
+        let total = self.pivot_bytes();
+        let mut left: usize = (0..first).map(entry).sum();
+        let mut best = (0, first);
+        for m in first..=last {
+            let right = total - left - entry(m) + first_entry;
+            if left.min(right) > best.0 {
+                best = (left.min(right), m);
+            }
+            left += entry(m);
+        }
+        best
+    }
+
+    /// Whether the node's pivots take more than their share of a page and
+    /// a split would leave both halves at least at a node's minimum (with
+    /// a few pivots of very different lengths, none may: the node then
+    /// stays whole while its page holds it). The split policy and the
+    /// checker both go by it.
+    pub(crate) fn should_split(&self, config: &super::TreeConfig) -> bool {
+        self.pivot_bytes() > config.node_pivot_max_bytes()
+            && self.pivots.len() >= 4
+            && self.best_split().0 >= config.node_pivot_min_bytes()
+    }
+
     /// Bytes of the pivot entries: the node's fill measure.
     pub(crate) fn pivot_bytes(&self) -> usize {
         self.pivots

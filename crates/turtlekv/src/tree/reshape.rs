@@ -22,38 +22,12 @@ impl Update<'_> {
         let config = self.tree.config;
         // A node must split when its page overflows; it should split when its
         // pivots take more than their half, unless they are so few (huge
-        // keys) that the halves would be nearly empty.
+        // keys) that the halves would be nearly empty (`Node::should_split`).
         let must = node.encoded_len() > config.node_max_bytes && node.pivots.len() >= 2;
-        let should = node.pivot_bytes() > config.node_pivot_max_bytes() && node.pivots.len() >= 4;
-        if !must && !should {
+        if !must && !node.should_split(&config) {
             return Ok(vec![(Bytes::new(), node)]);
         }
-        let half = node.pivot_bytes() / 2;
-        let mut acc = 0;
-        let mut m = 1;
-        for (i, p) in node.pivots.iter().enumerate() {
-            let entry = p.lower.len() + 26;
-            acc += entry;
-            if acc >= half {
-                // The pivot that crosses the half goes to the side it
-                // leaves closer to even: with keys of hundreds of bytes,
-                // one pivot is a large share of a node, and the left half
-                // without it could fall below the node minimum.
-                let cut = if acc - half < half - (acc - entry) {
-                    i + 1
-                } else {
-                    i
-                };
-                // Halves of one child could not join an underfull child.
-                let n = node.pivots.len();
-                m = if n >= 4 {
-                    cut.clamp(2, n - 2)
-                } else {
-                    cut.clamp(1, n - 1)
-                };
-                break;
-            }
-        }
+        let (_, m) = node.best_split();
         self.events.node_splits += 1;
         let (mut left, right) = split_at(node, m);
         if left.height == 1 {
