@@ -71,7 +71,7 @@ fn downgrade(fs: &FaultFs, id: u64, version: u32) {
 }
 
 /// Segment `id`'s header as format `version` would have it.
-fn header_of_version(id: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+pub(super) fn header_of_version(id: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     let mut header = encode_header(id);
     header[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = crc32c::crc32c(&header[0..24]);

@@ -795,10 +795,7 @@ mod tests {
 
     /// Rewrites segment `id`'s header as a newer build (version 4) would.
     fn set_newer_version(fs: &FaultFs, id: u64) {
-        let mut header = crate::wal::segment::encode_header(id);
-        header[8..12].copy_from_slice(&4u32.to_le_bytes());
-        let crc = crc32c::crc32c(&header[0..24]);
-        header[24..28].copy_from_slice(&crc.to_le_bytes());
+        let header = crate::wal::compat_tests::header_of_version(id, 4);
         let path = Path::new(DIR).join(segment_file_name(id));
         let file = fs
             .open(&path, crate::io::OpenOptions::read_write_create())
