@@ -98,6 +98,11 @@ pub struct YcsbArgs {
     /// A with a cache warmed by reads, not only by what its load wrote.
     #[arg(long, default_value_t = 0)]
     pub warmup_ops: u64,
+    /// Run the `--warmup-ops` reads before every workload, not only the
+    /// first: a settle that compacts (RocksDB writes compaction output past
+    /// its block cache) would otherwise leave the next phase cold.
+    #[arg(long)]
+    pub warmup_every_phase: bool,
     /// End every phase by finishing its background work (flushes,
     /// compactions, checkpoints) untimed, before the disk readings: each
     /// phase's write amplification is then its own.
@@ -212,6 +217,9 @@ impl YcsbArgs {
         }
         if self.warmup_ops > 0 {
             args.push(format!("--warmup-ops={}", self.warmup_ops).into());
+        }
+        if self.warmup_every_phase {
+            args.push("--warmup-every-phase".into());
         }
         if let Some(dir) = &self.dir {
             args.push("--dir".into());

@@ -82,6 +82,9 @@ pub struct RunSettings {
     pub direct_io: bool,
     pub settle: bool,
     pub warmup_ops: u64,
+    /// The warm-up ran before every workload (`--warmup-every-phase`).
+    #[serde(default)]
+    pub warmup_every_phase: bool,
 }
 
 /// Fills in `ratio_to_turtlekv` for every row whose workload TurtleKV ran:

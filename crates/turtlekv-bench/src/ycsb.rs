@@ -129,7 +129,8 @@ fn run_engine(
         } else {
             args.ops
         };
-        if index == 1 && args.warmup_ops > 0 {
+        let warm_up_now = index == 1 || (index > 1 && args.warmup_every_phase);
+        if warm_up_now && args.warmup_ops > 0 {
             // Untimed, before this phase's readings start.
             let warmup = PhaseSettings {
                 ops: args.warmup_ops,
@@ -222,6 +223,7 @@ fn run_engine(
                 direct_io: args.direct_io,
                 settle: args.settle,
                 warmup_ops: args.warmup_ops,
+                warmup_every_phase: args.warmup_every_phase,
             }),
             per_op: report::per_op_latencies(&outcome.latencies_ns),
         });
@@ -317,6 +319,23 @@ mod tests {
         }
         let settings = settled[1].settings.expect("results say how they were run");
         assert!(settings.settle && settings.warmup_ops == 500 && !settings.direct_io);
+        assert!(!settings.warmup_every_phase);
         assert!(!plain[1].settings.expect("settings").settle);
+    }
+
+    /// `--warmup-every-phase` warms up before each workload and says so;
+    /// the reported phases are the same.
+    #[test]
+    fn a_warm_up_before_every_phase_is_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        let extra = ["--settle", "--warmup-ops", "300", "--warmup-every-phase"];
+        let results = small_run(dir.path(), "load,c,a", &extra);
+        let names: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
+        assert_eq!(names, vec!["load", "c", "a"]);
+        for row in &results[1..] {
+            let settings = row.settings.expect("settings");
+            assert!(settings.warmup_every_phase && settings.warmup_ops == 300);
+            assert_eq!(row.ops, 600);
+        }
     }
 }
