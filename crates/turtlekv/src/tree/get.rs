@@ -2,13 +2,14 @@
 //! key's pivot, filter before leaf, hits below a flushed bound ignored.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
 use super::item::Item;
 use super::node::LeafRef;
 use super::probe::{NodeProbe, PivotTarget};
-use super::{Tree, corrupt};
+use super::{CachedFilter, Tree, corrupt};
 use crate::Result;
 use crate::filter;
 use crate::key::compare_keys;
@@ -25,7 +26,7 @@ enum Probe {
     /// The key was flushed from the segment: nothing to read.
     Skip,
     /// Search it, with its filter read (`None`: the page has none).
-    Search(Option<Bytes>),
+    Search(Option<Arc<CachedFilter>>),
 }
 
 impl Tree {
@@ -95,7 +96,7 @@ impl Tree {
                 None => Probe::Skip,
                 Some(r) if r.filter_len > 0 => {
                     let filter = self.read_filter(r)?;
-                    filter::prefetch_probe(&filter, hash);
+                    filter::prefetch_probe(&filter.bytes, hash);
                     Probe::Search(Some(filter))
                 }
                 Some(_) => Probe::Search(None),
@@ -111,21 +112,21 @@ impl Tree {
     fn probe_leaf_filtered(
         &self,
         r: &LeafRef,
-        filter: Option<&Bytes>,
+        filter: Option<&Arc<CachedFilter>>,
         key: &[u8],
         hash: u64,
         min_index: u32,
     ) -> Result<Option<(u32, Item)>> {
         if r.filter_len > 0 {
             let read;
-            let bytes = match filter {
-                Some(bytes) => bytes,
+            let filter = match filter {
+                Some(filter) => filter,
                 None => {
                     read = self.read_filter(r)?;
                     &read
                 }
             };
-            if !filter::may_contain(bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
+            if !filter::may_contain(&filter.bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
                 return Ok(None);
             }
         }

@@ -310,8 +310,11 @@ impl Tree {
     }
 
     /// The filter of a stored leaf as one contiguous buffer (it may span
-    /// several blocks), cached whole.
-    fn read_filter(&self, r: &node::LeafRef) -> Result<Bytes> {
+    /// several blocks), cached whole. Handed out as the cache's own `Arc`:
+    /// a lookup probes several filters, and cloning the `Bytes` inside
+    /// each would touch one more shared counter, on a cache line of its
+    /// own, per probe.
+    fn read_filter(&self, r: &node::LeafRef) -> Result<Arc<CachedFilter>> {
         // As for heads: a filter cached through a reference that placed it
         // elsewhere in the page is not what this one reads.
         if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter)
@@ -319,7 +322,7 @@ impl Tree {
             && filter.head_len == r.head_len
             && filter.bytes.len() as u64 == u64::from(r.filter_len)
         {
-            return Ok(filter.bytes.clone());
+            return Ok(filter);
         }
         let bytes = owned(self.io.read_range_uncached(
             r.id,
@@ -327,18 +330,18 @@ impl Tree {
             u64::from(r.filter_len),
         )?);
         let size_bytes = bytes.len() as u64;
-        let filter = CachedFilter {
+        let filter = Arc::new(CachedFilter {
             head_len: r.head_len,
-            bytes: bytes.clone(),
-        };
+            bytes,
+        });
         self.io.cache_object(
             r.id,
             ObjectKind::Filter,
-            Arc::new(filter),
+            filter.clone(),
             size_bytes,
             CachePriority::Filter,
         );
-        Ok(bytes)
+        Ok(filter)
     }
 
     /// Reads one chunk of a stored leaf into `out`.
