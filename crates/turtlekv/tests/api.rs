@@ -177,6 +177,57 @@ fn lock_holder_child() {
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
 
+/// The child side of `a_relative_path_survives_a_change_of_directory`:
+/// the working directory is the process's, so the test runs alone.
+#[test]
+fn relative_path_child() {
+    let Ok(base) = std::env::var("TURTLEKV_RELATIVE_CHILD_DIR") else {
+        return;
+    };
+    let base = Path::new(&base);
+    std::env::set_current_dir(base).unwrap();
+    let db = Db::open("db", common::checkpointing_options()).unwrap();
+    db.put(b"before", b"1").unwrap();
+    std::fs::create_dir("elsewhere").unwrap();
+    std::env::set_current_dir(base.join("elsewhere")).unwrap();
+    // Enough to rotate the WAL and write new page files after the move.
+    for i in 0..2_000u32 {
+        db.put(i.to_be_bytes(), [3u8; 100]).unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    assert_eq!(db.path(), base.join("db"));
+    db.close().unwrap();
+    assert_eq!(
+        std::fs::read_dir(".").unwrap().count(),
+        0,
+        "wrote into the new cwd"
+    );
+    let db = Db::open(base.join("db"), common::checkpointing_options()).unwrap();
+    assert_eq!(db.get(b"before").unwrap().as_deref(), Some(&b"1"[..]));
+    assert_eq!(contents(&db).len(), 2_001);
+    db.check().unwrap();
+    println!("relative path ok");
+}
+
+/// A database opened by a relative path keeps working in its own
+/// directory after the process changes its working directory (found by
+/// review: new WAL segments and page files followed the new one).
+#[test]
+fn a_relative_path_survives_a_change_of_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["relative_path_child", "--exact", "--nocapture"])
+        .env("TURTLEKV_RELATIVE_CHILD_DIR", dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("relative path ok"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn second_open_in_another_process_is_locked() {
     use std::io::BufRead;
@@ -478,6 +529,62 @@ fn dropping_the_last_handle_syncs_while_a_snapshot_or_iterator_lives() {
         let db = open_fault(&after, small_options()).unwrap();
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]), "{keep}");
     }
+}
+
+/// `Db::close` on the last handle makes unsynced writes durable, seals the
+/// WAL and frees the directory at once; on a handle with open clones it
+/// only syncs, and the database stays open through them.
+#[test]
+fn close_syncs_and_frees_the_directory_and_spares_other_clones() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let other = db.clone();
+    db.close().unwrap();
+    assert!(other.stats().wal_syncs >= 2, "the close synced");
+    other.put(b"b", b"2").unwrap();
+    assert_eq!(other.get(b"a").unwrap().as_deref(), Some(&b"1"[..]));
+    let snapshot = other.snapshot();
+    other.close().unwrap();
+    // The close made `b` durable although a snapshot still holds the
+    // database open; the lock goes with the snapshot.
+    let after = fs.crash(CrashMode::DropUnsynced);
+    assert!(matches!(
+        open_fault(&fs, small_options()),
+        Err(Error::Locked(_))
+    ));
+    drop(snapshot);
+    let db = open_fault(&after, small_options()).unwrap();
+    assert_eq!(db.get(b"b").unwrap().as_deref(), Some(&b"2"[..]));
+    db.close().unwrap();
+    let db = open_fault(&after, small_options()).unwrap();
+    let report = db.check().unwrap();
+    assert_eq!(contents(&db).len(), 2, "{report:?}");
+}
+
+/// A failed last sync, which a drop has to swallow, is `close`'s error,
+/// and the handle is poisoned by it like by any failed sync.
+#[test]
+fn close_returns_a_failed_last_sync() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    db.put(b"a", b"1").unwrap();
+    let other = db.clone();
+    fs.inject(Fault {
+        on: FaultOn::Sync,
+        after: 0,
+        kind: FaultKind::Eio,
+        persistent: true,
+        path_contains: None,
+    });
+    let err = db.close().unwrap_err();
+    assert!(matches!(err, Error::Io(_)), "{err}");
+    assert!(matches!(other.put(b"b", b"2"), Err(Error::Poisoned { .. })));
+    assert!(matches!(other.close(), Err(Error::Poisoned { .. })));
+    fs.clear_fault();
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(db.get(b"b").unwrap(), None);
+    db.close().unwrap();
 }
 
 /// A memory budget or a checkpoint distance far beyond the machine's

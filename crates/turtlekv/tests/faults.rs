@@ -167,8 +167,20 @@ fn io_errors_anywhere_make_the_engine_fail_stop_and_lose_nothing() {
 /// never failed: closing the handle still syncs it, so a power cut after
 /// the close keeps every write acknowledged without `sync` (promise 3).
 /// Found by review: the close skipped the sync for any poison.
+///
+/// Dropping the handle and `Db::close` must both do it; `close` returns
+/// the checkpoint's failure, as RocksDB's `Close` returns its background
+/// error.
 #[test]
 fn closing_after_a_failed_checkpoint_syncs_the_acknowledged_writes() {
+    close_after_a_failed_checkpoint(drop);
+    close_after_a_failed_checkpoint(|db| {
+        let err = db.close().unwrap_err();
+        assert!(matches!(err, Error::Poisoned { .. }), "{err}");
+    });
+}
+
+fn close_after_a_failed_checkpoint(close: impl FnOnce(Db)) {
     let fs = FaultFs::new();
     let db = open_fault(&fs, checkpointing_options()).unwrap();
     fs.inject(Fault {
@@ -187,7 +199,7 @@ fn closing_after_a_failed_checkpoint_syncs_the_acknowledged_writes() {
         }
     }
     assert!(acked.len() > 10 && acked.len() < 100_000, "{}", acked.len());
-    drop(db);
+    close(db);
     fs.clear_fault();
     let db = open_fault(&fs.crash(CrashMode::DropUnsynced), checkpointing_options()).unwrap();
     let lost: Vec<u64> = acked

@@ -39,7 +39,7 @@ pub const LOCK_FILE_NAME: &str = "LOCK";
 ///
 /// Dropping the last clone stops the checkpoint thread and syncs the WAL,
 /// so every acknowledged write is durable; an error of that last sync
-/// has nobody to go to, so call [`Db::flush_wal`] first to see it. A live
+/// has nobody to go to, so call [`Db::close`] instead to see it. A live
 /// [`Snapshot`](crate::Snapshot) or [`Iter`](crate::Iter) keeps the
 /// directory locked (and the pages it reads) until it is dropped too.
 #[derive(Debug, Clone)]
@@ -67,15 +67,34 @@ impl LastHandle {
             inner,
         }
     }
+
+    /// Stops the checkpoint thread, then syncs and seals the WAL. Only
+    /// the first call does anything, so `Db::close` and the drop after it
+    /// close once.
+    fn close(&mut self) -> Result<()> {
+        let Some(worker) = self.worker.take() else {
+            return Ok(());
+        };
+        // The checkpoint thread first: it may still freeze (and so
+        // rotate the log) until it stops.
+        drop(worker);
+        let mut wal = self.inner.wal.lock();
+        let sealed = wal.seal();
+        self.inner.report_wal_io(&mut wal);
+        drop(wal);
+        // A handle poisoned earlier (a failed checkpoint: the seal above
+        // still made every acknowledged write durable) did not close
+        // cleanly, and its first failure is the one to report, as
+        // RocksDB's `Close` returns its background error.
+        self.inner.check_poison()?;
+        sealed.map_err(|e| self.inner.poison_with(e))
+    }
 }
 
 impl Drop for LastHandle {
     fn drop(&mut self) {
-        // The checkpoint thread first: it may still freeze (and so
-        // rotate the log) until it stops.
-        drop(self.worker.take());
         // Nobody to report to; `DbInner`'s drop says why that is safe.
-        let _ = self.inner.wal.lock().seal();
+        let _ = self.close();
     }
 }
 
@@ -226,12 +245,36 @@ impl Db {
         Snapshot::new(self.inner.clone(), self.inner.read_view())
     }
 
+    /// Closes this handle and returns what its drop would have to hide.
+    ///
+    /// The last open handle stops the checkpoint thread, syncs and seals
+    /// the WAL (so every acknowledged write is durable) and returns the
+    /// first error: the sync's, or the one that poisoned the handle
+    /// earlier. While other clones are open, the database stays open
+    /// through them, and this only makes the writes acknowledged so far
+    /// durable, as [`Db::flush_wal`] does. As with a drop, a live
+    /// [`Snapshot`] or [`Iter`] keeps the directory locked until it goes.
+    pub fn close(self) -> Result<()> {
+        let Db {
+            inner,
+            _last_handle: last,
+        } = self;
+        match Arc::try_unwrap(last) {
+            Ok(mut last) => last.close(),
+            Err(_other_handles_remain) => Db::sync_wal(&inner),
+        }
+    }
+
     /// Makes every write acknowledged so far durable (`fdatasync`).
     pub fn flush_wal(&self) -> Result<()> {
-        self.inner.check_poison()?;
-        let mut wal = self.inner.wal.lock();
-        wal.sync().map_err(|e| self.inner.poison_with(e))?;
-        self.inner.report_wal_io(&mut wal);
+        Db::sync_wal(&self.inner)
+    }
+
+    fn sync_wal(inner: &DbInner) -> Result<()> {
+        inner.check_poison()?;
+        let mut wal = inner.wal.lock();
+        wal.sync().map_err(|e| inner.poison_with(e))?;
+        inner.report_wal_io(&mut wal);
         Ok(())
     }
 

@@ -76,7 +76,10 @@ pub(crate) fn open(
     make_target: TargetFactory<'_>,
 ) -> Result<Db> {
     options.validate()?;
-    let path = path.to_path_buf();
+    // Every file is opened by a path joined to this one, some long after
+    // the open (WAL segments, page files): a relative one would follow
+    // the process's working directory wherever it moves.
+    let path = std::path::absolute(path)?;
     if options.create_if_missing {
         create_dir_durably(&*fs, &path)?;
     } else {
