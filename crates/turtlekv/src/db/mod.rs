@@ -82,12 +82,14 @@ impl LastHandle {
         let sealed = wal.seal();
         self.inner.report_wal_io(&mut wal);
         drop(wal);
+        // A failed seal first: acknowledged writes may not be durable,
+        // which the caller must be able to tell from an earlier failure.
+        sealed.map_err(|e| self.inner.poison_with(e))?;
         // A handle poisoned earlier (a failed checkpoint: the seal above
         // still made every acknowledged write durable) did not close
-        // cleanly, and its first failure is the one to report, as
-        // RocksDB's `Close` returns its background error.
-        self.inner.check_poison()?;
-        sealed.map_err(|e| self.inner.poison_with(e))
+        // cleanly either, as RocksDB's `Close` returns its background
+        // error.
+        self.inner.check_poison()
     }
 }
 
@@ -134,7 +136,8 @@ impl Db {
         open::open(path.as_ref(), options, fs, make_target)
     }
 
-    /// Directory of the database.
+    /// Directory of the database, made absolute at open (the path given,
+    /// joined to the working directory of that moment if it was relative).
     pub fn path(&self) -> &Path {
         &self.inner.path
     }
@@ -248,20 +251,23 @@ impl Db {
     /// Closes this handle and returns what its drop would have to hide.
     ///
     /// The last open handle stops the checkpoint thread, syncs and seals
-    /// the WAL (so every acknowledged write is durable) and returns the
-    /// first error: the sync's, or the one that poisoned the handle
-    /// earlier. While other clones are open, the database stays open
-    /// through them, and this only makes the writes acknowledged so far
-    /// durable, as [`Db::flush_wal`] does. As with a drop, a live
-    /// [`Snapshot`] or [`Iter`] keeps the directory locked until it goes.
+    /// the WAL (so every acknowledged write is durable) and returns an
+    /// error if the seal failed (the writes since the last sync may then
+    /// be lost) or, after a seal that held, the error that poisoned the
+    /// handle earlier. While other clones are open, the database stays
+    /// open through them, and this only makes the writes acknowledged so
+    /// far durable, as [`Db::flush_wal`] does; of clones closed at the
+    /// same time, exactly one is the last. As with a drop, a live
+    /// [`Snapshot`] or [`Iter`] keeps the directory locked (a reopen
+    /// returns `Error::Locked`) until it goes.
     pub fn close(self) -> Result<()> {
         let Db {
             inner,
             _last_handle: last,
         } = self;
-        match Arc::try_unwrap(last) {
-            Ok(mut last) => last.close(),
-            Err(_other_handles_remain) => Db::sync_wal(&inner),
+        match Arc::into_inner(last) {
+            Some(mut last) => last.close(),
+            None => Db::sync_wal(&inner),
         }
     }
 
