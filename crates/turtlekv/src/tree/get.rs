@@ -7,8 +7,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::item::Item;
+use super::leaf::LeafHead;
+use super::memo::Memo;
 use super::node::LeafRef;
-use super::probe::{NodeProbe, PivotTarget};
+use super::probe::{LeafMemos, NodeIndex, NodeProbe, PivotTarget};
 use super::{CachedFilter, Tree, corrupt};
 use crate::Result;
 use crate::filter;
@@ -29,6 +31,18 @@ enum Probe {
     Search(Option<Arc<CachedFilter>>),
 }
 
+/// Where a lookup goes after one node.
+enum Step {
+    /// The answer: the value, or `None` for a tombstone or an absent key.
+    Done(Option<Bytes>),
+    /// On into the child node, whose index this is.
+    Descend {
+        id: PageId,
+        index: Arc<NodeIndex>,
+        height: u8,
+    },
+}
+
 impl Tree {
     /// The value of `key` in the tree at `root`; `None` if absent or deleted.
     pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
@@ -36,47 +50,104 @@ impl Tree {
             return Ok(None);
         };
         let hash = filter::key_hash(key);
+        let mut index = self.read_node_index(id)?;
         let mut expected_height = None;
         loop {
-            let index = self.read_node_index(id)?;
-            let node = index.probe(PivotTarget::Holding(key));
-            if expected_height.is_some_and(|h| h != node.height) {
-                return Err(corrupt(id, "child height does not match its parent"));
-            }
-            let probes = self.prefetch_filters(&node, key, hash)?;
-            for (seg, probe) in node.segments.iter().zip(&probes) {
-                let Probe::Search(filter) = probe else {
-                    continue; // flushed already: skip the segment unread
-                };
-                // A hit below the flushed bound was already moved down;
-                // a newer version, if any, is further down the tree.
-                if let Some((index, item)) = self.probe_leaf_filtered(
-                    &seg.leaf,
-                    filter.as_ref(),
-                    key,
-                    hash,
-                    seg.flushed_index,
-                )? && index >= seg.flushed_index
-                {
-                    return Ok(item.value);
-                }
-            }
-            match node.child_leaf {
-                Some(leaf) => {
-                    let filter = match probes.get(node.segments.len()) {
-                        Some(Probe::Search(filter)) => filter.as_ref(),
-                        _ => None,
-                    };
-                    return Ok(self
-                        .probe_leaf_filtered(&leaf, filter, key, hash, 0)?
-                        .and_then(|(_, it)| it.value));
-                }
-                None => {
-                    id = node.child_node;
-                    expected_height = Some(node.height - 1);
+            match self.get_in_node(id, &index, expected_height, key, hash)? {
+                Step::Done(value) => return Ok(value),
+                Step::Descend {
+                    id: child,
+                    index: child_index,
+                    height,
+                } => {
+                    (id, index) = (child, child_index);
+                    expected_height = Some(height);
                 }
             }
         }
+    }
+
+    /// One node of a lookup: its segments for the key's pivot, newest
+    /// first, then the child.
+    fn get_in_node(
+        &self,
+        id: PageId,
+        index: &NodeIndex,
+        expected_height: Option<u8>,
+        key: &[u8],
+        hash: u64,
+    ) -> Result<Step> {
+        let node = index.probe(PivotTarget::Holding(key));
+        if expected_height.is_some_and(|h| h != node.height) {
+            return Err(corrupt(id, "child height does not match its parent"));
+        }
+        let probes = self.prefetch_filters(&node, key, hash)?;
+        for (seg, probe) in node.segments.iter().zip(&probes) {
+            let Probe::Search(filter) = probe else {
+                continue; // flushed already: skip the segment unread
+            };
+            // A hit below the flushed bound was already moved down;
+            // a newer version, if any, is further down the tree.
+            if let Some((index, item)) = self.probe_leaf_filtered(
+                &seg.leaf,
+                seg.memos,
+                filter.as_ref(),
+                key,
+                hash,
+                seg.flushed_index,
+            )? && index >= seg.flushed_index
+            {
+                return Ok(Step::Done(item.value));
+            }
+        }
+        if let Some(leaf) = node.child_leaf {
+            let filter = match probes.get(node.segments.len()) {
+                Some(Probe::Search(filter)) => filter.as_ref(),
+                _ => None,
+            };
+            let found =
+                self.probe_leaf_filtered(&leaf, node.child_leaf_memos, filter, key, hash, 0)?;
+            return Ok(Step::Done(found.and_then(|(_, it)| it.value)));
+        }
+        Ok(Step::Descend {
+            id: node.child_node,
+            index: self.memoized_node_index(node.child_node, node.child_node_memo)?,
+            height: node.height - 1,
+        })
+    }
+
+    /// The index of node `id`, remembered in `memo` (see `memo`).
+    pub(super) fn memoized_node_index(
+        &self,
+        id: PageId,
+        memo: &Memo<NodeIndex>,
+    ) -> Result<Arc<NodeIndex>> {
+        if let Some(index) = memo.get() {
+            return Ok(index);
+        }
+        let index = self.read_node_index(id)?;
+        memo.remember(&index);
+        Ok(index)
+    }
+
+    /// The filter of `r`, remembered in `memos` (see `memo`).
+    fn memoized_filter(&self, r: &LeafRef, memos: &LeafMemos) -> Result<Arc<CachedFilter>> {
+        if let Some(filter) = memos.filter.get() {
+            return Ok(filter);
+        }
+        let filter = self.read_filter(r)?;
+        memos.filter.remember(&filter);
+        Ok(filter)
+    }
+
+    /// The head of `r`, remembered in `memos` (see `memo`).
+    pub(super) fn memoized_head(&self, r: &LeafRef, memos: &LeafMemos) -> Result<Arc<LeafHead>> {
+        if let Some(head) = memos.head.get() {
+            return Ok(head);
+        }
+        let head = self.read_leaf_head(r)?;
+        memos.head.remember(&head);
+        Ok(head)
     }
 
     /// For every segment of `node`, then its child leaf: skipped (the key
@@ -87,15 +158,18 @@ impl Tree {
     fn prefetch_filters(&self, node: &NodeProbe<'_>, key: &[u8], hash: u64) -> Result<Vec<Probe>> {
         let segments = node.segments.iter().map(|seg| {
             let flushed = compare_keys(key, seg.flushed_key) == Ordering::Less;
-            (!flushed).then_some(&seg.leaf)
+            (!flushed).then_some((&seg.leaf, seg.memos))
         });
-        let child = node.child_leaf.as_ref().map(Some);
+        let child = node
+            .child_leaf
+            .as_ref()
+            .map(|leaf| Some((leaf, node.child_leaf_memos)));
         let mut probes = Vec::with_capacity(node.segments.len() + 1);
         for leaf in segments.chain(child) {
             probes.push(match leaf {
                 None => Probe::Skip,
-                Some(r) if r.filter_len > 0 => {
-                    let filter = self.read_filter(r)?;
+                Some((r, memos)) if r.filter_len > 0 => {
+                    let filter = self.memoized_filter(r, memos)?;
                     filter::prefetch_probe(&filter.bytes, hash);
                     Probe::Search(Some(filter))
                 }
@@ -112,6 +186,7 @@ impl Tree {
     fn probe_leaf_filtered(
         &self,
         r: &LeafRef,
+        memos: &LeafMemos,
         filter: Option<&Arc<CachedFilter>>,
         key: &[u8],
         hash: u64,
@@ -122,7 +197,7 @@ impl Tree {
             let filter = match filter {
                 Some(filter) => filter,
                 None => {
-                    read = self.read_filter(r)?;
+                    read = self.memoized_filter(r, memos)?;
                     &read
                 }
             };
@@ -130,7 +205,7 @@ impl Tree {
                 return Ok(None);
             }
         }
-        let head = self.read_leaf_head(r)?;
+        let head = self.memoized_head(r, memos)?;
         if head.chunks.is_empty() {
             return Ok(None);
         }

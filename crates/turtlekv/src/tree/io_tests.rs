@@ -37,6 +37,77 @@ fn tall_tree(filter_bits_per_key: u32) -> Harness {
     h
 }
 
+/// Repeated lookups ask the page cache only for the root's node index:
+/// child node indexes, filters and leaf heads come from the memos of the
+/// node indexes above them (`tree::memo`). Once the cache lets objects
+/// go, the memos keep nothing alive: lookups ask the cache again, read
+/// what it no longer has, and still answer right.
+#[test]
+fn repeated_lookups_ask_the_cache_only_for_the_root() {
+    use crate::page::ObjectKind;
+    let h = tall_tree(10);
+    let present: Vec<Bytes> = h.model.keys().step_by(13).cloned().collect();
+    let absent: Vec<Bytes> = (0..500u64).map(|i| key(i * 2 + 1)).collect();
+    let lookup_all = || {
+        for k in &present {
+            assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+        }
+        for k in &absent {
+            assert_eq!(h.tree.get(h.root, k).unwrap(), None);
+        }
+    };
+    lookup_all();
+    h.io.take_object_lookups();
+    lookup_all();
+    let lookups = (present.len() + absent.len()) as u64;
+    assert_eq!(
+        h.io.take_object_lookups(),
+        lookups,
+        "one per lookup: the root"
+    );
+
+    h.io.drop_objects(ObjectKind::LeafHead);
+    h.io.drop_objects(ObjectKind::Filter);
+    h.io.reset_misses();
+    lookup_all();
+    let misses = h.io.misses();
+    assert!(
+        misses.filters > 0 && misses.leaf_heads > 0,
+        "the memos kept objects the cache dropped: {misses:?}"
+    );
+    assert!(h.io.take_object_lookups() > lookups);
+}
+
+/// Scans reach leaf heads and child node indexes through the same memos:
+/// a repeated full scan asks the page cache for each window's root index
+/// only, and returns every record, as the first did.
+#[test]
+fn repeated_scans_ask_the_cache_only_for_each_windows_root() {
+    use std::ops::Bound;
+    let h = tall_tree(10);
+    let scan_all = || -> Vec<(Bytes, Bytes)> {
+        h.tree
+            .scan(h.root, Bound::Unbounded, Bound::Unbounded, false)
+            .map(Result::unwrap)
+            .collect()
+    };
+    let first = scan_all();
+    let expected: Vec<(Bytes, Bytes)> = h
+        .model
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(first, expected);
+    h.io.take_object_lookups();
+    assert_eq!(scan_all(), expected);
+    let second = h.io.take_object_lookups();
+    let leaves = h.tree.check(h.root).unwrap().leaf_pages;
+    assert!(
+        second <= leaves,
+        "{second} cache lookups for a scan over {leaves} leaves: one per window at most"
+    );
+}
+
 /// Returns (lookups over height + 2 reads, present-key lookups).
 fn count_point_lookup_reads(filter_bits_per_key: u32) -> (u64, u64) {
     let h = tall_tree(filter_bits_per_key);

@@ -30,6 +30,8 @@ struct Inner {
     next_id: u64,
     cached: HashMap<(u64, u64, u64), CachePriority>,
     objects: HashMap<(u64, ObjectKind), CachedObject>,
+    /// Calls of `cached_object`, hits or not: what lookups ask the cache.
+    object_lookups: u64,
     misses: IoCounts,
     /// While set, the ranges prefetched so far (`track_prefetches`).
     prefetched: Option<Vec<PageRange>>,
@@ -56,6 +58,16 @@ impl MemPageIo {
 
     pub(super) fn reset_misses(&self) {
         self.inner.lock().misses = IoCounts::default();
+    }
+
+    /// Calls of `cached_object` since the last call of this.
+    pub(super) fn take_object_lookups(&self) -> u64 {
+        std::mem::take(&mut self.inner.lock().object_lookups)
+    }
+
+    /// Drops the cached objects of one kind, as evictions would.
+    pub(super) fn drop_objects(&self, kind: ObjectKind) {
+        self.inner.lock().objects.retain(|(_, k), _| *k != kind);
     }
 
     /// Starts recording prefetched ranges anew, and counting the leaf block
@@ -249,7 +261,9 @@ impl PageIo for MemPageIo {
     }
 
     fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {
-        self.inner.lock().objects.get(&(id.to_raw(), kind)).cloned()
+        let mut inner = self.inner.lock();
+        inner.object_lookups += 1;
+        inner.objects.get(&(id.to_raw(), kind)).cloned()
     }
 
     fn cache_object(

@@ -34,6 +34,7 @@ pub(crate) mod item_layout;
 mod leaf;
 mod leaf_head;
 mod level_merge;
+mod memo;
 mod merge;
 pub(crate) mod node;
 pub(crate) mod node_codec;

@@ -7,9 +7,19 @@ use std::ops::Range;
 
 use bytes::Bytes;
 
+use super::CachedFilter;
+use super::leaf::LeafHead;
+use super::memo::Memo;
 use super::node::{LeafRef, MAX_LEVELS};
 use super::node_codec::{Header, Reader};
 use crate::page::PageId;
+
+/// What lookups remember of a leaf this node references (`memo`).
+#[derive(Debug, Default)]
+pub(super) struct LeafMemos {
+    pub filter: Memo<CachedFilter>,
+    pub head: Memo<LeafHead>,
+}
 
 /// A segment a lookup must probe: its page, its flushed bound for the key's
 /// pivot and the matching flushed key (a smaller key is already flushed).
@@ -18,6 +28,7 @@ pub(super) struct SegmentProbe<'a> {
     pub leaf: LeafRef,
     pub flushed_index: u32,
     pub flushed_key: &'a [u8],
+    pub memos: &'a LeafMemos,
 }
 
 /// Which pivot a probe follows.
@@ -45,6 +56,10 @@ pub(super) struct NodeProbe<'a> {
     /// The key's pivot: a leaf (height 1) or a node page.
     pub child_leaf: Option<LeafRef>,
     pub child_node: PageId,
+    /// Memos of the child leaf's filter and head (height 1).
+    pub child_leaf_memos: &'a LeafMemos,
+    /// Memo of the child node's index (height 2 and up).
+    pub child_node_memo: &'a Memo<NodeIndex>,
     /// Active segments for the pivot, newest level first.
     pub segments: Vec<SegmentProbe<'a>>,
 }
@@ -68,11 +83,14 @@ struct PivotEntry {
     lower: Range<u32>,
     child_leaf: Option<LeafRef>,
     child_node: PageId,
+    leaf_memos: LeafMemos,
+    node_memo: Memo<NodeIndex>,
 }
 
 #[derive(Debug)]
 struct SegmentEntry {
     leaf: LeafRef,
+    memos: LeafMemos,
     first_pivot: usize,
     pivot_span: usize,
     /// The active bit set's bytes in the page.
@@ -133,6 +151,8 @@ impl NodeIndex {
                 lower,
                 child_leaf,
                 child_node,
+                leaf_memos: LeafMemos::default(),
+                node_memo: Memo::default(),
             });
         }
         let mut segments = Vec::with_capacity(header.segment_count.min(page.len() / 16));
@@ -179,6 +199,7 @@ impl NodeIndex {
             }
             segments.push(SegmentEntry {
                 leaf,
+                memos: LeafMemos::default(),
                 first_pivot,
                 pivot_span,
                 active_bits,
@@ -201,14 +222,19 @@ impl NodeIndex {
         &self.page
     }
 
-    /// Memory the index takes beside its page, for the cache's accounting.
+    /// Memory the index takes beside its page, for the cache's accounting,
+    /// counting each memo as if its object had died while remembered.
     pub(crate) fn memory_bytes(&self) -> u64 {
         let bounds: usize = self.segments.iter().map(|s| s.bounds.len()).sum();
+        let leaf_memos = Memo::<CachedFilter>::memory_bytes() + Memo::<LeafHead>::memory_bytes();
+        let memos = (self.pivots.len() + self.segments.len()) * leaf_memos
+            + self.pivots.len() * Memo::<NodeIndex>::memory_bytes();
         (std::mem::size_of::<Self>()
             + self.page.len()
             + self.pivots.len() * std::mem::size_of::<PivotEntry>()
             + self.segments.len() * std::mem::size_of::<SegmentEntry>()
-            + bounds * std::mem::size_of::<(usize, u32, Range<u32>)>()) as u64
+            + bounds * std::mem::size_of::<(usize, u32, Range<u32>)>()
+            + memos) as u64
     }
 
     fn bytes(&self, at: &Range<u32>) -> &[u8] {
@@ -240,6 +266,7 @@ impl NodeIndex {
                     leaf: s.leaf,
                     flushed_index: bound.map_or(0, |(_, index, _)| *index),
                     flushed_key: bound.map_or(&[][..], |(_, _, key)| self.bytes(key)),
+                    memos: &s.memos,
                 }
             })
             .collect();
@@ -252,6 +279,8 @@ impl NodeIndex {
                 .map(|next| self.bytes(&next.lower)),
             child_leaf: entry.child_leaf,
             child_node: entry.child_node,
+            child_leaf_memos: &entry.leaf_memos,
+            child_node_memo: &entry.node_memo,
             segments,
         }
     }

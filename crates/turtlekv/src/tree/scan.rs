@@ -87,11 +87,11 @@ impl ScanCursor {
         // leaf's range, which bounds all of them, is known.
         let mut path = Vec::new();
         let mut expected_height = None;
+        let mut index = self.tree.read_node_index(id)?;
         loop {
             // Only the window's pivot is needed: probe the page rather
             // than decode the whole node (every pivot key, every segment's
             // bounds), as gets do.
-            let index = self.tree.read_node_index(id)?;
             let page = index.page();
             let target = match (&at, self.reverse) {
                 (Bound::Unbounded, false) => PivotTarget::Holding(b""),
@@ -110,25 +110,29 @@ impl ScanCursor {
             if let Some(h) = node.hi {
                 hi = Some(page.slice_ref(h));
             }
+            // Heads and the child's index through the node's memos, as
+            // gets reach them (`tree::memo`).
             for seg in &node.segments {
-                path.push((seg.leaf, seg.flushed_index));
+                let head = self.tree.memoized_head(&seg.leaf, seg.memos)?;
+                path.push((seg.leaf, seg.flushed_index, head));
             }
-            match node.child_leaf {
-                Some(leaf) => {
-                    path.push((leaf, 0));
-                    break;
-                }
-                None => {
-                    id = node.child_node;
-                    expected_height = Some(node.height - 1);
-                }
+            if let Some(leaf) = node.child_leaf {
+                let head = self.tree.memoized_head(&leaf, node.child_leaf_memos)?;
+                path.push((leaf, 0, head));
+                break;
             }
+            let child = self
+                .tree
+                .memoized_node_index(node.child_node, node.child_node_memo)?;
+            (id, expected_height) = (node.child_node, Some(node.height - 1));
+            drop(node);
+            index = child;
         }
         let mut planned = Vec::with_capacity(path.len());
         let mut leaf = None;
         let leaf_at = path.len() - 1; // pushed last, before the loop ended
-        for (i, (r, bound)) in path.into_iter().enumerate() {
-            if let Some(source) = self.plan_source(r, bound, &lo, &hi)? {
+        for (i, (r, bound, head)) in path.into_iter().enumerate() {
+            if let Some(source) = self.plan_source(r, head, bound, &lo, &hi)? {
                 if i == leaf_at {
                     leaf = Some(planned.len());
                 }

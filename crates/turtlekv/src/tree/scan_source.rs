@@ -154,16 +154,16 @@ impl Source {
 }
 
 impl ScanCursor {
-    /// Finds where a source over `leaf` starts, from its (cached) head;
-    /// `None` for an empty page.
+    /// Finds where a source over `leaf` starts, from its head; `None` for
+    /// an empty page.
     pub(super) fn plan_source(
         &self,
         leaf: LeafRef,
+        head: std::sync::Arc<LeafHead>,
         min_index: u32,
         lo: &Bytes,
         hi: &Option<Bytes>,
     ) -> Result<Option<PlannedSource>> {
-        let head = self.tree.read_leaf_head(&leaf)?;
         if head.chunks.is_empty() {
             return Ok(None);
         }

@@ -1,0 +1,83 @@
+//! Shortcuts from a cached node index to the decoded objects its lookups
+//! keep asking the page cache for: each referenced leaf's filter and head,
+//! each child's node index.
+//!
+//! A point lookup in a tree of height 2 asked the page cache about ten
+//! times (two node indexes, a filter per active segment on its path, a
+//! head per filter that let it through, a block), and each ask takes a
+//! shard lock, probes a hash map, follows the entry and counts a
+//! reference: four or five cache-line misses when the tree is larger than
+//! the CPU's caches. A memo is a `Weak` beside the reference: it upgrades
+//! while the page cache (or another reader) still holds the object, so
+//! the cache stays its only owner and its memory accounting stays exact.
+//! Once the cache has let the object go the lookup asks the cache again,
+//! and the memo, set once, stays empty for the life of this node index
+//! (a checkpoint that rewrites the node starts a new one).
+//!
+//! A hit through a memo does not renew the object's CLOCK weight in the
+//! page cache. While heads, filters and nodes stay within their protected
+//! share of the cache (half of it) no sweep ages them, so weights do not
+//! matter; past that share a memoized object may be evicted sooner, and
+//! the lookups after it go through the cache, which renews it.
+
+use std::sync::{Arc, OnceLock, Weak};
+
+/// A remembered object, valid for as long as someone else keeps it.
+pub(crate) struct Memo<T>(OnceLock<Weak<T>>);
+
+impl<T> Memo<T> {
+    /// The remembered object, if it is still alive.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<Arc<T>> {
+        self.0.get()?.upgrade()
+    }
+
+    /// Remembers `object` unless something was remembered before.
+    pub(crate) fn remember(&self, object: &Arc<T>) {
+        let _ = self.0.set(Arc::downgrade(object));
+    }
+
+    /// Memory one memo can keep: itself, and the allocation of an object
+    /// that died while remembered (a `Weak` keeps the allocation, not what
+    /// the object owned).
+    pub(crate) const fn memory_bytes() -> usize {
+        std::mem::size_of::<Self>() + 2 * std::mem::size_of::<usize>() + std::mem::size_of::<T>()
+    }
+}
+
+impl<T> Default for Memo<T> {
+    fn default() -> Self {
+        Memo(OnceLock::new())
+    }
+}
+
+impl<T> std::fmt::Debug for Memo<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let state = match self.0.get() {
+            None => "empty",
+            Some(weak) if weak.strong_count() > 0 => "alive",
+            Some(_) => "gone",
+        };
+        write!(f, "Memo({state})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memo_answers_only_while_someone_else_keeps_the_object() {
+        let memo = Memo::default();
+        assert!(memo.get().is_none());
+        let object = Arc::new(7u64);
+        memo.remember(&object);
+        assert_eq!(memo.get().as_deref(), Some(&7));
+        // Set once: a later object is not remembered over a live one.
+        memo.remember(&Arc::new(8u64));
+        assert_eq!(memo.get().as_deref(), Some(&7));
+        drop(object);
+        assert!(memo.get().is_none(), "the memo must not keep the object");
+        assert_eq!(format!("{memo:?}"), "Memo(gone)");
+    }
+}
