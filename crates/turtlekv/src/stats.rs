@@ -91,7 +91,9 @@ pub struct Stats {
     /// Page frames handed back to the kernel as the cache let go of them
     /// (a shrinking cache gives its memory back).
     pub cache_frames_released: u64,
-    /// Page reads served by the cache.
+    /// Page reads served by the cache. Filters, leaf heads and node
+    /// indexes that lookups reach through a node's memos (`docs/tuning.md`,
+    /// "The page cache") are not asked of the cache, so not counted.
     pub cache_hits: u64,
     /// Page reads that went to the page files.
     pub cache_misses: u64,

@@ -22,7 +22,7 @@ use crate::io::FileSystem;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::page::{PageIo, PageStore, PageStoreOptions, RootPin, SuperblockRecord};
 use crate::tree::node_codec::referenced_pages;
-use crate::tree::{Item, ScanCursor, Tree, TreeConfig, UpdateEvents};
+use crate::tree::{Item, RootMemo, ScanCursor, Tree, TreeConfig, UpdateEvents};
 use crate::{Options, Result};
 
 /// The TurtleTree target. Only the checkpoint thread calls `checkpoint`.
@@ -47,6 +47,8 @@ pub(crate) struct StoredVersion {
     tree: Tree,
     store: Arc<PageStore>,
     pin: RootPin,
+    /// The root's node index, as gets last found it in the page cache.
+    root_memo: RootMemo,
 }
 
 impl TreeTarget {
@@ -74,6 +76,7 @@ impl TreeTarget {
             tree: tree.clone(),
             store: store.clone(),
             pin: store.pin(),
+            root_memo: RootMemo::default(),
         };
         let shape = tree.shape(version.pin.root())?;
         Ok(TreeTarget {
@@ -115,6 +118,7 @@ impl CheckpointTarget for TreeTarget {
             tree: self.tree.clone(),
             store: self.store.clone(),
             pin: self.store.pin(),
+            root_memo: RootMemo::default(),
         });
         debug_assert_eq!(version.pin.root(), outcome.root);
         self.current.store(version.clone());
@@ -184,7 +188,8 @@ impl TreeScan for ScanCursor {
 
 impl TreeVersion for StoredVersion {
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.tree.get(self.pin.root(), key)
+        self.tree
+            .get_with_root_memo(self.pin.root(), &self.root_memo, key)
     }
 
     fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {

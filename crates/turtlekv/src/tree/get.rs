@@ -15,7 +15,7 @@ use super::{CachedFilter, Tree, corrupt};
 use crate::Result;
 use crate::filter;
 use crate::key::compare_keys;
-use crate::page::{CachePriority, PageId};
+use crate::page::{CachePriority, ObjectKind, PageId};
 
 #[cfg(test)]
 thread_local! {
@@ -45,12 +45,37 @@ enum Step {
 
 impl Tree {
     /// The value of `key` in the tree at `root`; `None` if absent or deleted.
+    /// (Stored versions use `get_with_root_memo`.)
+    #[cfg(test)]
     pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
+        self.get_from(root, None, key)
+    }
+
+    /// `get`, with the root's index remembered in `root_memo`, which must
+    /// belong to `root` alone (a stored version's).
+    pub(crate) fn get_with_root_memo(
+        &self,
+        root: Option<PageId>,
+        root_memo: &Memo<NodeIndex>,
+        key: &[u8],
+    ) -> Result<Option<Bytes>> {
+        self.get_from(root, Some(root_memo), key)
+    }
+
+    fn get_from(
+        &self,
+        root: Option<PageId>,
+        root_memo: Option<&Memo<NodeIndex>>,
+        key: &[u8],
+    ) -> Result<Option<Bytes>> {
         let Some(mut id) = root else {
             return Ok(None);
         };
         let hash = filter::key_hash(key);
-        let mut index = self.read_node_index(id)?;
+        let mut index = match root_memo {
+            Some(memo) => self.memoized_node_index(id, memo)?,
+            None => self.read_node_index(id)?,
+        };
         let mut expected_height = None;
         loop {
             match self.get_in_node(id, &index, expected_height, key, hash)? {
@@ -126,7 +151,7 @@ impl Tree {
             return Ok(index);
         }
         let index = self.read_node_index(id)?;
-        memo.remember(&index);
+        self.remember_if_resident(memo, id, ObjectKind::NodeIndex, &index);
         Ok(index)
     }
 
@@ -136,7 +161,7 @@ impl Tree {
             return Ok(filter);
         }
         let filter = self.read_filter(r)?;
-        memos.filter.remember(&filter);
+        self.remember_if_resident(&memos.filter, r.id, ObjectKind::Filter, &filter);
         Ok(filter)
     }
 
@@ -146,8 +171,32 @@ impl Tree {
             return Ok(head);
         }
         let head = self.read_leaf_head(r)?;
-        memos.head.remember(&head);
+        self.remember_if_resident(&memos.head, r.id, ObjectKind::LeafHead, &head);
         Ok(head)
+    }
+
+    /// Remembers `object` in an empty `memo` if it is the one the page
+    /// cache holds for `id`: a copy the cache refused would die at once
+    /// and leave the memo, set once, empty for good. A memo already set
+    /// (its object since evicted) is not asked about again, so that
+    /// lookups through it pay no second cache lookup.
+    fn remember_if_resident<T: Send + Sync + 'static>(
+        &self,
+        memo: &Memo<T>,
+        id: PageId,
+        kind: ObjectKind,
+        object: &Arc<T>,
+    ) {
+        if memo.is_set() {
+            return;
+        }
+        let resident = self
+            .io
+            .cached_object(id, kind)
+            .is_some_and(|cached| std::ptr::addr_eq(Arc::as_ptr(&cached), Arc::as_ptr(object)));
+        if resident {
+            memo.remember(object);
+        }
     }
 
     /// For every segment of `node`, then its child leaf: skipped (the key

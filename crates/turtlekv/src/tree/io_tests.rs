@@ -65,6 +65,14 @@ fn repeated_lookups_ask_the_cache_only_for_the_root() {
         lookups,
         "one per lookup: the root"
     );
+    // A stored version remembers its root too: then nothing is asked.
+    let root_memo = super::RootMemo::default();
+    for k in &present {
+        let value = h.tree.get_with_root_memo(h.root, &root_memo, k).unwrap();
+        assert_eq!(value, h.model.get(k).cloned());
+    }
+    // Once: the read, and the check that the object read is the cache's.
+    assert_eq!(h.io.take_object_lookups(), 2, "the root, once");
 
     h.io.drop_objects(ObjectKind::LeafHead);
     h.io.drop_objects(ObjectKind::Filter);
@@ -78,11 +86,36 @@ fn repeated_lookups_ask_the_cache_only_for_the_root() {
     assert!(h.io.take_object_lookups() > lookups);
 }
 
+/// An object the cache refused is not remembered: its memo would stay
+/// empty for good once the copy died. After the cache takes objects
+/// again, lookups remember what it holds and ask it only for the root.
+#[test]
+fn memos_remember_only_objects_the_cache_holds() {
+    use crate::page::ObjectKind;
+    let h = tall_tree(10);
+    let keys: Vec<Bytes> = h.model.keys().step_by(11).cloned().collect();
+    let lookup_all = || {
+        for k in &keys {
+            assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+        }
+    };
+    h.io.drop_cache(false);
+    // Node indexes are cached (with empty memos), heads and filters not.
+    h.io.refuse_objects(&[ObjectKind::LeafHead, ObjectKind::Filter]);
+    lookup_all();
+    h.io.refuse_objects(&[]);
+    lookup_all();
+    h.io.take_object_lookups();
+    lookup_all();
+    assert_eq!(h.io.take_object_lookups(), keys.len() as u64);
+}
+
 /// Scans reach leaf heads and child node indexes through the same memos:
 /// a repeated full scan asks the page cache for each window's root index
 /// only, and returns every record, as the first did.
 #[test]
 fn repeated_scans_ask_the_cache_only_for_each_windows_root() {
+    use crate::page::ObjectKind;
     use std::ops::Bound;
     let h = tall_tree(10);
     let scan_all = || -> Vec<(Bytes, Bytes)> {
@@ -100,11 +133,17 @@ fn repeated_scans_ask_the_cache_only_for_each_windows_root() {
     assert_eq!(first, expected);
     h.io.take_object_lookups();
     assert_eq!(scan_all(), expected);
-    let second = h.io.take_object_lookups();
+    let second = h.io.take_object_lookups_by_kind();
+    let windows = second.get(&ObjectKind::NodeIndex).copied().unwrap_or(0);
     let leaves = h.tree.check(h.root).unwrap().leaf_pages;
     assert!(
-        second <= leaves,
-        "{second} cache lookups for a scan over {leaves} leaves: one per window at most"
+        windows > 0 && windows <= leaves,
+        "{windows} windows, {leaves} leaves"
+    );
+    assert_eq!(
+        second.len(),
+        1,
+        "heads and filters through memos: {second:?}"
     );
 }
 

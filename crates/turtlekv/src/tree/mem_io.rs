@@ -30,8 +30,12 @@ struct Inner {
     next_id: u64,
     cached: HashMap<(u64, u64, u64), CachePriority>,
     objects: HashMap<(u64, ObjectKind), CachedObject>,
-    /// Calls of `cached_object`, hits or not: what lookups ask the cache.
-    object_lookups: u64,
+    /// Calls of `cached_object` per kind, hits or not: what lookups ask
+    /// the cache.
+    object_lookups: HashMap<ObjectKind, u64>,
+    /// Kinds of objects `cache_object` keeps nothing of, as a cache over
+    /// its capacity refuses inserts.
+    refused_objects: Vec<ObjectKind>,
     misses: IoCounts,
     /// While set, the ranges prefetched so far (`track_prefetches`).
     prefetched: Option<Vec<PageRange>>,
@@ -62,7 +66,17 @@ impl MemPageIo {
 
     /// Calls of `cached_object` since the last call of this.
     pub(super) fn take_object_lookups(&self) -> u64 {
+        self.take_object_lookups_by_kind().values().sum()
+    }
+
+    /// Calls of `cached_object` per kind since the last take.
+    pub(super) fn take_object_lookups_by_kind(&self) -> HashMap<ObjectKind, u64> {
         std::mem::take(&mut self.inner.lock().object_lookups)
+    }
+
+    /// Makes `cache_object` keep nothing of these kinds (none: keep all).
+    pub(super) fn refuse_objects(&self, kinds: &[ObjectKind]) {
+        self.inner.lock().refused_objects = kinds.to_vec();
     }
 
     /// Drops the cached objects of one kind, as evictions would.
@@ -262,7 +276,7 @@ impl PageIo for MemPageIo {
 
     fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {
         let mut inner = self.inner.lock();
-        inner.object_lookups += 1;
+        *inner.object_lookups.entry(kind).or_default() += 1;
         inner.objects.get(&(id.to_raw(), kind)).cloned()
     }
 
@@ -274,9 +288,9 @@ impl PageIo for MemPageIo {
         _size_bytes: u64,
         _priority: CachePriority,
     ) {
-        self.inner
-            .lock()
-            .objects
-            .insert((id.to_raw(), kind), object);
+        let mut inner = self.inner.lock();
+        if !inner.refused_objects.contains(&kind) {
+            inner.objects.insert((id.to_raw(), kind), object);
+        }
     }
 }

@@ -9,16 +9,22 @@
 //! reference: four or five cache-line misses when the tree is larger than
 //! the CPU's caches. A memo is a `Weak` beside the reference: it upgrades
 //! while the page cache (or another reader) still holds the object, so
-//! the cache stays its only owner and its memory accounting stays exact.
-//! Once the cache has let the object go the lookup asks the cache again,
-//! and the memo, set once, stays empty for the life of this node index
-//! (a checkpoint that rewrites the node starts a new one).
+//! the cache stays its only owner, and what a memo can keep (the
+//! allocation of an object that died while remembered) is charged to the
+//! node index. Only an object the cache holds is remembered: one it
+//! refused (a cache over capacity, or another reader's copy cached
+//! first) would die at once. Once the cache has let the object go the
+//! lookup asks the cache again, and the memo, set once, stays empty for
+//! the life of this node index (a checkpoint that rewrites the node
+//! starts a new one).
 //!
 //! A hit through a memo does not renew the object's CLOCK weight in the
 //! page cache. While heads, filters and nodes stay within their protected
-//! share of the cache (half of it) no sweep ages them, so weights do not
-//! matter; past that share a memoized object may be evicted sooner, and
-//! the lookups after it go through the cache, which renews it.
+//! share of the cache (half of it), sweeps age them only when no leaf
+//! block is left to evict, so weights rarely matter; past that share a
+//! memoized object may be evicted sooner, and the lookups after it go
+//! through the cache, which renews it. `Stats::cache_hits` counts no hit
+//! through a memo.
 
 use std::sync::{Arc, OnceLock, Weak};
 
@@ -32,16 +38,22 @@ impl<T> Memo<T> {
         self.0.get()?.upgrade()
     }
 
+    /// Whether something was remembered, alive or not.
+    #[inline]
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.get().is_some()
+    }
+
     /// Remembers `object` unless something was remembered before.
     pub(crate) fn remember(&self, object: &Arc<T>) {
         let _ = self.0.set(Arc::downgrade(object));
     }
 
-    /// Memory one memo can keep: itself, and the allocation of an object
-    /// that died while remembered (a `Weak` keeps the allocation, not what
-    /// the object owned).
-    pub(crate) const fn memory_bytes() -> usize {
-        std::mem::size_of::<Self>() + 2 * std::mem::size_of::<usize>() + std::mem::size_of::<T>()
+    /// Memory a memo keeps beyond its own slot: the allocation of an
+    /// object that died while remembered (a `Weak` keeps the allocation,
+    /// not what the object owned).
+    pub(crate) const fn dead_object_bytes() -> usize {
+        2 * std::mem::size_of::<usize>() + std::mem::size_of::<T>()
     }
 }
 
@@ -69,15 +81,18 @@ mod tests {
     #[test]
     fn a_memo_answers_only_while_someone_else_keeps_the_object() {
         let memo = Memo::default();
-        assert!(memo.get().is_none());
+        assert!(memo.get().is_none() && !memo.is_set());
+        assert_eq!(format!("{memo:?}"), "Memo(empty)");
         let object = Arc::new(7u64);
         memo.remember(&object);
         assert_eq!(memo.get().as_deref(), Some(&7));
+        assert_eq!(format!("{memo:?}"), "Memo(alive)");
         // Set once: a later object is not remembered over a live one.
         memo.remember(&Arc::new(8u64));
         assert_eq!(memo.get().as_deref(), Some(&7));
         drop(object);
         assert!(memo.get().is_none(), "the memo must not keep the object");
+        assert!(memo.is_set());
         assert_eq!(format!("{memo:?}"), "Memo(gone)");
     }
 }

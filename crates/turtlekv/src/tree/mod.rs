@@ -15,7 +15,8 @@
 //!   `BatchOutcome { root, new_pages, dead_pages, events }`. Commit `root`
 //!   (8 bytes, `PageId::to_raw`; `None` = empty tree), then free
 //!   `dead_pages` once no reader holds the old root;
-//! - `tree.get(root, key)`, `tree.scan(root, lower, upper, reverse)` (an
+//! - `tree.get_with_root_memo(root, &root_memo, key)` (`tree.get(root, key)`
+//!   in tests), `tree.scan(root, lower, upper, reverse)` (an
 //!   iterator of `Result<(key, value)>`), `tree.check(root)` (deep, reads
 //!   everything: `TreeStats`), `tree.shape(root)` (node pages only);
 //! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
@@ -47,6 +48,10 @@ pub(crate) mod shape;
 mod span;
 pub(crate) mod update;
 mod write;
+
+/// What a stored version remembers of its root's node index, so that its
+/// gets need not ask the page cache even for that (`memo`).
+pub(crate) type RootMemo = memo::Memo<probe::NodeIndex>;
 
 #[cfg(test)]
 mod crafted_tests;

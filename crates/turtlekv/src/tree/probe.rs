@@ -223,12 +223,19 @@ impl NodeIndex {
     }
 
     /// Memory the index takes beside its page, for the cache's accounting,
-    /// counting each memo as if its object had died while remembered.
+    /// counting each memo that can be set as if its object had died while
+    /// remembered (pivots remember a leaf's filter and head at height 1, a
+    /// child's index above).
     pub(crate) fn memory_bytes(&self) -> u64 {
         let bounds: usize = self.segments.iter().map(|s| s.bounds.len()).sum();
-        let leaf_memos = Memo::<CachedFilter>::memory_bytes() + Memo::<LeafHead>::memory_bytes();
-        let memos = (self.pivots.len() + self.segments.len()) * leaf_memos
-            + self.pivots.len() * Memo::<NodeIndex>::memory_bytes();
+        let leaf_memos =
+            Memo::<CachedFilter>::dead_object_bytes() + Memo::<LeafHead>::dead_object_bytes();
+        let pivot_memos = if self.height == 1 {
+            leaf_memos
+        } else {
+            Memo::<NodeIndex>::dead_object_bytes()
+        };
+        let memos = self.pivots.len() * pivot_memos + self.segments.len() * leaf_memos;
         (std::mem::size_of::<Self>()
             + self.page.len()
             + self.pivots.len() * std::mem::size_of::<PivotEntry>()
