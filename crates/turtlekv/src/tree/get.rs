@@ -15,7 +15,7 @@ use super::{CachedFilter, Tree, corrupt};
 use crate::Result;
 use crate::filter;
 use crate::key::compare_keys;
-use crate::page::{CachePriority, ObjectKind, PageId};
+use crate::page::{CachePriority, PageId};
 
 #[cfg(test)]
 thread_local! {
@@ -150,8 +150,8 @@ impl Tree {
         if let Some(index) = memo.get() {
             return Ok(index);
         }
-        let index = self.read_node_index(id)?;
-        self.remember_if_resident(memo, id, ObjectKind::NodeIndex, &index);
+        let (index, cached) = self.read_node_index_cached(id)?;
+        remember_if_cached(memo, &index, cached);
         Ok(index)
     }
 
@@ -160,8 +160,8 @@ impl Tree {
         if let Some(filter) = memos.filter.get() {
             return Ok(filter);
         }
-        let filter = self.read_filter(r)?;
-        self.remember_if_resident(&memos.filter, r.id, ObjectKind::Filter, &filter);
+        let (filter, cached) = self.read_filter_cached(r)?;
+        remember_if_cached(&memos.filter, &filter, cached);
         Ok(filter)
     }
 
@@ -170,33 +170,9 @@ impl Tree {
         if let Some(head) = memos.head.get() {
             return Ok(head);
         }
-        let head = self.read_leaf_head(r)?;
-        self.remember_if_resident(&memos.head, r.id, ObjectKind::LeafHead, &head);
+        let (head, cached) = self.read_leaf_head_cached(r)?;
+        remember_if_cached(&memos.head, &head, cached);
         Ok(head)
-    }
-
-    /// Remembers `object` in an empty `memo` if it is the one the page
-    /// cache holds for `id`: a copy the cache refused would die at once
-    /// and leave the memo, set once, empty for good. A memo already set
-    /// (its object since evicted) is not asked about again, so that
-    /// lookups through it pay no second cache lookup.
-    fn remember_if_resident<T: Send + Sync + 'static>(
-        &self,
-        memo: &Memo<T>,
-        id: PageId,
-        kind: ObjectKind,
-        object: &Arc<T>,
-    ) {
-        if memo.is_set() {
-            return;
-        }
-        let resident = self
-            .io
-            .cached_object(id, kind)
-            .is_some_and(|cached| std::ptr::addr_eq(Arc::as_ptr(&cached), Arc::as_ptr(object)));
-        if resident {
-            memo.remember(object);
-        }
     }
 
     /// For every segment of `node`, then its child leaf: skipped (the key
@@ -277,5 +253,15 @@ impl Tree {
             FILTER_FALSE_POSITIVES.with(|c| c.set(c.get() + 1));
         }
         Ok(found)
+    }
+}
+
+/// Remembers `object` only if the page cache handed it out: a copy read
+/// on a miss may be one the cache refused, which would die at once and
+/// leave the memo, set once, empty for good. The next lookup through the
+/// reference finds the cached copy and remembers that.
+fn remember_if_cached<T>(memo: &Memo<T>, object: &Arc<T>, cached: bool) {
+    if cached {
+        memo.remember(object);
     }
 }

@@ -11,9 +11,9 @@
 //! while the page cache (or another reader) still holds the object, so
 //! the cache stays its only owner, and what a memo can keep (the
 //! allocation of an object that died while remembered) is charged to the
-//! node index. Only an object the cache holds is remembered: one it
-//! refused (a cache over capacity, or another reader's copy cached
-//! first) would die at once. Once the cache has let the object go the
+//! node index. Only an object the cache handed out is remembered: a copy
+//! read on a miss may be one the cache refused (a cache over capacity,
+//! or another reader's copy cached first), which would die at once. Once the cache has let the object go the
 //! lookup asks the cache again, and the memo, set once, stays empty for
 //! the life of this node index (a checkpoint that rewrites the node
 //! starts a new one).
@@ -39,7 +39,7 @@ impl<T> Memo<T> {
     }
 
     /// Whether something was remembered, alive or not.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn is_set(&self) -> bool {
         self.0.get().is_some()
     }

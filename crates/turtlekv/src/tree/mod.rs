@@ -260,10 +260,16 @@ impl Tree {
     /// A node page's lookup index: from the page cache, or read (its blocks
     /// verified), parsed and cached. The raw page is not cached besides.
     fn read_node_index(&self, id: PageId) -> Result<Arc<probe::NodeIndex>> {
+        Ok(self.read_node_index_cached(id)?.0)
+    }
+
+    /// `read_node_index`, and whether the index came from the page cache
+    /// (a memo remembers only what the cache holds: `memo`).
+    fn read_node_index_cached(&self, id: PageId) -> Result<(Arc<probe::NodeIndex>, bool)> {
         if let Some(index) = self.io.cached_object(id, ObjectKind::NodeIndex)
             && let Ok(index) = index.downcast::<probe::NodeIndex>()
         {
-            return Ok(index);
+            return Ok((index, true));
         }
         let bytes = self.io.read_page_uncached(id)?;
         let index = probe::NodeIndex::parse(bytes).map_err(|reason| corrupt(id, reason))?;
@@ -276,12 +282,17 @@ impl Tree {
             size_bytes,
             CachePriority::Node,
         );
-        Ok(index)
+        Ok((index, false))
     }
 
     /// The decoded head of a stored leaf: from the page cache, where it is
     /// kept decoded and verified, or read, verified and cached.
     fn read_leaf_head(&self, r: &node::LeafRef) -> Result<Arc<leaf::LeafHead>> {
+        Ok(self.read_leaf_head_cached(r)?.0)
+    }
+
+    /// `read_leaf_head`, and whether the head came from the page cache.
+    fn read_leaf_head_cached(&self, r: &node::LeafRef) -> Result<(Arc<leaf::LeafHead>, bool)> {
         // A head cached through another reference to the page (a damaged
         // node's) with other lengths is read again as on a miss: the
         // cache must not change what a reference reads.
@@ -290,7 +301,7 @@ impl Tree {
             && head.filter_len == r.filter_len
             && head.head_len == r.head_len
         {
-            return Ok(head);
+            return Ok((head, true));
         }
         let bytes = owned(
             self.io
@@ -312,7 +323,7 @@ impl Tree {
             size_bytes,
             CachePriority::LeafHead,
         );
-        Ok(head)
+        Ok((head, false))
     }
 
     /// The filter of a stored leaf as one contiguous buffer (it may span
@@ -320,7 +331,8 @@ impl Tree {
     /// a lookup probes several filters, and cloning the `Bytes` inside
     /// each would touch one more shared counter, on a cache line of its
     /// own, per probe.
-    fn read_filter(&self, r: &node::LeafRef) -> Result<Arc<CachedFilter>> {
+    /// Returned with whether it came from the page cache (`memo`).
+    fn read_filter_cached(&self, r: &node::LeafRef) -> Result<(Arc<CachedFilter>, bool)> {
         // As for heads: a filter cached through a reference that placed it
         // elsewhere in the page is not what this one reads.
         if let Some(filter) = self.io.cached_object(r.id, ObjectKind::Filter)
@@ -328,7 +340,7 @@ impl Tree {
             && filter.head_len == r.head_len
             && filter.bytes.len() as u64 == u64::from(r.filter_len)
         {
-            return Ok(filter);
+            return Ok((filter, true));
         }
         let bytes = owned(self.io.read_range_uncached(
             r.id,
@@ -347,7 +359,7 @@ impl Tree {
             size_bytes,
             CachePriority::Filter,
         );
-        Ok(filter)
+        Ok((filter, false))
     }
 
     /// Reads one chunk of a stored leaf into `out`.
