@@ -563,6 +563,16 @@ fn close_syncs_and_frees_the_directory_and_spares_other_clones() {
     assert_eq!(contents(&db).len(), 2, "{report:?}");
 }
 
+fn fail_every_sync(fs: &FaultFs) {
+    fs.inject(Fault {
+        on: FaultOn::Sync,
+        after: 0,
+        kind: FaultKind::Eio,
+        persistent: true,
+        path_contains: None,
+    });
+}
+
 /// A failed last sync, which a drop has to swallow, is `close`'s error,
 /// and the handle is poisoned by it like by any failed sync: on the last
 /// handle, and on a clone, whose close syncs as `flush_wal` does.
@@ -571,13 +581,7 @@ fn close_returns_a_failed_last_sync() {
     let fs = FaultFs::new();
     let db = open_fault(&fs, small_options()).unwrap();
     db.put(b"a", b"1").unwrap();
-    fs.inject(Fault {
-        on: FaultOn::Sync,
-        after: 0,
-        kind: FaultKind::Eio,
-        persistent: true,
-        path_contains: None,
-    });
+    fail_every_sync(&fs);
     let err = db.close().unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err}");
     fs.clear_fault();
@@ -588,13 +592,7 @@ fn close_returns_a_failed_last_sync() {
     let db = open_fault(&fs, small_options()).unwrap();
     db.put(b"a", b"1").unwrap();
     let other = db.clone();
-    fs.inject(Fault {
-        on: FaultOn::Sync,
-        after: 0,
-        kind: FaultKind::Eio,
-        persistent: true,
-        path_contains: None,
-    });
+    fail_every_sync(&fs);
     let err = db.close().unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err}");
     assert!(matches!(other.put(b"b", b"2"), Err(Error::Poisoned { .. })));

@@ -147,32 +147,17 @@ impl Tree {
         id: PageId,
         memo: &Memo<NodeIndex>,
     ) -> Result<Arc<NodeIndex>> {
-        if let Some(index) = memo.get() {
-            return Ok(index);
-        }
-        let (index, cached) = self.read_node_index_cached(id)?;
-        remember_if_cached(memo, &index, cached);
-        Ok(index)
+        memo.get_or_read(|| self.read_node_index_cached(id))
     }
 
     /// The filter of `r`, remembered in `memos` (see `memo`).
     fn memoized_filter(&self, r: &LeafRef, memos: &LeafMemos) -> Result<Arc<CachedFilter>> {
-        if let Some(filter) = memos.filter.get() {
-            return Ok(filter);
-        }
-        let (filter, cached) = self.read_filter_cached(r)?;
-        remember_if_cached(&memos.filter, &filter, cached);
-        Ok(filter)
+        memos.filter.get_or_read(|| self.read_filter_cached(r))
     }
 
     /// The head of `r`, remembered in `memos` (see `memo`).
     pub(super) fn memoized_head(&self, r: &LeafRef, memos: &LeafMemos) -> Result<Arc<LeafHead>> {
-        if let Some(head) = memos.head.get() {
-            return Ok(head);
-        }
-        let (head, cached) = self.read_leaf_head_cached(r)?;
-        remember_if_cached(&memos.head, &head, cached);
-        Ok(head)
+        memos.head.get_or_read(|| self.read_leaf_head_cached(r))
     }
 
     /// For every segment of `node`, then its child leaf: skipped (the key
@@ -253,15 +238,5 @@ impl Tree {
             FILTER_FALSE_POSITIVES.with(|c| c.set(c.get() + 1));
         }
         Ok(found)
-    }
-}
-
-/// Remembers `object` only if the page cache handed it out: a copy read
-/// on a miss may be one the cache refused, which would die at once and
-/// leave the memo, set once, empty for good. The next lookup through the
-/// reference finds the cached copy and remembers that.
-fn remember_if_cached<T>(memo: &Memo<T>, object: &Arc<T>, cached: bool) {
-    if cached {
-        memo.remember(object);
     }
 }

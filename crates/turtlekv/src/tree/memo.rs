@@ -49,6 +49,26 @@ impl<T> Memo<T> {
         let _ = self.0.set(Arc::downgrade(object));
     }
 
+    /// The remembered object if alive, else what `read` returns: the
+    /// object and whether the page cache handed it out. Only such an
+    /// object is remembered: a copy read on a miss may be one the cache
+    /// refused, which would die at once and leave the memo, set once,
+    /// empty for good; the next read finds the cached copy.
+    #[inline]
+    pub(crate) fn get_or_read<E>(
+        &self,
+        read: impl FnOnce() -> Result<(Arc<T>, bool), E>,
+    ) -> Result<Arc<T>, E> {
+        if let Some(object) = self.get() {
+            return Ok(object);
+        }
+        let (object, cached) = read()?;
+        if cached {
+            self.remember(&object);
+        }
+        Ok(object)
+    }
+
     /// Memory a memo keeps beyond its own slot: the allocation of an
     /// object that died while remembered (a `Weak` keeps the allocation,
     /// not what the object owned).
@@ -94,5 +114,22 @@ mod tests {
         assert!(memo.get().is_none(), "the memo must not keep the object");
         assert!(memo.is_set());
         assert_eq!(format!("{memo:?}"), "Memo(gone)");
+    }
+
+    #[test]
+    fn get_or_read_remembers_only_what_the_cache_handed_out() {
+        let cached = Arc::new(1u64);
+        let memo = Memo::default();
+        let read = |object: &Arc<u64>, hit: bool| Ok::<_, ()>((object.clone(), hit));
+        let copy = memo.get_or_read(|| read(&Arc::new(2), false)).unwrap();
+        assert_eq!(*copy, 2);
+        assert!(!memo.is_set(), "a copy read on a miss is not remembered");
+        assert_eq!(*memo.get_or_read(|| read(&cached, true)).unwrap(), 1);
+        let unread = memo.get_or_read(|| -> Result<(Arc<u64>, bool), ()> { panic!("read") });
+        assert_eq!(*unread.unwrap(), 1, "answered from the memo");
+        assert_eq!(
+            memo.get_or_read(|| Err::<(Arc<u64>, bool), _>(7)),
+            Ok(cached)
+        );
     }
 }
