@@ -9,12 +9,17 @@ use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC};
 use crate::key::{compare_keys, key_prefix};
 
-/// One chunk index entry.
-#[derive(Debug, Clone)]
+/// One chunk index entry, decoded for lookups: 16 bytes, so that a binary
+/// search's last probes and the neighbouring entries a lookup reads next
+/// (the next chunk's first item and block) share cache lines. The
+/// separator itself stays in the head's bytes (`LeafHead::separator`).
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct ChunkEntry {
+    /// The separator as a `key_prefix`: lookups compare these and read a
+    /// separator only where prefixes tie.
+    pub separator_prefix: u64,
     pub first_item: u32,
     pub first_block: u32,
-    pub separator: Bytes,
 }
 
 /// The decoded head of a leaf page.
@@ -30,10 +35,10 @@ pub(crate) struct LeafHead {
     /// How the page's items are laid out (its format version).
     pub item_layout: ItemLayout,
     pub chunks: Vec<ChunkEntry>,
-    /// Each chunk's separator as a `key_prefix`, side by side: a lookup
-    /// searches these few cache lines and reads a separator only where
-    /// prefixes tie.
-    pub separator_prefixes: Vec<u64>,
+    /// Where each chunk's separator lies in `raw`, `(start, end)`.
+    separator_spans: Vec<(u32, u32)>,
+    /// The head's bytes, which hold the separators.
+    raw: Bytes,
     pub block_crcs: Vec<u32>,
 }
 
@@ -68,8 +73,9 @@ impl LeafHead {
         let mut at = HEADER_BYTES;
         // Counts are only claims until parsed: bound the allocation by the
         // bytes that could hold them, so a bad count is an error, not an abort.
-        let mut chunks =
-            Vec::with_capacity((chunk_count as usize).min(head.len() / INDEX_ENTRY_FIXED_BYTES));
+        let claimed = (chunk_count as usize).min(head.len() / INDEX_ENTRY_FIXED_BYTES);
+        let mut chunks = Vec::with_capacity(claimed);
+        let mut separator_spans = Vec::with_capacity(claimed);
         for _ in 0..chunk_count {
             if at + INDEX_ENTRY_FIXED_BYTES > head.len() {
                 return Err("leaf head: index overruns head".into());
@@ -79,11 +85,14 @@ impl LeafHead {
             if sep_at + sep_len > head.len() {
                 return Err("leaf head: separator overruns head".into());
             }
+            let separator = &head[sep_at..sep_at + sep_len];
             chunks.push(ChunkEntry {
+                separator_prefix: key_prefix(separator),
                 first_item: u32_at(head, at),
                 first_block: u32_at(head, at + 4),
-                separator: head.slice(sep_at..sep_at + sep_len),
             });
+            // The head's length is a u32 (`head_len`), so these fit.
+            separator_spans.push((sep_at as u32, (sep_at + sep_len) as u32));
             at = sep_at + sep_len;
         }
         if at + 4 * block_count as usize != head.len() || block_size == 0 {
@@ -96,14 +105,19 @@ impl LeafHead {
         // a lookup takes the last chunk whose separator is <= its key, and
         // would search the wrong chunk otherwise. Chunk 0 starts the items
         // and the data, or the items before it would have no chunk.
-        let ordered = chunks.windows(2).all(|w| {
-            w[0].first_item < w[1].first_item
-                && w[0].first_block < w[1].first_block
-                && w[0].separator < w[1].separator
+        let separator = |c: usize| {
+            let (start, end) = separator_spans[c];
+            &head[start as usize..end as usize]
+        };
+        let ordered = (1..chunks.len()).all(|c| {
+            let (before, after) = (&chunks[c - 1], &chunks[c]);
+            before.first_item < after.first_item
+                && before.first_block < after.first_block
+                && separator(c - 1) < separator(c)
         });
         let first_at_start = chunks
             .first()
-            .is_none_or(|c| c.first_item == 0 && c.first_block == 0 && c.separator.is_empty());
+            .is_none_or(|c| c.first_item == 0 && c.first_block == 0 && separator(0).is_empty());
         let in_range = chunks
             .last()
             .is_none_or(|c| c.first_item < item_count && c.first_block < block_count);
@@ -124,24 +138,41 @@ impl LeafHead {
             data_offset,
             has_tombstones: u16::from_le_bytes([head[6], head[7]]) & 1 == 1,
             item_layout,
-            separator_prefixes: chunks.iter().map(|c| key_prefix(&c.separator)).collect(),
             chunks,
+            separator_spans,
+            raw: head.clone(),
             block_crcs,
         })
     }
 
-    /// Memory the decoded head takes, for the page cache's accounting: the
-    /// separators are slices of the raw head bytes, which stay allocated
-    /// with it.
+    /// Chunk `c`'s separator: its keys are at or above it, the previous
+    /// chunk's below it (the first chunk's is empty).
+    #[inline]
+    pub(crate) fn separator(&self, c: usize) -> &[u8] {
+        let (start, end) = self.separator_spans[c];
+        &self.raw[start as usize..end as usize]
+    }
+
+    /// Chunk `c`'s separator as a slice of the head's bytes, for callers
+    /// that keep it.
+    pub(crate) fn separator_bytes(&self, c: usize) -> Bytes {
+        let (start, end) = self.separator_spans[c];
+        self.raw.slice(start as usize..end as usize)
+    }
+
+    /// The head's bytes, which the decoded head keeps.
+    #[cfg(test)]
+    pub(crate) fn raw_bytes(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// Memory the decoded head takes, for the page cache's accounting,
+    /// including the head's bytes, which hold the separators.
     pub(crate) fn memory_bytes(&self) -> u64 {
-        let chunks = self.chunks.len() * (std::mem::size_of::<ChunkEntry>() + 8);
+        let per_chunk = std::mem::size_of::<ChunkEntry>() + std::mem::size_of::<(u32, u32)>();
+        let chunks = self.chunks.len() * per_chunk;
         let crcs = self.block_crcs.len() * 4;
-        let raw = if self.chunks.iter().any(|c| !c.separator.is_empty()) {
-            self.head_len as usize
-        } else {
-            0
-        };
-        (std::mem::size_of::<Self>() + chunks + crcs + raw) as u64
+        (std::mem::size_of::<Self>() + chunks + crcs + self.head_len as usize) as u64
     }
 
     /// Finds `key` in chunk `c` given its blocks' bytes, without decoding the
@@ -170,19 +201,75 @@ impl LeafHead {
 
     /// The chunk a key would be in: the last whose separator is `<= key`.
     pub(crate) fn chunk_for(&self, key: &[u8]) -> usize {
-        let prefixes = &self.separator_prefixes;
         let key_prefix = key_prefix(key);
         // Below the key's prefix: below the key. Above it: above the key.
-        let below = prefixes.partition_point(|&p| p < key_prefix);
+        let below = self
+            .chunks
+            .partition_point(|c| c.separator_prefix < key_prefix);
+        self.chunk_from_prefix_rank(below, key_prefix, key)
+    }
+
+    /// `chunk_for(key)` of every head in `heads`, into `out`. A scan's
+    /// window searches the head of every segment on its path and the
+    /// leaf's for the same key, and each search is a chain of cache
+    /// misses in a head of hundreds of chunks; searched side by side, one
+    /// step of each per round, the misses of different heads overlap.
+    pub(crate) fn chunks_for(heads: &[&LeafHead], key: &[u8], out: &mut Vec<usize>) {
+        let key_prefix = key_prefix(key);
+        // Each head's search as `(base, size)`: the answer lies in
+        // `base..base + size`, as in a branch-free `partition_point`.
+        out.clear();
+        out.extend(heads.iter().map(|h| h.chunks.len()));
+        let mut bases = vec![0usize; heads.len()];
+        loop {
+            let mut searching = false;
+            for ((head, base), size) in heads.iter().zip(&mut bases).zip(out.iter_mut()) {
+                if *size > 1 {
+                    let half = *size / 2;
+                    let mid = *base + half;
+                    if head.chunks[mid].separator_prefix < key_prefix {
+                        *base = mid;
+                    }
+                    *size -= half;
+                    searching |= *size > 1;
+                }
+            }
+            if !searching {
+                break;
+            }
+        }
+        for ((head, base), size) in heads.iter().zip(bases).zip(out.iter_mut()) {
+            let below = match head.chunks.get(base) {
+                Some(c) if *size == 1 => base + usize::from(c.separator_prefix < key_prefix),
+                _ => 0,
+            };
+            *size = head.chunk_from_prefix_rank(below, key_prefix, key);
+        }
+    }
+
+    /// The chunk for `key` given `below`, the number of separators whose
+    /// prefix lies below the key's.
+    fn chunk_from_prefix_rank(&self, below: usize, key_prefix: u64, key: &[u8]) -> usize {
+        let chunks = &self.chunks;
         // Usually no separator ties the key's prefix: check the next one
         // before a second binary search, whose probes would each miss the
         // CPU cache in a head of hundreds of chunks.
-        let tied = match prefixes.get(below) {
-            Some(&p) if p == key_prefix => prefixes[below..].partition_point(|&p| p == key_prefix),
+        let tied = match chunks.get(below) {
+            Some(c) if c.separator_prefix == key_prefix => {
+                chunks[below..].partition_point(|c| c.separator_prefix == key_prefix)
+            }
             _ => 0,
         };
-        let at_most = below
-            + self.chunks[below..below + tied].partition_point(|c| c.separator.as_ref() <= key);
+        // Among the ties, the first separator above the key.
+        let (mut at_most, mut above) = (below, below + tied);
+        while at_most < above {
+            let mid = at_most + (above - at_most) / 2;
+            if self.separator(mid) <= key {
+                at_most = mid + 1;
+            } else {
+                above = mid;
+            }
+        }
         at_most.saturating_sub(1)
     }
 
@@ -296,9 +383,9 @@ impl LeafHead {
             // go by separators alone, so one that points elsewhere makes
             // keys of the page unreachable (checks and updates read pages
             // whole, here, and would not notice otherwise).
-            let separator = &self.chunks[c].separator;
-            let below_first = items.get(before).is_none_or(|it| *separator <= it.key);
-            let above_previous = before == 0 || items[before - 1].key < *separator;
+            let separator = self.separator(c);
+            let below_first = items.get(before).is_none_or(|it| separator <= it.key);
+            let above_previous = before == 0 || items[before - 1].key < separator;
             if !below_first || !above_previous {
                 return Err(format!(
                     "leaf chunk {c}: separator does not separate its chunk"

@@ -135,8 +135,9 @@ fn chunk_for_agrees_with_the_separators() {
     let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
     assert!(head.chunks.len() > 20, "{} chunks", head.chunks.len());
     let naive = |key: &[u8]| {
-        head.chunks
-            .partition_point(|c| c.separator.as_ref() <= key)
+        (0..head.chunks.len())
+            .filter(|&c| head.separator(c) <= key)
+            .count()
             .saturating_sub(1)
     };
     let mut probes = keys.clone();
@@ -149,6 +150,23 @@ fn chunk_for_agrees_with_the_separators() {
     for probe in &probes {
         assert_eq!(head.chunk_for(probe), naive(probe), "key {probe:?}");
     }
+    // Searched side by side, heads of different sizes (one chunk, a few,
+    // many) answer as each alone does.
+    let page_of = |n: usize| Bytes::from(serialize(&items[..n], 256, 10, usize::MAX));
+    let pages: Vec<Bytes> = [1, 5, 40, 137, items.len()].map(page_of).into();
+    let heads: Vec<LeafHead> = pages
+        .iter()
+        .map(|p| LeafHead::decode(&p.slice(..u32_at(p, 24) as usize)).unwrap())
+        .collect();
+    let refs: Vec<&LeafHead> = heads.iter().collect();
+    let mut together = Vec::new();
+    for probe in &probes {
+        LeafHead::chunks_for(&refs, probe, &mut together);
+        let alone: Vec<usize> = heads.iter().map(|h| h.chunk_for(probe)).collect();
+        assert_eq!(together, alone, "key {probe:?}");
+    }
+    LeafHead::chunks_for(&[], b"k", &mut together);
+    assert!(together.is_empty());
 }
 
 /// `chunk_of_item_from` looks at the next chunk before it searches; it

@@ -12,6 +12,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use super::chunk::ItemSpan;
+use super::leaf::LeafHead;
 use super::probe::PivotTarget;
 use super::scan_source::{PlannedSource, Source};
 use super::{Tree, corrupt};
@@ -128,11 +129,15 @@ impl ScanCursor {
             drop(node);
             index = child;
         }
+        let seek = self.window_seek(&lo, &hi);
+        let heads: Vec<&LeafHead> = path.iter().map(|(_, _, head)| &**head).collect();
+        let first_chunks = Self::first_chunks(&heads, seek.as_ref());
+        drop(heads);
         let mut planned = Vec::with_capacity(path.len());
         let mut leaf = None;
         let leaf_at = path.len() - 1; // pushed last, before the loop ended
-        for (i, (r, bound, head)) in path.into_iter().enumerate() {
-            if let Some(source) = self.plan_source(r, head, bound, &lo, &hi)? {
+        for (i, ((r, bound, head), chunk)) in path.into_iter().zip(first_chunks).enumerate() {
+            if let Some(source) = self.plan_source((r, head, bound), (&lo, &hi), (&seek, chunk)) {
                 if i == leaf_at {
                     leaf = Some(planned.len());
                 }

@@ -73,13 +73,13 @@ impl Source {
                 first -= 1;
             }
             // Chunk 0's separator is empty: the read reaches the page's start.
-            (first > 0).then(|| chunks[first].separator.clone())
+            (first > 0).then(|| self.head.separator_bytes(first))
         } else {
             let mut last = self.chunk;
             while last + 1 < chunks.len() && within(last + 1) {
                 last += 1;
             }
-            chunks.get(last + 1).map(|c| c.separator.clone())
+            (last + 1 < chunks.len()).then(|| self.head.separator_bytes(last + 1))
         }
     }
 
@@ -94,7 +94,7 @@ impl Source {
             // chunk is needed while that separator lies above the reach.
             while first > 0
                 && last - first + 1 < max_chunks
-                && above(&chunks[first].separator, reach.as_ref())
+                && above(self.head.separator(first), reach.as_ref())
                 && self.may_hold_live_items(first - 1, true)
             {
                 first -= 1;
@@ -103,7 +103,7 @@ impl Source {
             // The next chunk is needed while it starts below the reach.
             while last + 1 < chunks.len()
                 && last - first + 1 < max_chunks
-                && below(&chunks[last + 1].separator, reach.as_ref())
+                && below(self.head.separator(last + 1), reach.as_ref())
                 && self.may_hold_live_items(last + 1, false)
             {
                 last += 1;
@@ -122,12 +122,11 @@ impl Source {
     /// it, so the chunks beyond lie past it too), nor, going in reverse,
     /// when all of them were flushed.
     fn may_hold_live_items(&self, c: usize, reverse: bool) -> bool {
-        let chunks = &self.head.chunks;
         if reverse {
-            compare_keys(&chunks[c + 1].separator, &self.lo).is_gt()
+            compare_keys(self.head.separator(c + 1), &self.lo).is_gt()
                 && self.head.chunk_items(c).1 > self.min_index
         } else {
-            below(&chunks[c].separator, self.hi.as_ref())
+            below(self.head.separator(c), self.hi.as_ref())
         }
     }
 }
@@ -154,32 +153,11 @@ impl Source {
 }
 
 impl ScanCursor {
-    /// Finds where a source over `leaf` starts, from its head; `None` for
-    /// an empty page.
-    pub(super) fn plan_source(
-        &self,
-        leaf: LeafRef,
-        head: std::sync::Arc<LeafHead>,
-        min_index: u32,
-        lo: &Bytes,
-        hi: &Option<Bytes>,
-    ) -> Result<Option<PlannedSource>> {
-        if head.chunks.is_empty() {
-            return Ok(None);
-        }
-        let mut source = Source {
-            leaf,
-            head,
-            min_index,
-            lo: lo.clone(),
-            hi: hi.clone(),
-            chunk: 0,
-            items: ChunkItems::default(),
-            pos: 0,
-            ready: false,
-        };
-        // Seek to the first item in scan order within the window.
-        let seek: Option<Bytes> = if self.reverse {
+    /// Where a window's sources start in scan order: the scan's bound or
+    /// the window's edge, whichever is nearer; `None`: the end, in a
+    /// reverse scan without an upper bound, in the last window.
+    pub(super) fn window_seek(&self, lo: &Bytes, hi: &Option<Bytes>) -> Option<Bytes> {
+        if self.reverse {
             match (&self.upper, hi) {
                 (Bound::Included(u) | Bound::Excluded(u), Some(h)) => {
                     Some(u.clone().min(h.clone()))
@@ -192,10 +170,42 @@ impl ScanCursor {
                 Bound::Included(l) | Bound::Excluded(l) => Some(l.clone().max(lo.clone())),
                 Bound::Unbounded => Some(lo.clone()),
             }
-        };
-        source.chunk = match &seek {
-            Some(k) => source.head.chunk_for(k),
-            None => source.head.chunks.len() - 1,
+        }
+    }
+
+    /// The chunk of each head where its source starts: the one holding
+    /// `seek` (`LeafHead::chunks_for`, all heads searched together), or
+    /// the last.
+    pub(super) fn first_chunks(heads: &[&LeafHead], seek: Option<&Bytes>) -> Vec<usize> {
+        let mut chunks = Vec::with_capacity(heads.len());
+        match seek {
+            Some(key) => LeafHead::chunks_for(heads, key, &mut chunks),
+            None => chunks.extend(heads.iter().map(|h| h.chunks.len().saturating_sub(1))),
+        }
+        chunks
+    }
+
+    /// A source over `leaf` starting in chunk `chunk` of its head (found
+    /// for `seek` by `first_chunks`); `None` for an empty page.
+    pub(super) fn plan_source(
+        &self,
+        (leaf, head, min_index): (LeafRef, std::sync::Arc<LeafHead>, u32),
+        (lo, hi): (&Bytes, &Option<Bytes>),
+        (seek, chunk): (&Option<Bytes>, usize),
+    ) -> Option<PlannedSource> {
+        if head.chunks.is_empty() {
+            return None;
+        }
+        let mut source = Source {
+            leaf,
+            head,
+            min_index,
+            lo: lo.clone(),
+            hi: hi.clone(),
+            chunk,
+            items: ChunkItems::default(),
+            pos: 0,
+            ready: false,
         };
         if !self.reverse {
             // Items below `min_index` were flushed: start no earlier than
@@ -203,7 +213,7 @@ impl ScanCursor {
             // flushed chunk and then jumping.
             source.chunk = source.head.chunk_of_item_from(source.chunk, min_index);
         }
-        Ok(Some((source, seek)))
+        Some((source, seek.clone()))
     }
 
     /// Reads a planned source's first chunk and prefetches its bytes.
