@@ -217,11 +217,6 @@ impl NodeIndex {
         })
     }
 
-    /// The page the index points into.
-    pub(super) fn page(&self) -> &Bytes {
-        &self.page
-    }
-
     /// Memory the index takes beside its page, for the cache's accounting,
     /// counting each memo that can be set as if its object had died while
     /// remembered (pivots remember a leaf's filter and head at height 1, a

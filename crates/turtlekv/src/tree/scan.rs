@@ -14,7 +14,7 @@ use bytes::Bytes;
 use super::chunk::ItemSpan;
 use super::leaf::LeafHead;
 use super::probe::PivotTarget;
-use super::scan_source::{PlannedSource, Source};
+use super::scan_source::{PlannedSource, Source, WindowRange};
 use super::{Tree, corrupt};
 use crate::Result;
 use crate::key::compare_keys;
@@ -45,6 +45,8 @@ pub(crate) struct ScanCursor {
     pub(super) reverse: bool,
     /// The window's sources, newest first; emptied when the scan ends.
     pub(super) sources: Vec<Source>,
+    /// The window's key range, which bounds every source.
+    pub(super) window: WindowRange,
     /// Where the next leaf window starts; `None` when the scan is finished.
     pub(super) next_window: Option<Bound<Bytes>>,
 }
@@ -70,6 +72,7 @@ impl Tree {
             upper,
             reverse,
             sources: Vec::new(),
+            window: WindowRange::default(),
             next_window: root.map(|_| start),
         }
     }
@@ -83,7 +86,11 @@ impl ScanCursor {
             self.next_window = None;
             return Ok(());
         };
-        let (mut lo, mut hi): (Bytes, Option<Bytes>) = (Bytes::new(), None);
+        // The range is copied out of the node pages into buffers the
+        // cursor reuses: slices of the pages would cost every window, and
+        // every source holding them, reference counts on pages that all
+        // scans share.
+        self.window.start();
         // Sources newest first (root buffer first, leaf last), opened once the
         // leaf's range, which bounds all of them, is known.
         let mut path = Vec::new();
@@ -93,7 +100,6 @@ impl ScanCursor {
             // Only the window's pivot is needed: probe the page rather
             // than decode the whole node (every pivot key, every segment's
             // bounds), as gets do.
-            let page = index.page();
             let target = match (&at, self.reverse) {
                 (Bound::Unbounded, false) => PivotTarget::Holding(b""),
                 (Bound::Unbounded, true) => PivotTarget::Last,
@@ -105,12 +111,7 @@ impl ScanCursor {
                 return Err(corrupt(id, "child height does not match its parent"));
             }
             // The first pivot starts, and the last ends, where the node does.
-            if let Some(l) = node.lo {
-                lo = page.slice_ref(l);
-            }
-            if let Some(h) = node.hi {
-                hi = Some(page.slice_ref(h));
-            }
+            self.window.narrow(node.lo, node.hi);
             // Heads and the child's index through the node's memos, as
             // gets reach them (`tree::memo`).
             for seg in &node.segments {
@@ -129,7 +130,7 @@ impl ScanCursor {
             drop(node);
             index = child;
         }
-        let seek = self.window_seek(&lo, &hi);
+        let seek = self.window_seek();
         let heads: Vec<&LeafHead> = path.iter().map(|(_, _, head)| &**head).collect();
         let first_chunks = Self::first_chunks(&heads, seek.as_ref());
         drop(heads);
@@ -137,7 +138,7 @@ impl ScanCursor {
         let mut leaf = None;
         let leaf_at = path.len() - 1; // pushed last, before the loop ended
         for (i, ((r, bound, head), chunk)) in path.into_iter().zip(first_chunks).enumerate() {
-            if let Some(source) = self.plan_source((r, head, bound), (&lo, &hi), (&seek, chunk)) {
+            if let Some(source) = self.plan_source((r, head, bound), (&seek, chunk)) {
                 if i == leaf_at {
                     leaf = Some(planned.len());
                 }
@@ -157,11 +158,13 @@ impl ScanCursor {
         // The next window only if it can hold keys of the range: a scan
         // ending at or just past this window's edge would otherwise descend
         // again and read a leaf and its segments' first chunks for nothing.
+        let (lo, hi) = (self.window.lo(), self.window.hi());
         self.next_window = if self.reverse {
-            (!lo.is_empty() && may_lie_below(&self.lower, &lo)).then(|| Bound::Excluded(lo))
+            (!lo.is_empty() && may_lie_below(&self.lower, lo))
+                .then(|| Bound::Excluded(Bytes::copy_from_slice(lo)))
         } else {
             hi.filter(|hi| below_upper(hi, &self.upper))
-                .map(Bound::Included)
+                .map(|hi| Bound::Included(Bytes::copy_from_slice(hi)))
         };
         Ok(())
     }
@@ -189,7 +192,11 @@ impl ScanCursor {
             .enumerate()
             .map(|(i, (source, _))| match leaf_range {
                 Some(range) if Some(i) == leaf => range,
-                _ => source.range_to(self.reverse, &reach, SEGMENT_READAHEAD_MAX_CHUNKS),
+                _ => source.range_to(
+                    (&self.window, self.reverse),
+                    &reach,
+                    SEGMENT_READAHEAD_MAX_CHUNKS,
+                ),
             })
             .collect()
     }
@@ -230,14 +237,14 @@ impl ScanCursor {
             }
             for s in older {
                 if s.ready && compare_keys(s.items.key(s.pos), key).is_eq() {
-                    s.step(&self.tree, self.reverse)?;
+                    s.step(&self.tree, &self.window, self.reverse)?;
                 }
             }
             let emitted = !before_start && span.is_put();
             if emitted {
                 emit(winner.items.bytes(), span);
             }
-            upto[rank].step(&self.tree, self.reverse)?;
+            upto[rank].step(&self.tree, &self.window, self.reverse)?;
             if emitted {
                 return Ok(true);
             }

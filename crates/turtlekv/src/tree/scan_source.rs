@@ -14,15 +14,53 @@ use crate::key::compare_keys;
 use crate::page::PageRange;
 use std::ops::Bound;
 
+/// A window's key range `[lo, hi)`: the pivot ranges of its path, narrowed
+/// level by level, in buffers a scan reuses from window to window.
+#[derive(Debug, Default)]
+pub(super) struct WindowRange {
+    lo: Vec<u8>,
+    hi: Vec<u8>,
+    bounded_above: bool,
+}
+
+impl WindowRange {
+    /// Starts a new window: the whole key space.
+    pub(super) fn start(&mut self) {
+        self.lo.clear();
+        self.hi.clear();
+        self.bounded_above = false;
+    }
+
+    /// Narrows to a pivot's range: the first pivot starts, and the last
+    /// ends, where its node does (`None`).
+    pub(super) fn narrow(&mut self, lo: Option<&[u8]>, hi: Option<&[u8]>) {
+        if let Some(lo) = lo {
+            self.lo.clear();
+            self.lo.extend_from_slice(lo);
+        }
+        if let Some(hi) = hi {
+            self.hi.clear();
+            self.hi.extend_from_slice(hi);
+            self.bounded_above = true;
+        }
+    }
+
+    pub(super) fn lo(&self) -> &[u8] {
+        &self.lo
+    }
+
+    pub(super) fn hi(&self) -> Option<&[u8]> {
+        self.bounded_above.then_some(self.hi.as_slice())
+    }
+}
+
 /// A cursor over one stored leaf or segment, limited to items at or above
-/// `min_index` with keys in `[lo, hi)`.
+/// `min_index` with keys in the window's range.
 #[derive(Debug)]
 pub(super) struct Source {
     leaf: LeafRef,
     head: std::sync::Arc<LeafHead>,
     min_index: u32,
-    lo: Bytes,
-    hi: Option<Bytes>,
     chunk: usize,
     pub(super) items: ChunkItems,
     /// Position in `items`; one past the end / `usize::MAX` before the start = move chunk.
@@ -86,7 +124,12 @@ impl Source {
     /// The next chunk's range, extended in scan order over the chunks that
     /// may hold keys short of `reach` (at most `max_chunks` in all), within
     /// the source's window and its unflushed items.
-    pub(super) fn range_to(&self, reverse: bool, reach: &Reach, max_chunks: usize) -> PageRange {
+    pub(super) fn range_to(
+        &self,
+        (window, reverse): (&WindowRange, bool),
+        reach: &Reach,
+        max_chunks: usize,
+    ) -> PageRange {
         let chunks = &self.head.chunks;
         let (mut first, mut last) = (self.chunk, self.chunk);
         if reverse {
@@ -94,8 +137,8 @@ impl Source {
             // chunk is needed while that separator lies above the reach.
             while first > 0
                 && last - first + 1 < max_chunks
-                && above(self.head.separator(first), reach.as_ref())
-                && self.may_hold_live_items(first - 1, true)
+                && above(self.head.separator(first), reach.as_deref())
+                && self.may_hold_live_items(window, first - 1, true)
             {
                 first -= 1;
             }
@@ -103,8 +146,8 @@ impl Source {
             // The next chunk is needed while it starts below the reach.
             while last + 1 < chunks.len()
                 && last - first + 1 < max_chunks
-                && below(self.head.separator(last + 1), reach.as_ref())
-                && self.may_hold_live_items(last + 1, false)
+                && below(self.head.separator(last + 1), reach.as_deref())
+                && self.may_hold_live_items(window, last + 1, false)
             {
                 last += 1;
             }
@@ -121,12 +164,12 @@ impl Source {
     /// window's edge (a chunk's separator bounds the keys on either side of
     /// it, so the chunks beyond lie past it too), nor, going in reverse,
     /// when all of them were flushed.
-    fn may_hold_live_items(&self, c: usize, reverse: bool) -> bool {
+    fn may_hold_live_items(&self, window: &WindowRange, c: usize, reverse: bool) -> bool {
         if reverse {
-            compare_keys(self.head.separator(c + 1), &self.lo).is_gt()
+            compare_keys(self.head.separator(c + 1), window.lo()).is_gt()
                 && self.head.chunk_items(c).1 > self.min_index
         } else {
-            below(self.head.separator(c), self.hi.as_ref())
+            below(self.head.separator(c), window.hi())
         }
     }
 }
@@ -137,12 +180,12 @@ impl Source {
 pub(super) type Reach = Option<Bytes>;
 
 /// `key` below `bound` (`None`: no bound).
-fn below(key: &[u8], bound: Option<&Bytes>) -> bool {
+fn below(key: &[u8], bound: Option<&[u8]>) -> bool {
     bound.is_none_or(|b| compare_keys(key, b).is_lt())
 }
 
 /// `key` above `bound` (`None`: no bound).
-fn above(key: &[u8], bound: Option<&Bytes>) -> bool {
+fn above(key: &[u8], bound: Option<&[u8]>) -> bool {
     bound.is_none_or(|b| compare_keys(key, b).is_gt())
 }
 
@@ -156,19 +199,22 @@ impl ScanCursor {
     /// Where a window's sources start in scan order: the scan's bound or
     /// the window's edge, whichever is nearer; `None`: the end, in a
     /// reverse scan without an upper bound, in the last window.
-    pub(super) fn window_seek(&self, lo: &Bytes, hi: &Option<Bytes>) -> Option<Bytes> {
+    pub(super) fn window_seek(&self) -> Option<Bytes> {
+        let (lo, hi) = (self.window.lo(), self.window.hi());
+        // The scan's bound, or a copy of the window's edge where that is
+        // nearer (the scan goes on past its first window).
         if self.reverse {
             match (&self.upper, hi) {
-                (Bound::Included(u) | Bound::Excluded(u), Some(h)) => {
-                    Some(u.clone().min(h.clone()))
+                (Bound::Included(u) | Bound::Excluded(u), Some(h)) if h < u.as_ref() => {
+                    Some(Bytes::copy_from_slice(h))
                 }
-                (Bound::Included(u) | Bound::Excluded(u), None) => Some(u.clone()),
-                (Bound::Unbounded, h) => h.clone(),
+                (Bound::Included(u) | Bound::Excluded(u), _) => Some(u.clone()),
+                (Bound::Unbounded, h) => h.map(Bytes::copy_from_slice),
             }
         } else {
             match &self.lower {
-                Bound::Included(l) | Bound::Excluded(l) => Some(l.clone().max(lo.clone())),
-                Bound::Unbounded => Some(lo.clone()),
+                Bound::Included(l) | Bound::Excluded(l) if l.as_ref() >= lo => Some(l.clone()),
+                _ => Some(Bytes::copy_from_slice(lo)),
             }
         }
     }
@@ -190,7 +236,6 @@ impl ScanCursor {
     pub(super) fn plan_source(
         &self,
         (leaf, head, min_index): (LeafRef, std::sync::Arc<LeafHead>, u32),
-        (lo, hi): (&Bytes, &Option<Bytes>),
         (seek, chunk): (&Option<Bytes>, usize),
     ) -> Option<PlannedSource> {
         if head.chunks.is_empty() {
@@ -200,8 +245,6 @@ impl ScanCursor {
             leaf,
             head,
             min_index,
-            lo: lo.clone(),
-            hi: hi.clone(),
             chunk,
             items: ChunkItems::default(),
             pos: 0,
@@ -235,7 +278,7 @@ impl ScanCursor {
             (None, _) => Ok(source.items.len().wrapping_sub(1)),
         };
         source.pos = pos.map_err(|reason| source.corrupt(reason))?;
-        source.settle(&self.tree, self.reverse)?;
+        source.settle(&self.tree, &self.window, self.reverse)?;
         self.sources.push(source);
         Ok(())
     }
@@ -245,7 +288,7 @@ impl Source {
     /// Moves the source from `pos` to the next item in scan order that
     /// lies in the window (across chunks), and marks it ready; or marks it
     /// not ready when there is none.
-    fn settle(&mut self, tree: &Tree, reverse: bool) -> Result<()> {
+    fn settle(&mut self, tree: &Tree, window: &WindowRange, reverse: bool) -> Result<()> {
         let s = self;
         s.ready = false;
         loop {
@@ -258,7 +301,7 @@ impl Source {
                 let Some(c) = next_chunk else {
                     return Ok(());
                 };
-                if !s.may_hold_live_items(c, reverse) {
+                if !s.may_hold_live_items(window, c, reverse) {
                     return Ok(());
                 }
                 s.chunk = c;
@@ -275,8 +318,8 @@ impl Source {
                 return Err(s.corrupt(reason));
             }
             let key = s.items.key(s.pos);
-            let below_lo = compare_keys(key, &s.lo).is_lt();
-            let at_or_above_hi = s.hi.as_ref().is_some_and(|h| compare_keys(key, h).is_ge());
+            let below_lo = compare_keys(key, window.lo()).is_lt();
+            let at_or_above_hi = window.hi().is_some_and(|h| compare_keys(key, h).is_ge());
             let outside = if reverse {
                 below_lo || index < s.min_index
             } else {
@@ -309,13 +352,13 @@ impl Source {
     }
 
     /// Moves the source past its current item.
-    pub(super) fn step(&mut self, tree: &Tree, reverse: bool) -> Result<()> {
+    pub(super) fn step(&mut self, tree: &Tree, window: &WindowRange, reverse: bool) -> Result<()> {
         self.pos = if reverse {
             self.pos.wrapping_sub(1)
         } else {
             self.pos + 1
         };
-        self.settle(tree, reverse)
+        self.settle(tree, window, reverse)
     }
 }
 
