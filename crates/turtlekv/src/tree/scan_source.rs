@@ -10,7 +10,7 @@ use super::leaf::LeafHead;
 use super::node::LeafRef;
 use super::scan::ScanCursor;
 use crate::Result;
-use crate::key::compare_keys;
+use crate::key::{compare_keys, key_prefix};
 use crate::page::PageRange;
 use std::ops::Bound;
 
@@ -21,6 +21,11 @@ pub(super) struct WindowRange {
     lo: Vec<u8>,
     hi: Vec<u8>,
     bounded_above: bool,
+    /// `key_prefix` of `lo` and `hi`: every step of every source checks
+    /// its key against both, and the bounds, being separators, are short
+    /// keys, whose prefixes take more than a load to compute.
+    lo_prefix: u64,
+    hi_prefix: u64,
 }
 
 impl WindowRange {
@@ -29,6 +34,7 @@ impl WindowRange {
         self.lo.clear();
         self.hi.clear();
         self.bounded_above = false;
+        (self.lo_prefix, self.hi_prefix) = (0, 0);
     }
 
     /// Narrows to a pivot's range: the first pivot starts, and the last
@@ -37,12 +43,36 @@ impl WindowRange {
         if let Some(lo) = lo {
             self.lo.clear();
             self.lo.extend_from_slice(lo);
+            self.lo_prefix = key_prefix(lo);
         }
         if let Some(hi) = hi {
             self.hi.clear();
             self.hi.extend_from_slice(hi);
+            self.hi_prefix = key_prefix(hi);
             self.bounded_above = true;
         }
+    }
+
+    /// How `key`, whose `key_prefix` is `prefix`, compares with `lo`.
+    #[inline]
+    fn cmp_lo(&self, key: &[u8], prefix: u64) -> std::cmp::Ordering {
+        if prefix == self.lo_prefix {
+            compare_keys(key, &self.lo)
+        } else {
+            prefix.cmp(&self.lo_prefix)
+        }
+    }
+
+    /// Whether `key` (prefix `prefix`) lies at or above `hi`; never
+    /// without an upper bound.
+    #[inline]
+    fn at_or_above_hi(&self, key: &[u8], prefix: u64) -> bool {
+        self.bounded_above
+            && if prefix == self.hi_prefix {
+                compare_keys(key, &self.hi).is_ge()
+            } else {
+                prefix > self.hi_prefix
+            }
     }
 
     pub(super) fn lo(&self) -> &[u8] {
@@ -165,11 +195,14 @@ impl Source {
     /// it, so the chunks beyond lie past it too), nor, going in reverse,
     /// when all of them were flushed.
     fn may_hold_live_items(&self, window: &WindowRange, c: usize, reverse: bool) -> bool {
+        // Chunk entries keep their separators' prefixes.
+        let separator = |c: usize| (self.head.separator(c), self.head.chunks[c].separator_prefix);
         if reverse {
-            compare_keys(self.head.separator(c + 1), window.lo()).is_gt()
-                && self.head.chunk_items(c).1 > self.min_index
+            let (key, prefix) = separator(c + 1);
+            window.cmp_lo(key, prefix).is_gt() && self.head.chunk_items(c).1 > self.min_index
         } else {
-            below(self.head.separator(c), window.hi())
+            let (key, prefix) = separator(c);
+            !window.at_or_above_hi(key, prefix)
         }
     }
 }
@@ -318,8 +351,9 @@ impl Source {
                 return Err(s.corrupt(reason));
             }
             let key = s.items.key(s.pos);
-            let below_lo = compare_keys(key, window.lo()).is_lt();
-            let at_or_above_hi = window.hi().is_some_and(|h| compare_keys(key, h).is_ge());
+            let prefix = key_prefix(key);
+            let below_lo = window.cmp_lo(key, prefix).is_lt();
+            let at_or_above_hi = window.at_or_above_hi(key, prefix);
             let outside = if reverse {
                 below_lo || index < s.min_index
             } else {
