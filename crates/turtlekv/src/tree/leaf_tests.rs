@@ -150,10 +150,10 @@ fn chunk_for_agrees_with_the_separators() {
     for probe in &probes {
         assert_eq!(head.chunk_for(probe), naive(probe), "key {probe:?}");
     }
-    // Searched side by side, heads of different sizes (one chunk, a few,
-    // many) answer as each alone does.
+    // Searched side by side, heads of different sizes (empty, one chunk,
+    // a few, many) answer as each alone does.
     let page_of = |n: usize| Bytes::from(serialize(&items[..n], 256, 10, usize::MAX));
-    let pages: Vec<Bytes> = [1, 5, 40, 137, items.len()].map(page_of).into();
+    let pages: Vec<Bytes> = [0, 1, 5, 40, 137, items.len()].map(page_of).into();
     let heads: Vec<LeafHead> = pages
         .iter()
         .map(|p| LeafHead::decode(&p.slice(..u32_at(p, 24) as usize)).unwrap())

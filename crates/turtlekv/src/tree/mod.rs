@@ -68,6 +68,8 @@ mod prop_tests;
 #[cfg(test)]
 mod random_tests;
 #[cfg(test)]
+mod scan_edge_tests;
+#[cfg(test)]
 mod store_tests;
 #[cfg(test)]
 mod tests;
