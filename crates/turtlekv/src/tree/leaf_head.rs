@@ -156,8 +156,7 @@ impl LeafHead {
     /// Chunk `c`'s separator as a slice of the head's bytes, for callers
     /// that keep it.
     pub(crate) fn separator_bytes(&self, c: usize) -> Bytes {
-        let (start, end) = self.separator_spans[c];
-        self.raw.slice(start as usize..end as usize)
+        self.raw.slice_ref(self.separator(c))
     }
 
     /// The head's bytes, which the decoded head keeps.
