@@ -93,3 +93,39 @@ impl Error {
         }
     }
 }
+
+/// The first failure of a write or sync, after which a handle refuses
+/// writes: the state of the failed write on disk is unknown, and a retried
+/// `fsync` can report success after the kernel dropped the dirty pages.
+#[derive(Debug, Default)]
+pub(crate) struct Poison(std::sync::OnceLock<String>);
+
+impl Poison {
+    /// `Err(Poisoned)` once a failure was recorded.
+    pub fn check(&self) -> Result<()> {
+        match self.0.get() {
+            Some(cause) => Err(Error::Poisoned {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Records `cause` unless an earlier failure was recorded; keeps the
+    /// first.
+    pub fn set(&self, cause: impl std::fmt::Display) {
+        self.0.get_or_init(|| cause.to_string());
+    }
+
+    /// Records an I/O failure and returns it as an error.
+    pub fn with_io(&self, e: std::io::Error) -> Error {
+        self.set(&e);
+        Error::Io(e)
+    }
+
+    /// Records a failure already wrapped in an `Error`, and returns it.
+    pub fn with_error(&self, e: Error) -> Error {
+        self.set(&e);
+        e
+    }
+}

@@ -13,7 +13,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use crate::io::FaultFs;
-use crate::page::superblock::{SLOT_BYTES, Slot};
+use crate::store::superblock::{SLOT_BYTES, Slot};
 use crate::{Db, Error, Options, Snapshot, WriteBatch, WriteOptions};
 
 /// Decodes a WAL record frame (`docs/format.md`, "Record frame").

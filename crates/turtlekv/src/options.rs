@@ -8,17 +8,8 @@ pub const MAX_KEY_SIZE: usize = 512;
 pub const MAX_VALUE_SIZE: usize = 256 * 1024;
 
 const KIB: u64 = 1024;
-/// Smallest MemTable capacity accepted.
-pub(crate) const MIN_CHECKPOINT_DISTANCE_BYTES: u64 = 4 * KIB;
 const MIB: u64 = 1024 * KIB;
-/// The record cache's share of a memory budget: what was asked for, capped
-/// at half the budget so the page cache always keeps the other half.
-pub(crate) fn record_cache_share(asked_bytes: u64, budget_bytes: u64) -> u64 {
-    asked_bytes.min(budget_bytes / 2)
-}
-
-/// Smallest memory budget accepted.
-pub(crate) const MIN_CACHE_CAPACITY_BYTES: u64 = 64 * KIB;
+pub(crate) use crate::policy::{MIN_CACHE_CAPACITY_BYTES, MIN_CHECKPOINT_DISTANCE_BYTES};
 
 /// Options for [`crate::Db::open`]. `Options::default()` is a sound start.
 ///
@@ -183,6 +174,46 @@ impl Options {
             ));
         }
         Ok(())
+    }
+
+    /// The memory policy's share of the options.
+    pub(crate) fn memory_config(&self) -> crate::policy::MemoryConfig {
+        crate::policy::MemoryConfig {
+            budget_bytes: self.cache_capacity_bytes,
+            checkpoint_distance_bytes: self.checkpoint_distance_bytes,
+            write_only_checkpoint_distance_bytes: self.write_only_checkpoint_distance_bytes,
+            checkpoint_on_read_pressure: self.checkpoint_on_read_pressure,
+            record_cache_bytes: self.record_cache_capacity_bytes,
+            record_cache_auto_split: self.record_cache_auto_split,
+        }
+    }
+
+    /// The checkpoint pipeline's share of the options.
+    pub(crate) fn checkpoint_config(&self) -> crate::checkpoint::CheckpointConfig {
+        crate::checkpoint::CheckpointConfig {
+            threads: self.checkpoint_threads,
+            io_idle: self.checkpoint_io_idle,
+        }
+    }
+
+    /// The tree store's share of the options.
+    pub(crate) fn store_config(&self) -> crate::store::StoreConfig {
+        crate::store::StoreConfig {
+            pages: crate::page::PageStoreOptions {
+                node_size_bytes: self.node_size_bytes,
+                leaf_size_bytes: self.leaf_size_bytes,
+                cache_capacity_bytes: self.cache_capacity_bytes,
+                direct_io: self.direct_io,
+                cache_written_leaves: true,
+            },
+            tree: crate::tree::TreeConfig::new(
+                self.node_size_bytes,
+                self.leaf_size_bytes,
+                self.filter_bits_per_key,
+                self.cache_capacity_bytes,
+            ),
+            create_if_missing: self.create_if_missing,
+        }
     }
 }
 

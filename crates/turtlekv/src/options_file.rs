@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::io::{FileSystem, OpenOptions, RealFs, read_all};
-use crate::page::superblock::{SUPERBLOCK_FILE_NAME, read_newest};
+use crate::store::superblock::{SUPERBLOCK_FILE_NAME, read_newest};
 use crate::{Error, Options, Result};
 
 /// Name of the stored-options file in the database directory.

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::striped::StripedCounter;
+use crate::util::striped::StripedCounter;
 
 /// A point-in-time copy of the engine's counters, from [`crate::Db::stats`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::io::ioprio::class_of;
+use crate::checkpoint::io_priority::class_of;
 use crate::{Db, Options};
 
 const CLASS_NONE: libc::c_long = 0;
@@ -24,7 +24,7 @@ fn options() -> Options {
 /// filter may refuse `ioprio_set`; the engine then changes nothing).
 fn kernel_sets_io_classes() -> bool {
     std::thread::spawn(|| {
-        let io = crate::io::CheckpointIoPriority::default();
+        let io = crate::checkpoint::CheckpointIoPriority::default();
         io.set_idle(true);
         io.join_current_thread();
         io.thread_ids()
@@ -40,18 +40,18 @@ fn kernel_sets_io_classes() -> bool {
 fn classes(db: &Db) -> Vec<libc::c_long> {
     if !kernel_sets_io_classes() {
         eprintln!("ioprio_set refused here: the I/O classes are not checked");
-        let io = db.inner.checkpoint_io.as_ref().expect("turned on");
+        let io = db.inner.checkpoints.idle_io().expect("turned on");
         let expected = if io.is_idle() { CLASS_IDLE } else { CLASS_NONE };
         return io.thread_ids().into_iter().map(|_| expected).collect();
     }
-    let io = db.inner.checkpoint_io.as_ref().expect("turned on");
+    let io = db.inner.checkpoints.idle_io().expect("turned on");
     io.thread_ids().into_iter().map(class_of).collect()
 }
 
 /// Writes until a checkpoint the writes started has been running long
 /// enough to have set its class, and returns whether it went idle.
 fn checkpoint_in_background_goes_idle(db: &Db) -> bool {
-    let io = db.inner.checkpoint_io.clone().expect("turned on");
+    let io = db.inner.checkpoints.idle_io().cloned().expect("turned on");
     let value = [7u8; 100];
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut i = 0u64;
@@ -79,7 +79,7 @@ fn checkpoints_run_idle_unless_someone_waits() {
     // A caller of `checkpoint_now` waits: its checkpoint runs normal.
     db.put(b"k", b"v").unwrap();
     db.checkpoint_now().unwrap();
-    let io = db.inner.checkpoint_io.clone().unwrap();
+    let io = db.inner.checkpoints.idle_io().cloned().unwrap();
     assert!(!io.is_idle());
     assert!(classes(&db).iter().all(|&c| c == CLASS_NONE));
 
@@ -88,7 +88,7 @@ fn checkpoints_run_idle_unless_someone_waits() {
     assert!(classes(&db).iter().all(|&c| c == CLASS_IDLE));
 
     // Someone about to wait raises every thread at once.
-    let waiting = db.inner.wait_on_checkpoints();
+    let waiting = db.inner.checkpoints.wait_on_checkpoints();
     assert!(!io.is_idle());
     assert!(classes(&db).iter().all(|&c| c == CLASS_NONE));
     drop(waiting);
@@ -103,7 +103,7 @@ fn closing_raises_the_checkpoint_out_of_the_idle_class() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), options()).unwrap();
     assert!(checkpoint_in_background_goes_idle(&db));
-    let io = db.inner.checkpoint_io.clone().unwrap();
+    let io = db.inner.checkpoints.idle_io().cloned().unwrap();
     drop(db);
     assert!(!io.is_idle());
 }
@@ -119,7 +119,7 @@ fn off_by_default_leaves_the_threads_alone() {
         },
     )
     .unwrap();
-    assert!(db.inner.checkpoint_io.is_none());
+    assert!(db.inner.checkpoints.idle_io().is_none());
     for i in 0..30_000u64 {
         db.put(i.to_be_bytes(), [1u8; 100]).unwrap();
     }

@@ -1,15 +1,14 @@
 //! The database handle: opening and recovery, the write path, reads.
 
-mod budget;
-mod cache_split;
-mod checkpoint;
+mod check;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
+mod iter;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
-mod read_pressure;
+mod snapshot;
 #[cfg(test)]
 mod space_tests;
 mod write;
@@ -17,20 +16,22 @@ mod write;
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 
+pub use check::CheckReport;
 pub(crate) use inner::DbInner;
+pub use iter::Iter;
+pub use snapshot::Snapshot;
 
-use crate::checkpoint::{CheckpointTarget, TargetStats, TreeTarget, WorkerGuard};
+use crate::checkpoint::WorkerGuard;
 use crate::io::{FileSystem, RealFs};
-use crate::iter::{Iter, owned_bounds, prefix_bounds};
 use crate::options::validate_entry;
-use crate::snapshot::Snapshot;
 use crate::stats::{Stats, bump};
+use crate::store::{PagedTreeStore, StoreStats, TreeStore};
 use crate::wal::{self, MAX_PAYLOAD_BYTES};
-use crate::{CheckReport, Error, Options, Result, WriteBatch, WriteOptions};
+use crate::{Error, Options, Result, WriteBatch, WriteOptions};
+use iter::{owned_bounds, prefix_bounds};
 
 /// Name of the lock file that keeps a database to one handle at a time.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -78,18 +79,18 @@ impl LastHandle {
         // The checkpoint thread first: it may still freeze (and so
         // rotate the log) until it stops.
         drop(worker);
-        let mut wal = self.inner.wal.lock();
+        let mut wal = self.inner.versions.wal();
         let sealed = wal.seal();
         self.inner.report_wal_io(&mut wal);
         drop(wal);
         // A failed seal first: acknowledged writes may not be durable,
         // which the caller must be able to tell from an earlier failure.
-        sealed.map_err(|e| self.inner.poison_with(e))?;
+        sealed.map_err(|e| self.inner.poison.with_io(e))?;
         // A handle poisoned earlier (a failed checkpoint: the seal above
         // still made every acknowledged write durable) did not close
         // cleanly either, as RocksDB's `Close` returns its background
         // error.
-        self.inner.check_poison()
+        self.inner.poison.check()
     }
 }
 
@@ -120,20 +121,20 @@ impl Db {
         fs: Arc<dyn FileSystem>,
     ) -> Result<Db> {
         open::open(path.as_ref(), options, fs, &|path, options, fs| {
-            let target = TreeTarget::open(path, options, fs)?;
-            Ok(Some(Arc::new(target) as Arc<dyn CheckpointTarget>))
+            let store = PagedTreeStore::open(fs, path, &options.store_config())?;
+            Ok(Some(Arc::new(store) as Arc<dyn TreeStore>))
         })
     }
 
-    /// Opens with a chosen checkpoint target (tests of the pipeline).
+    /// Opens with a chosen tree store (tests of the checkpoint pipeline).
     #[cfg(test)]
-    pub(crate) fn open_with_target(
+    pub(crate) fn open_with_store(
         path: impl AsRef<Path>,
         options: Options,
         fs: Arc<dyn FileSystem>,
-        make_target: open::TargetFactory<'_>,
+        make_store: open::StoreFactory<'_>,
     ) -> Result<Db> {
-        open::open(path.as_ref(), options, fs, make_target)
+        open::open(path.as_ref(), options, fs, make_store)
     }
 
     /// Directory of the database, made absolute at open (the path given,
@@ -178,7 +179,7 @@ impl Db {
     /// (`Options::node_size_bytes`, `Options::leaf_size_bytes`).
     pub fn check_entry(&self, key: impl AsRef<[u8]>, value: Option<&[u8]>) -> Result<()> {
         let key = key.as_ref();
-        self.inner.check_item_fits(key, value)?;
+        self.inner.limits.check(key, value)?;
         validate_entry(key, value)
     }
 
@@ -188,7 +189,7 @@ impl Db {
         // The database's own limits first: they are the global ones or
         // less, so an error reports what this database takes.
         for op in &batch.ops {
-            self.inner.check_item_fits(&op.key, op.value.as_deref())?;
+            self.inner.limits.check(&op.key, op.value.as_deref())?;
         }
         batch.validate()?;
         let len_bytes = wal::encoded_len(&batch.ops);
@@ -198,7 +199,7 @@ impl Db {
                 max_bytes: MAX_PAYLOAD_BYTES,
             });
         }
-        self.inner.check_poison()?;
+        self.inner.poison.check()?;
         if batch.is_empty() {
             return if options.sync {
                 self.flush_wal()
@@ -233,19 +234,29 @@ impl Db {
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         let (lower, upper) = owned_bounds(&range);
         bump(&self.inner.stats.scans, 1);
-        Iter::new(self.inner.clone(), self.inner.read_view(), lower, upper)
+        Iter::new(
+            self.inner.clone(),
+            self.inner.versions.read_view(),
+            lower,
+            upper,
+        )
     }
 
     /// Iterates over every key that starts with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let (lower, upper) = prefix_bounds(prefix.as_ref());
         bump(&self.inner.stats.scans, 1);
-        Iter::new(self.inner.clone(), self.inner.read_view(), lower, upper)
+        Iter::new(
+            self.inner.clone(),
+            self.inner.versions.read_view(),
+            lower,
+            upper,
+        )
     }
 
     /// A point-in-time view that later writes do not change.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(self.inner.clone(), self.inner.read_view())
+        Snapshot::new(self.inner.clone(), self.inner.versions.read_view())
     }
 
     /// Closes this handle and returns what its drop would have to hide.
@@ -277,9 +288,9 @@ impl Db {
     }
 
     fn sync_wal(inner: &DbInner) -> Result<()> {
-        inner.check_poison()?;
-        let mut wal = inner.wal.lock();
-        wal.sync().map_err(|e| inner.poison_with(e))?;
+        inner.poison.check()?;
+        let mut wal = inner.versions.wal();
+        wal.sync().map_err(|e| inner.poison.with_io(e))?;
         inner.report_wal_io(&mut wal);
         Ok(())
     }
@@ -289,23 +300,23 @@ impl Db {
     /// `Error::Corruption`; the check reads everything, so it takes a while
     /// on a large database.
     pub fn check(&self) -> Result<CheckReport> {
-        let view = self.inner.read_view();
-        let wal = self.inner.wal.lock().verification()?;
-        crate::check::check(&view, wal)
+        let view = self.inner.versions.read_view();
+        let wal = self.inner.versions.wal().verification()?;
+        check::check(&view, wal)
     }
 
     /// A copy of the engine's counters.
     pub fn stats(&self) -> Stats {
         let inner = &self.inner;
         let mut stats = inner.stats.snapshot();
-        let state = inner.state.load();
+        let state = inner.versions.state();
         stats.memtable_bytes = state.memtables().map(|m| m.size_bytes()).sum();
         stats.memtable_entries = state.memtables().map(|m| m.len() as u64).sum();
-        stats.last_sequence = inner.visible_seq.load(Ordering::Acquire);
+        stats.last_sequence = inner.versions.visible_seq();
         stats.frozen_memtables = state.frozen.len() as u64;
-        stats.checkpoint_covered_sequence = inner.covered_seq();
+        stats.checkpoint_covered_sequence = inner.versions.covered_seq();
         stats.checkpoint_distance_bytes = inner.effective_checkpoint_distance();
-        stats.memory_budget_bytes = inner.budget.total_bytes();
+        stats.memory_budget_bytes = inner.memory.budget.total_bytes();
         let records = inner.record_cache.counts();
         stats.record_cache_hits = records.hits;
         stats.record_cache_misses = records.misses;
@@ -314,8 +325,8 @@ impl Db {
         stats.record_cache_used_bytes = records.used_bytes;
         stats.record_cache_capacity_bytes = records.capacity_bytes;
         stats.record_cache_ghost_recalls = records.ghost_recalls;
-        if let Some(target) = &inner.target {
-            add_target_stats(&mut stats, &target.stats());
+        if let Some(trees) = inner.versions.trees() {
+            add_store_stats(&mut stats, &trees.stats());
         }
         stats
     }
@@ -331,9 +342,7 @@ impl Db {
                 crate::options::MIN_CHECKPOINT_DISTANCE_BYTES
             )));
         }
-        self.inner
-            .checkpoint_distance_bytes
-            .store(bytes, Ordering::Relaxed);
+        self.inner.memory.set_checkpoint_distance(bytes);
         Ok(())
     }
 
@@ -341,9 +350,7 @@ impl Db {
     /// [`Options::write_only_checkpoint_distance_bytes`]); a value at or
     /// below the checkpoint distance turns the switch off.
     pub fn set_write_only_checkpoint_distance(&self, bytes: u64) {
-        self.inner
-            .write_only_checkpoint_distance_bytes
-            .store(bytes, Ordering::Relaxed);
+        self.inner.memory.set_write_only_checkpoint_distance(bytes);
     }
 
     /// Changes the memory budget shared by the page cache and the MemTables
@@ -356,10 +363,10 @@ impl Db {
                 crate::options::MIN_CACHE_CAPACITY_BYTES
             )));
         }
-        let _split = self.inner.split_streak.lock();
-        self.inner.budget.set_total_bytes(bytes);
-        self.inner.set_ghost_windows();
-        self.inner.apply_record_cache_share();
+        let inner = &self.inner;
+        inner
+            .memory
+            .set_budget_bytes(bytes, &inner.versions, &inner.record_cache);
         Ok(())
     }
 
@@ -369,13 +376,10 @@ impl Db {
     /// automatic split on, the share then moves from there as reads show
     /// (see [`Db::set_record_cache_auto_split`]).
     pub fn set_record_cache_capacity(&self, bytes: u64) {
-        // Under the split's lock: a step of the automatic split decided
-        // before this call does not land after it.
-        let _split = self.inner.split_streak.lock();
-        self.inner
-            .record_cache_asked_bytes
-            .store(bytes, Ordering::Relaxed);
-        self.inner.apply_record_cache_share();
+        let inner = &self.inner;
+        inner
+            .memory
+            .set_record_cache_bytes(bytes, &inner.versions, &inner.record_cache);
     }
 
     /// Turns the automatic split between record cache and page cache on
@@ -383,36 +387,35 @@ impl Db {
     /// [`Options::record_cache_auto_split`](crate::Options::record_cache_auto_split)).
     /// Turning it off keeps the record cache's current share.
     pub fn set_record_cache_auto_split(&self, on: bool) {
-        let _split = self.inner.split_streak.lock();
-        self.inner
-            .record_cache_auto_split
-            .store(on, Ordering::Relaxed);
+        self.inner.memory.set_record_cache_auto_split(on);
     }
 
     /// Freezes the active MemTable and returns once it, and every MemTable
     /// frozen before it, is in a durable checkpoint. The WAL segments the
     /// checkpoints cover are removed.
     pub fn checkpoint_now(&self) -> Result<()> {
-        self.inner.check_poison()?;
+        self.inner.poison.check()?;
         let inner = &self.inner;
         // Every write acknowledged before this call is at or below this
         // sequence; the forced freeze puts all of them in frozen MemTables.
-        let acknowledged_seq = inner.visible_seq.load(Ordering::Acquire);
+        let acknowledged_seq = inner.versions.visible_seq();
         inner
             .commit
             .submit(WriteBatch::new(), false, true, None, |group| {
                 inner.commit_group(group)
             })?;
-        if inner.target.is_none() {
+        if inner.versions.trees().is_none() {
             return Ok(());
         }
-        inner.wait_for_checkpoint_through(acknowledged_seq)
+        inner
+            .checkpoints
+            .wait_for_checkpoint_through(acknowledged_seq)
     }
 }
 
-/// Copies the checkpoint target's counters and gauges into `stats`.
-fn add_target_stats(stats: &mut Stats, t: &TargetStats) {
-    let (store, written, shape) = (&t.store, &t.written, &t.shape);
+/// Copies the tree store's counters and gauges into `stats`.
+fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
+    let (store, written, shape) = (&t.pages, &t.written, &t.shape);
     stats.cache_capacity_bytes = store.cache_capacity_bytes;
     stats.cache_used_bytes = store.cache_used_bytes;
     stats.cache_pooled_bytes = store.cache_pooled_bytes;

@@ -2,29 +2,25 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use arc_swap::ArcSwap;
-use parking_lot::Mutex;
-
-use crate::checkpoint::{CheckpointTarget, Control, WorkerGuard};
-use crate::db::budget::MemoryBudget;
-use crate::db::inner::DbInner;
+use crate::checkpoint::{Checkpoints, WorkerGuard};
+use crate::db::inner::{DbInner, EntryLimits};
 use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
+use crate::error::Poison;
 use crate::io::FileSystem;
 use crate::memtable::new_memtable;
-use crate::options::record_cache_share;
-use crate::page::superblock::SUPERBLOCK_FILE_NAME;
+use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
-use crate::state::State;
 use crate::stats::{Counters, bump};
+use crate::store::superblock::SUPERBLOCK_FILE_NAME;
+use crate::store::{State, TreeStore, VersionSet};
 use crate::wal::{GroupCommit, WAL_DIR, Wal};
 use crate::{Error, Options, Result};
 
-/// Builds the checkpoint target once the directory is locked.
-pub(crate) type TargetFactory<'a> =
-    &'a dyn Fn(&Path, &Options, &Arc<dyn FileSystem>) -> Result<Option<Arc<dyn CheckpointTarget>>>;
+/// Builds the tree store once the directory is locked.
+pub(crate) type StoreFactory<'a> =
+    &'a dyn Fn(&Path, &Options, &Arc<dyn FileSystem>) -> Result<Option<Arc<dyn TreeStore>>>;
 
 /// Creates the database directory, and any missing above it, and syncs
 /// the directory each was created in: without that a power cut could lose
@@ -73,7 +69,7 @@ pub(crate) fn open(
     path: &Path,
     options: Options,
     fs: Arc<dyn FileSystem>,
-    make_target: TargetFactory<'_>,
+    make_store: StoreFactory<'_>,
 ) -> Result<Db> {
     options.validate()?;
     // Every file is opened by a path joined to this one, some long after
@@ -92,16 +88,15 @@ pub(crate) fn open(
     fs.create_dir_all(&wal_dir)?;
     fs.sync_dir(&path)?;
 
-    let target = make_target(&path, &options, &fs)?;
-    let tree = target.as_ref().map(|t| t.current());
+    let trees = make_store(&path, &options, &fs)?;
+    let tree = trees.as_ref().map(|t| t.current());
     let covered_seq = tree.as_ref().map_or(0, |t| t.covered_seq());
     // Sized for the distance in force (see `effective_checkpoint_distance`).
-    let memtable_pool = target.as_ref().and_then(|t| t.mapping_pool());
     let memtable = new_memtable(
         options
             .checkpoint_distance_bytes
             .min(options.cache_capacity_bytes / 4),
-        memtable_pool.clone(),
+        trees.as_ref().and_then(|t| t.mapping_pool()),
     );
     let (mut wal, replayed) = Wal::open(
         fs.clone(),
@@ -125,64 +120,35 @@ pub(crate) fn open(
         frozen: Vec::new(),
         tree,
     };
-    let control = Arc::new(Control::new(covered_seq));
+    let memory = options.memory_config();
     let inner = Arc::new(DbInner {
         path,
-        state: ArcSwap::from_pointee(state),
-        state_transition: Mutex::new(()),
-        visible_seq: AtomicU64::new(replayed.last_seq),
-        wal: Mutex::new(wal),
+        limits: EntryLimits::of(trees.as_ref()),
+        versions: VersionSet::new(state, replayed.last_seq, wal, trees),
         commit: GroupCommit::default(),
-        target: target.clone(),
-        memtable_pool,
-        checkpoint_io: target
-            .as_ref()
-            .filter(|_| options.checkpoint_io_idle)
-            .and_then(|t| t.io_priority()),
-        checkpoint_waiters: AtomicUsize::new(0),
-        checkpoint_distance_bytes: AtomicU64::new(options.checkpoint_distance_bytes),
-        write_only_checkpoint_distance_bytes: AtomicU64::new(
-            options.write_only_checkpoint_distance_bytes,
-        ),
-        grow_memtables: AtomicBool::new(false),
-        checkpoint_on_read_pressure: options.checkpoint_on_read_pressure,
-        budget: MemoryBudget::new(options.cache_capacity_bytes),
-        max_item_bytes: target.as_ref().map_or(usize::MAX, |t| t.max_item_bytes()),
-        max_key_bytes: target
-            .as_ref()
-            .map_or(crate::MAX_KEY_SIZE, |t| t.max_key_bytes()),
-        record_cache: RecordCache::new(record_cache_share(
-            options.record_cache_capacity_bytes,
-            options.cache_capacity_bytes,
-        )),
-        record_cache_asked_bytes: AtomicU64::new(options.record_cache_capacity_bytes),
-        record_cache_auto_split: AtomicBool::new(options.record_cache_auto_split),
-        split_streak: Mutex::default(),
-        control: control.clone(),
-        poison: OnceLock::new(),
+        checkpoints: Checkpoints::new(covered_seq, &options.checkpoint_config())?,
+        memory: MemoryPolicy::new(&memory),
+        record_cache: RecordCache::new(MemoryPolicy::initial_record_cache_bytes(&memory)),
+        poison: Poison::default(),
         stats,
         _lock: lock,
     });
-    inner.set_ghost_windows();
+    inner
+        .memory
+        .set_ghost_windows(&inner.versions, &inner.record_cache);
     inner.rebalance_memory(true);
-    let thread = match target {
-        Some(target) => {
+    let thread = match inner.versions.trees() {
+        Some(_) => {
             let inner = inner.clone();
             let thread = std::thread::Builder::new()
                 .name("turtlekv-checkpoint".into())
-                .spawn(move || {
-                    let _panic_is_failure = crate::db::checkpoint::PanicIsFailure(&inner);
-                    if let Some(io) = &inner.checkpoint_io {
-                        io.join_current_thread();
-                    }
-                    inner.run_checkpoints(&*target)
-                })?;
+                .spawn(move || inner.run_checkpoints())?;
             Some(thread)
         }
         None => None,
     };
-    let io = inner.checkpoint_io.clone();
-    let worker = WorkerGuard::new(control, thread, io);
+    let io = inner.checkpoints.idle_io().cloned();
+    let worker = WorkerGuard::new(inner.checkpoints.control.clone(), thread, io);
     Ok(Db {
         _last_handle: Arc::new(LastHandle::new(worker, inner.clone())),
         inner,

@@ -7,9 +7,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::checkpoint::memory::MemoryTarget;
-use crate::checkpoint::{CheckpointTarget, MAX_FROZEN_MEMTABLES};
+use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::io::{FaultFs, FileSystem};
+use crate::store::memory::MemoryTreeStore;
+use crate::store::{Coverage, TreeStore, TreeVersion};
 use crate::{Db, Error, Options, WriteBatch, WriteOptions};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -22,13 +23,13 @@ fn options(distance_bytes: u64) -> Options {
     }
 }
 
-fn open(fs: &FaultFs, target: &Arc<MemoryTarget>, distance_bytes: u64) -> Db {
+fn open(fs: &FaultFs, target: &Arc<MemoryTreeStore>, distance_bytes: u64) -> Db {
     let target = target.clone();
-    Db::open_with_target(
+    Db::open_with_store(
         "/db",
         options(distance_bytes),
         Arc::new(fs.clone()),
-        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn TreeStore>)),
     )
     .unwrap()
 }
@@ -71,7 +72,7 @@ fn segment_count(fs: &FaultFs) -> usize {
 #[test]
 fn many_checkpoints_keep_reads_right_and_the_wal_short() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 16 * 1024);
     let mut model = Model::new();
     churn(&db, &mut model, 20_000, 7);
@@ -106,7 +107,7 @@ fn many_checkpoints_keep_reads_right_and_the_wal_short() {
 #[test]
 fn snapshots_survive_checkpoints() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 8 * 1024);
     let mut model = Model::new();
     churn(&db, &mut model, 3_000, 3);
@@ -125,7 +126,7 @@ fn snapshots_survive_checkpoints() {
 #[test]
 fn slow_checkpoints_stall_writers_instead_of_queueing() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     *target.delay.lock() = Duration::from_millis(20);
     let db = open(&fs, &target, 4 * 1024);
     let mut model = Model::new();
@@ -140,7 +141,7 @@ fn slow_checkpoints_stall_writers_instead_of_queueing() {
 #[test]
 fn checkpoint_now_makes_everything_durable_in_the_tree() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 1 << 30);
     let mut model = Model::new();
     churn(&db, &mut model, 500, 9);
@@ -167,7 +168,7 @@ fn checkpoint_now_makes_everything_durable_in_the_tree() {
 #[test]
 fn checkpoint_now_waits_for_checkpoints_to_end() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     *target.reclaim_delay.lock() = Duration::from_millis(300);
     let db = open(&fs, &target, 1 << 30);
     let mut model = Model::new();
@@ -199,7 +200,7 @@ fn checkpoint_now_waits_for_checkpoints_to_end() {
 #[test]
 fn the_read_pressure_freeze_never_waits() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     *target.delay.lock() = Duration::from_millis(300);
     let db = open(&fs, &target, 4 * 1024);
     let checkpoints = || target.checkpoints.load(std::sync::atomic::Ordering::SeqCst);
@@ -230,7 +231,7 @@ fn the_read_pressure_freeze_never_waits() {
 #[test]
 fn checkpoint_distance_changes_at_runtime() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 1 << 30);
     let mut model = Model::new();
     churn(&db, &mut model, 2_000, 13);
@@ -250,7 +251,7 @@ fn checkpoint_distance_changes_at_runtime() {
 #[test]
 fn a_failed_checkpoint_poisons_writes_and_keeps_reads() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     *target.fail_after.lock() = Some(2);
     let db = open(&fs, &target, 4 * 1024);
     let mut model = Model::new();
@@ -285,7 +286,7 @@ fn a_failed_checkpoint_poisons_writes_and_keeps_reads() {
 #[test]
 fn concurrent_writers_and_readers_across_checkpoints() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 8 * 1024);
     std::thread::scope(|s| {
         for w in 0..2u64 {
@@ -327,7 +328,7 @@ fn concurrent_writers_and_readers_across_checkpoints() {
 #[test]
 fn check_covers_the_tree_after_checkpoints() {
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     let db = open(&fs, &target, 8 * 1024);
     let mut model = Model::new();
     churn(&db, &mut model, 3_000, 21);
@@ -345,7 +346,7 @@ fn checkpoints_take_their_reserve_from_the_cache_and_give_it_back() {
     const BUDGET_BYTES: u64 = 8 << 20;
     const DISTANCE_BYTES: u64 = 256 << 10;
     let fs = FaultFs::new();
-    let target = Arc::new(MemoryTarget::default());
+    let target = Arc::new(MemoryTreeStore::default());
     *target.fail_after.lock() = Some(4);
     let options = Options {
         cache_capacity_bytes: BUDGET_BYTES,
@@ -353,8 +354,8 @@ fn checkpoints_take_their_reserve_from_the_cache_and_give_it_back() {
         ..options(DISTANCE_BYTES)
     };
     let handle = target.clone();
-    let db = Db::open_with_target("/db", options, Arc::new(fs.clone()), &move |_, _, _| {
-        Ok(Some(handle.clone() as Arc<dyn CheckpointTarget>))
+    let db = Db::open_with_store("/db", options, Arc::new(fs.clone()), &move |_, _, _| {
+        Ok(Some(handle.clone() as Arc<dyn TreeStore>))
     })
     .unwrap();
     let value = [7u8; 200];
@@ -397,7 +398,7 @@ fn a_small_checkpoint_reserves_the_targets_floor_up_to_a_full_ones() {
     const BUDGET_BYTES: u64 = 16 << 20;
     const DISTANCE_BYTES: u64 = 2 << 20;
     for (floor_bytes, reserve_bytes) in [(1 << 20, 1 << 20), (6 << 20, 2 * DISTANCE_BYTES)] {
-        let target = Arc::new(MemoryTarget::default());
+        let target = Arc::new(MemoryTreeStore::default());
         target
             .memory_floor_bytes
             .store(floor_bytes, std::sync::atomic::Ordering::SeqCst);
@@ -408,8 +409,8 @@ fn a_small_checkpoint_reserves_the_targets_floor_up_to_a_full_ones() {
         };
         let handle = target.clone();
         let fs = Arc::new(FaultFs::new());
-        let db = Db::open_with_target("/db", options, fs, &move |_, _, _| {
-            Ok(Some(handle.clone() as Arc<dyn CheckpointTarget>))
+        let db = Db::open_with_store("/db", options, fs, &move |_, _, _| {
+            Ok(Some(handle.clone() as Arc<dyn TreeStore>))
         })
         .unwrap();
         for i in 0..10u64 {
@@ -437,31 +438,32 @@ fn a_small_checkpoint_reserves_the_targets_floor_up_to_a_full_ones() {
     }
 }
 
-/// A checkpoint target whose checkpoint panics (a bug in the tree code).
+/// A tree store whose checkpoint panics (a bug in the tree code).
 #[derive(Debug, Default)]
-struct PanickingTarget(MemoryTarget);
+struct PanickingStore(MemoryTreeStore);
 
-impl CheckpointTarget for PanickingTarget {
-    fn current(&self) -> Arc<dyn crate::checkpoint::TreeVersion> {
+impl TreeStore for PanickingStore {
+    fn current(&self) -> Arc<dyn TreeVersion> {
         self.0.current()
     }
 
     fn checkpoint(
         &self,
         _memtable: &dyn crate::memtable::MemTable,
-        _coverage: crate::checkpoint::Coverage,
-    ) -> crate::Result<Arc<dyn crate::checkpoint::TreeVersion>> {
+        _coverage: Coverage,
+        _workers: &rayon::ThreadPool,
+    ) -> crate::Result<Arc<dyn TreeVersion>> {
         panic!("checkpoint bug")
     }
 }
 
 fn open_panicking() -> Db {
-    let target = Arc::new(PanickingTarget::default());
-    Db::open_with_target(
+    let target = Arc::new(PanickingStore::default());
+    Db::open_with_store(
         "/db",
         options(16 * 1024),
         Arc::new(FaultFs::new()),
-        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn CheckpointTarget>)),
+        &move |_, _, _| Ok(Some(target.clone() as Arc<dyn TreeStore>)),
     )
     .unwrap()
 }

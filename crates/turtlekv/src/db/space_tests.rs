@@ -38,16 +38,16 @@ impl Rng {
 
 /// (allocated node, allocated leaf, pending, reachable pages, pinned)
 fn accounting(db: &Db) -> (u64, u64, u64, u64, u64) {
-    let t = db.inner.target.as_ref().unwrap();
+    let t = db.inner.versions.trees().unwrap();
     t.reclaim().unwrap();
     let s = t.stats();
     let reach = s.shape.node_pages + s.shape.leaf_pages + s.shape.segment_pages;
     (
-        s.store.live_node_pages,
-        s.store.live_leaf_pages,
-        s.store.pending_free_pages,
+        s.pages.live_node_pages,
+        s.pages.live_leaf_pages,
+        s.pages.pending_free_pages,
         reach,
-        s.store.pinned_readers,
+        s.pages.pinned_readers,
     )
 }
 
@@ -180,7 +180,7 @@ fn no_page_leaks_in_deep_trees() {
             );
         }
         db.check().unwrap();
-        let w = db.inner.target.as_ref().unwrap().stats();
+        let w = db.inner.versions.trees().unwrap().stats();
         eprintln!(
             "seed {seed}: {:?} shape {:?} splits {} joins {} leafjoins {} shared_dropped {} spills {} lmw {}",
             accounting(&db),

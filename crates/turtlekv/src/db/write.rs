@@ -1,15 +1,13 @@
 //! The write path: what a group-commit leader does, and MemTable freezing.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
-use crate::memtable::{InsertHint, MemTable, new_memtable};
-use crate::state::{Frozen, State};
+use crate::memtable::{InsertHint, MemTable};
 use crate::stats::bump;
-use crate::{Error, Result, WriteBatch};
+use crate::{Result, WriteBatch};
 
 /// Batches of more ops than this queue without prepared inserts: a
 /// writer's searches pay off when they overlap the leader's turn, and a
@@ -41,22 +39,23 @@ impl DbInner {
     /// ends in a failed checkpoint, a failed WAL write) fails before the
     /// group is logged or applied: an error means the writes did not happen.
     pub fn commit_group(&self, group: &[Request]) -> Result<()> {
-        self.check_poison()?;
+        self.poison.check()?;
         let forced = group.iter().any(|r| r.freeze);
         self.maybe_freeze(forced)?;
-        let mut wal = self.wal.lock();
+        let mut wal = self.versions.wal();
         let batches = group.iter().map(|r| &r.batch);
         let sync = group.iter().any(|r| r.sync);
         let first_seq = wal
             .append_group(batches, sync)
-            .map_err(|e| self.poison_with(e))?;
+            .map_err(|e| self.poison.with_io(e))?;
         let next_seq = wal.next_seq();
         bump(&self.stats.wal_group_commits, 1);
         self.report_wal_io(&mut wal);
         drop(wal);
         self.apply_group(group, first_seq);
-        self.visible_seq.store(next_seq - 1, Ordering::Release);
-        self.try_rebalance_memory();
+        self.versions.publish_visible(next_seq - 1);
+        self.memory
+            .try_rebalance(&self.versions, &self.record_cache);
         Ok(())
     }
 
@@ -66,7 +65,7 @@ impl DbInner {
         if batch.len() > MAX_PREPARED_OPS {
             return None;
         }
-        let memtable = self.state.load().active.clone();
+        let memtable = self.versions.state().active.clone();
         let hints = batch
             .ops
             .iter()
@@ -79,7 +78,7 @@ impl DbInner {
     }
 
     fn apply_group(&self, group: &[Request], first_seq: u64) {
-        let state = self.state.load();
+        let state = self.versions.state();
         let mut batch_first_seq = first_seq;
         for req in group {
             // The active MemTable ignores hints of one frozen since.
@@ -109,10 +108,10 @@ impl DbInner {
     /// (or on request, if it holds anything). Runs in the leader, so no
     /// write is between the WAL and the MemTable while it happens.
     fn maybe_freeze(&self, forced: bool) -> Result<()> {
-        if self.target.is_none() {
+        if self.versions.trees().is_none() {
             return Ok(());
         }
-        let active = &self.state.load().active;
+        let active = &self.versions.state().active;
         let (entries, size_bytes) = (active.len(), active.size_bytes());
         let distance = self.effective_checkpoint_distance();
         if entries == 0 || (size_bytes < distance && !forced) {
@@ -131,11 +130,11 @@ impl DbInner {
         let frozen = self.commit.try_lead_alone(|| {
             // Writers may queue behind this freeze's WAL rotation: not in
             // the idle I/O class (`Options::checkpoint_io_idle`).
-            let _waiting = self.wait_on_checkpoints();
-            self.check_poison()?;
-            let state = self.state.load();
+            let _waiting = self.checkpoints.wait_on_checkpoints();
+            self.poison.check()?;
+            let state = self.versions.state();
             let slot_taken = state.frozen.len() >= MAX_FROZEN_MEMTABLES;
-            if self.target.is_none() || state.active.len() == 0 || slot_taken {
+            if self.versions.trees().is_none() || state.active.len() == 0 || slot_taken {
                 return Ok(false);
             }
             self.freeze_active(self.effective_checkpoint_distance())?;
@@ -147,53 +146,23 @@ impl DbInner {
     /// Moves the active MemTable to the frozen list and starts a new one of
     /// `distance` bytes. Only a leader calls it, with a frozen slot free.
     fn freeze_active(&self, distance: u64) -> Result<()> {
-        // The new MemTable's records start in a new segment, so the WAL can
-        // be trimmed exactly when this MemTable's checkpoint is durable.
-        let wal_replay_from = {
-            let mut wal = self.wal.lock();
-            wal.rotate().map_err(|e| self.poison_with(e))?;
-            wal.segment_start()
-        };
-        let last_seq = self.visible_seq.load(Ordering::Acquire);
-        // The leader is the only writer, so nothing is inserted after this.
-        self.state.load().active.seal();
-        self.transition(|current| {
-            let frozen = Arc::new(Frozen {
-                memtable: current.active.clone(),
-                last_seq,
-                wal_replay_from,
-                distance_bytes: distance,
-            });
-            State {
-                active: new_memtable(distance, self.memtable_pool.clone()),
-                frozen: std::iter::once(frozen)
-                    .chain(current.frozen.iter().cloned())
-                    .collect(),
-                tree: current.tree.clone(),
-            }
-        });
+        self.versions
+            .freeze_active(distance)
+            .map_err(|e| self.poison.with_io(e))?;
         bump(&self.stats.memtables_frozen, 1);
-        self.control.wake_worker();
+        self.checkpoints.control.wake_worker();
         Ok(())
     }
 
     /// Back-pressure: waits while `MAX_FROZEN_MEMTABLES` wait for their
     /// checkpoints. Every writer queues behind the leader meanwhile.
     fn wait_for_frozen_slot(&self) -> Result<()> {
-        if self.state.load().frozen.len() < MAX_FROZEN_MEMTABLES {
+        let slot_free = || self.versions.state().frozen.len() < MAX_FROZEN_MEMTABLES;
+        if slot_free() {
             return Ok(());
         }
         let started = Instant::now();
-        let _waiting = self.wait_on_checkpoints();
-        let mut control = self.control.lock();
-        while self.state.load().frozen.len() >= MAX_FROZEN_MEMTABLES {
-            if let Some(failure) = &control.failure {
-                return Err(Error::Poisoned {
-                    cause: failure.clone(),
-                });
-            }
-            self.control.wait_for_progress(&mut control);
-        }
+        self.checkpoints.wait_until(|_| slot_free())?;
         bump(&self.stats.write_stalls, 1);
         bump(
             &self.stats.write_stall_nanos,

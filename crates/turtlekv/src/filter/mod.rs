@@ -274,9 +274,9 @@ impl Fuse8Header {
 pub(crate) fn prefetch_probe(encoded: &[u8], hash: u64) {
     if let Some(offsets) = probe_offsets(encoded, hash) {
         for offset in offsets {
-            crate::prefetch::prefetch(
+            crate::util::prefetch::prefetch(
                 encoded.as_ptr().wrapping_add(offset),
-                crate::prefetch::Locality::Nearest,
+                crate::util::prefetch::Locality::Nearest,
             );
         }
     }

@@ -5,11 +5,6 @@
 mod aligned;
 mod batch;
 mod fault;
-mod frames;
-mod heap;
-pub(crate) mod ioprio;
-mod mapped;
-mod mapping_pool;
 mod real;
 mod wrap_fs;
 mod write_map;
@@ -25,13 +20,6 @@ pub use batch::{BatchRead, read_exact_batch};
 #[cfg(test)]
 pub(crate) use fault::SplitMix;
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
-pub(crate) use frames::{FRAME_BYTES, FrameCounts, FramePool};
-#[cfg(all(test, target_os = "linux"))]
-pub(crate) use heap::process_status_bytes;
-pub(crate) use heap::release_free_heap_memory;
-pub(crate) use ioprio::CheckpointIoPriority;
-pub(crate) use mapped::{Mapping, mapping_bytes, page_bytes};
-pub(crate) use mapping_pool::MappingPool;
 pub use real::RealFs;
 pub use wrap_fs::WrapFs;
 pub(crate) use write_map::Populater;

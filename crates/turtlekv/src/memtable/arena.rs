@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::{Mapping as Chunk, MappingPool, mapping_bytes, page_bytes};
+use crate::mem::{Mapping as Chunk, MappingPool, mapping_bytes, page_bytes};
 
 /// Alignment of every allocation: nodes hold `u64`s and pointers.
 pub(crate) const ALIGN_BYTES: usize = 8;

@@ -28,7 +28,7 @@ use super::btree_node::{FANOUT, Header, Snapshot, Step, slot_entry};
 use super::node::{Node, NodeRef, compare, write_node};
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
-use crate::io::MappingPool;
+use crate::mem::MappingPool;
 
 /// Levels a tree can have: at least half-full inner nodes of `FANOUT`
 /// children reach 16^15 leaves.

@@ -13,6 +13,7 @@ mod bloom;
 mod btree;
 mod btree_check;
 mod btree_node;
+mod collect;
 mod node;
 mod search;
 mod skiplist;
@@ -25,9 +26,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::io::MappingPool;
+use crate::mem::MappingPool;
 
 pub(crate) use btree::BTreeMemTable;
+pub(crate) use collect::collect_latest;
 pub(crate) use skiplist::SkipListMemTable;
 
 /// The newest visible version of one key: `None` is a tombstone.

@@ -29,7 +29,7 @@ use std::sync::atomic::AtomicPtr;
 
 use super::arena::{Arena, Place};
 use crate::key::key_prefix;
-use crate::prefetch::{Locality, prefetch};
+use crate::util::prefetch::{Locality, prefetch};
 
 /// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
 pub(crate) const MAX_HEIGHT: usize = 20;

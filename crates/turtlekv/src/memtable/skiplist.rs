@@ -18,7 +18,7 @@ use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
-use crate::io::MappingPool;
+use crate::mem::MappingPool;
 
 /// Nodes an insert steps over, at one level, from the predecessor an
 /// `InsertHint` found to the one that holds now, before it searches from

@@ -12,7 +12,7 @@ use proptest::test_runner::TestCaseError;
 use super::node::{KeyParts, MAX_HEIGHT, compare};
 use super::search::within;
 use super::{BTreeMemTable, Direction, MemTable, SkipListMemTable, Versioned};
-use crate::io::MappingPool;
+use crate::mem::MappingPool;
 
 /// What the tests need of each MemTable structure.
 trait Table: MemTable + Sized {
@@ -520,7 +520,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     use std::sync::Arc;
     use std::sync::atomic::AtomicU64;
 
-    use crate::io::MappingPool;
+    use crate::mem::MappingPool;
 
     let capacity = Arc::new(AtomicU64::new(64 << 20));
     let pool = Arc::new(MappingPool::new(capacity, Arc::new(AtomicU64::new(0))));

@@ -85,7 +85,7 @@ impl PageStore {
         }
         self.cache
             .check()
-            .map_err(|r| Error::corruption(&self.superblock_path, 0, format!("page cache: {r}")))?;
+            .map_err(|r| Error::corruption(&self.files[1].path, 0, format!("page cache: {r}")))?;
         Ok(report)
     }
 }

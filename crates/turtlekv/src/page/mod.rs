@@ -1,5 +1,6 @@
 //! The page store: immutable, checksummed pages in page files, a bounded page
-//! cache, and the superblock that names the current tree root.
+//! cache, and the generations of committed roots that readers pin (the
+//! store layer makes each root durable in its superblock).
 //!
 //! The tree sees pages only through [`PageIo`], so its tests can run on an
 //! in-memory double and the engine on the real store.
@@ -8,18 +9,17 @@ mod alloc;
 mod cache;
 pub(crate) mod check;
 mod codec;
-mod id;
+pub(crate) mod id;
 mod open;
 mod prefetch;
 mod punch;
 pub(crate) use prefetch::PageRange;
 mod read;
 mod store;
-pub(crate) mod superblock;
 mod versions;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt::Debug;
 
@@ -29,11 +29,13 @@ use crate::Result;
 
 pub(crate) use self::{
     store::{ListChildren, PageStore, PageStoreOptions},
-    superblock::{SuperblockRecord, WalPosition},
     versions::RootPin,
 };
 pub(crate) use cache::CachedObject;
+pub(crate) use cache::frames::FRAME_BYTES;
 use codec::Geometry;
+#[cfg(test)]
+pub(crate) use open::PAGE_FILE_NAMES;
 
 thread_local! {
     /// Page reads from disk made by this thread, so a caller can count the

@@ -1,6 +1,7 @@
-//! Opening the page store: create or read the superblock, check the page
-//! sizes, and rebuild the set of live pages by walking node pages from the
-//! committed root (leaves are named by their parents, never read).
+//! Opening the page store: open the page files, check the page sizes, and
+//! rebuild the set of live pages by walking node pages from the committed
+//! root the store layer names (leaves are named by their parents, never
+//! read).
 
 use std::collections::HashMap;
 use std::io;
@@ -15,7 +16,6 @@ use super::cache::PageCache;
 use super::codec::Geometry;
 use super::prefetch::PrefetchPool;
 use super::store::{IoCounters, ListChildren, PageFile, PageStore, PageStoreOptions, kind_index};
-use super::superblock::{self, SUPERBLOCK_FILE_NAME, Slot, SuperblockRecord};
 use super::versions::Versions;
 use super::{CachePriority, PageId, PageKind};
 use crate::io::{FileSystem, OpenOptions};
@@ -25,37 +25,22 @@ use crate::{Error, Result};
 pub(crate) const PAGE_FILE_NAMES: [&str; 2] = ["nodes.pages", "leaves.pages"];
 
 impl PageStore {
-    /// Opens the page store in `dir`, creating it when missing and allowed.
-    /// Returns the store and the newest committed record.
+    /// Opens (creating them when missing) the page files in `dir`, which
+    /// must exist. Nothing is allocated until [`PageStore::install_root`]
+    /// names the committed root.
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         options: &PageStoreOptions,
-        list_children: ListChildren<'_>,
-    ) -> Result<(PageStore, SuperblockRecord)> {
+    ) -> Result<PageStore> {
         check_options(options)?;
-        let superblock_path = dir.join(SUPERBLOCK_FILE_NAME);
-        let exists = fs
-            .list_dir(dir)
-            .is_ok_and(|names| names.iter().any(|n| n == SUPERBLOCK_FILE_NAME));
-        if !exists && !options.create_if_missing {
-            return Err(Error::Io(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("no page store at {}", dir.display()),
-            )));
-        }
-        fs.create_dir_all(dir)?;
-        let open = |path: &Path| {
-            fs.open(
-                path,
-                OpenOptions::read_write_create().with_direct(options.direct_io),
-            )
-        };
-        let superblock = open(&superblock_path)?;
         let files = PAGE_FILE_NAMES.map(|name| dir.join(name));
         let files = [PageKind::Node, PageKind::Leaf].map(|kind| {
             let path = files[kind_index(kind)].clone();
-            let file = open(&path)?;
+            let file = fs.open(
+                &path,
+                OpenOptions::read_write_create().with_direct(options.direct_io),
+            )?;
             Ok::<_, Error>(PageFile {
                 file,
                 path,
@@ -65,53 +50,57 @@ impl PageStore {
         });
         let [nodes, leaves] = files;
         let files = [nodes?, leaves?];
-        let state = superblock::read_newest(&*superblock)?;
-        let slot = match state.newest {
-            Some(slot) => {
-                // The newest slot may be one whose sync failed (read back
-                // from the OS's cache, never durable): write it again and
-                // sync it before freeing the pages only the older slot
-                // reaches, so that a power cut cannot fall back to a root
-                // whose pages this handle reuses.
-                superblock.write_at(&slot.encode(), Slot::offset(slot.generation))?;
-                superblock.sync_data()?;
-                slot
-            }
-            None => initialise(&*fs, dir, &superblock_path, &superblock, &files, options)?,
-        };
-        if (slot.node_size_bytes, slot.leaf_size_bytes)
-            != (options.node_size_bytes, options.leaf_size_bytes)
-        {
-            return Err(Error::InvalidOptions(format!(
-                "the database was created with node_size_bytes = {} and leaf_size_bytes = {}; \
-                 options ask for {} and {}",
-                slot.node_size_bytes,
-                slot.leaf_size_bytes,
-                options.node_size_bytes,
-                options.leaf_size_bytes
-            )));
-        }
-        let store = PageStore {
+        Ok(PageStore {
             alloc: Mutex::new([PageKind::Node, PageKind::Leaf].map(|kind| {
                 SlotAllocator::with_live(kind, files[kind_index(kind)].geometry.slot_blocks(), [])
             })),
             files,
-            superblock,
-            superblock_path,
             options: *options,
-            versions: Versions::new(slot.generation, slot.record),
+            versions: Versions::new(0, None),
             cache: PageCache::new(options.cache_capacity_bytes),
             commit_lock: Mutex::new(()),
             poison: OnceLock::new(),
             counters: IoCounters::default(),
             prefetch_pool: PrefetchPool::default(),
             punches: Mutex::default(),
-        };
-        let live = store.reachable(slot.record.root, list_children, Some(CachePriority::Node))?;
-        // With a damaged slot we cannot tell a torn commit from a decayed
-        // newer one; keep the bytes the other slot may name, for repair.
-        store.install_live(live, !state.damaged)?;
-        Ok((store, slot.record))
+        })
+    }
+
+    /// `true` when neither page file holds a byte: a store whose creation
+    /// never committed a root.
+    pub fn is_empty(&self) -> Result<bool> {
+        for pf in &self.files {
+            if pf.file.len()? != 0 {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Syncs both page files (their creation, before the first root).
+    pub fn sync_files(&self) -> Result<()> {
+        for pf in &self.files {
+            pf.file.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Takes `root`, committed as `generation`, as the newest root: the
+    /// pages it reaches are live, every other slot is free. With
+    /// `clean_up`, truncates each file after its last live slot and punches
+    /// every free leaf slot (it may hold pages of a checkpoint that never
+    /// committed, or pages freed before a crash). Called once, after
+    /// `open` and before anything is written or pinned.
+    pub fn install_root(
+        &mut self,
+        generation: u64,
+        root: Option<PageId>,
+        clean_up: bool,
+        list_children: ListChildren<'_>,
+    ) -> Result<()> {
+        self.versions = Versions::new(generation, root);
+        let live = self.reachable(root, list_children, Some(CachePriority::Node))?;
+        self.install_live(live, clean_up)
     }
 
     /// Every page reachable from `root`, by kind, reading node pages only;
@@ -239,39 +228,4 @@ fn check_options(options: &PageStoreOptions) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Writes generation 0 (empty tree) into a new store, or one whose creation
-/// was interrupted before its first slot was durable: recognised by empty
-/// page files, so a damaged superblock over real data is never overwritten.
-fn initialise(
-    fs: &dyn FileSystem,
-    dir: &Path,
-    superblock_path: &Path,
-    superblock: &Arc<dyn crate::io::File>,
-    files: &[PageFile; 2],
-    options: &PageStoreOptions,
-) -> Result<Slot> {
-    for pf in files {
-        if pf.file.len()? != 0 {
-            return Err(Error::corruption(
-                superblock_path,
-                0,
-                "neither superblock slot is valid, and the page files hold data",
-            ));
-        }
-    }
-    let slot = Slot {
-        generation: 0,
-        node_size_bytes: options.node_size_bytes,
-        leaf_size_bytes: options.leaf_size_bytes,
-        record: SuperblockRecord::default(),
-    };
-    superblock.write_at(&slot.encode(), Slot::offset(0))?;
-    superblock.sync_data()?;
-    for pf in files {
-        pf.file.sync_data()?;
-    }
-    fs.sync_dir(dir)?;
-    Ok(slot)
 }

@@ -1,5 +1,6 @@
 //! The page store: writes immutable pages into free slots, commits roots
-//! through the superblock, and reuses slots once nothing can reach them.
+//! (the store layer makes each durable), and reuses slots once nothing can
+//! reach them.
 
 use std::io;
 use std::path::PathBuf;
@@ -13,38 +14,22 @@ use super::alloc::SlotAllocator;
 use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
 use super::codec::Geometry;
 use super::prefetch::{PageRange, PrefetchPool};
-use super::superblock::{Slot, SuperblockRecord};
 use super::versions::{RootPin, Versions};
 use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
 use crate::io::{AlignedBuf, File};
-use crate::striped::StripedCounter;
-use crate::{Error, Options, Result};
+use crate::util::striped::StripedCounter;
+use crate::{Error, Result};
 
-/// What the page store needs from [`Options`].
+/// What the page store is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct PageStoreOptions {
     pub node_size_bytes: u64,
     pub leaf_size_bytes: u64,
     pub cache_capacity_bytes: u64,
     pub direct_io: bool,
-    pub create_if_missing: bool,
     /// Cache leaf and segment pages as they are written, while the cache
     /// has free room (see `write_page`).
     pub cache_written_leaves: bool,
-}
-
-impl PageStoreOptions {
-    /// The page store's share of the engine options.
-    pub fn from_options(options: &Options) -> Self {
-        PageStoreOptions {
-            node_size_bytes: options.node_size_bytes,
-            leaf_size_bytes: options.leaf_size_bytes,
-            cache_capacity_bytes: options.cache_capacity_bytes,
-            direct_io: options.direct_io,
-            create_if_missing: options.create_if_missing,
-            cache_written_leaves: true,
-        }
-    }
 }
 
 /// Lists the page ids a node page references (the node format belongs to
@@ -102,8 +87,6 @@ pub(super) fn kind_index(kind: PageKind) -> usize {
 /// thread, which writes and commits, and readers.
 pub(crate) struct PageStore {
     pub(super) files: [PageFile; 2],
-    pub(super) superblock: Arc<dyn File>,
-    pub(super) superblock_path: PathBuf,
     pub(super) options: PageStoreOptions,
     pub(super) alloc: Mutex<[SlotAllocator; 2]>,
     pub(super) versions: Arc<Versions>,
@@ -122,7 +105,7 @@ impl std::fmt::Debug for PageStore {
     // whole contents.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PageStore")
-            .field("superblock_path", &self.superblock_path)
+            .field("leaf_file", &self.files[1].path)
             .field("options", &self.options)
             .field("stats", &self.stats())
             .finish_non_exhaustive()
@@ -166,22 +149,29 @@ impl PageStore {
     }
 
     #[cfg(test)]
-    /// The newest committed generation and record.
-    pub fn current(&self) -> (u64, SuperblockRecord) {
+    /// The newest committed generation and root.
+    pub fn current(&self) -> (u64, Option<PageId>) {
         self.versions.current()
     }
 
-    /// Makes `record` the durable root: syncs the pages written so far,
-    /// writes the next superblock slot and syncs it. `unreachable` lists the
-    /// pages the new root no longer reaches (but the previous root did, or
-    /// that were written and never linked); their slots are reused once no
-    /// reader pins an older generation. Returns the new generation.
-    pub fn commit(&self, record: SuperblockRecord, unreachable: &[PageId]) -> Result<u64> {
+    /// Makes `root` the committed root: syncs the pages written so far,
+    /// then has `make_durable` record the root durably as the next
+    /// generation (the store layer writes and syncs its superblock: that is
+    /// the commit point). `unreachable` lists the pages the new root no
+    /// longer reaches (but the previous root did, or that were written and
+    /// never linked); their slots are reused once no reader pins an older
+    /// generation. Returns the new generation.
+    pub fn commit(
+        &self,
+        root: Option<PageId>,
+        unreachable: &[PageId],
+        make_durable: &mut dyn FnMut(u64) -> io::Result<()>,
+    ) -> Result<u64> {
         let _serial = self.commit_lock.lock();
         self.check_writable()?;
         self.reclaim_locked()?;
         self.punch_deferred()?;
-        self.debug_check_unreachable(record, unreachable);
+        self.debug_check_unreachable(root, unreachable);
         for pf in &self.files {
             // Cleared before the sync: a write finishing during it sets the
             // flag again, and the next commit syncs it.
@@ -190,25 +180,12 @@ impl PageStore {
                 bump(&self.counters.syncs, 1);
             }
         }
-        let (generation, _) = self.versions.current();
-        let next = generation + 1;
-        let slot = Slot {
-            generation: next,
-            node_size_bytes: self.options.node_size_bytes,
-            leaf_size_bytes: self.options.leaf_size_bytes,
-            record,
-        };
-        self.superblock
-            .write_at(&slot.encode(), Slot::offset(next))
-            .map_err(|e| self.poison_with(e))?;
-        self.superblock
-            .sync_data()
-            .map_err(|e| self.poison_with(e))?;
-        bump(&self.counters.syncs, 1);
+        let next = self.versions.current().0 + 1;
+        make_durable(next).map_err(|e| self.poison_with(e))?;
         bump(&self.counters.commits, 1);
         let cached_blocks: usize = unreachable.iter().map(|&id| self.cached_blocks(id)).sum();
         bump(&self.counters.blocks_freed_cached, cached_blocks as u64);
-        self.versions.publish(next, record, unreachable.to_vec());
+        self.versions.publish(next, root, unreachable.to_vec());
         Ok(next)
     }
 
@@ -224,7 +201,7 @@ impl PageStore {
             .count()
     }
 
-    fn debug_check_unreachable(&self, record: SuperblockRecord, unreachable: &[PageId]) {
+    fn debug_check_unreachable(&self, root: Option<PageId>, unreachable: &[PageId]) {
         if cfg!(debug_assertions) {
             let alloc = self.alloc.lock();
             let pending: std::collections::HashSet<PageId> =
@@ -235,7 +212,7 @@ impl PageStore {
                     "page {:#x} freed twice or never allocated",
                     id.to_raw()
                 );
-                debug_assert_ne!(Some(*id), record.root, "freeing the new root");
+                debug_assert_ne!(Some(*id), root, "freeing the new root");
             }
         }
     }
@@ -290,7 +267,7 @@ impl PageStore {
     }
 
     /// The cache's pool of mappings (see `io::mapping_pool`).
-    pub fn mapping_pool(&self) -> Arc<crate::io::MappingPool> {
+    pub fn mapping_pool(&self) -> Arc<crate::mem::MappingPool> {
         self.cache.mapping_pool()
     }
 
@@ -340,7 +317,7 @@ impl PageStore {
             cache_used_bytes: cache.used_bytes,
             cache_pooled_bytes: cache.pooled_bytes,
             cache_frame_bytes: (cache.frames.live_frames + cache.frames.warm_frames)
-                * crate::io::FRAME_BYTES as u64,
+                * crate::page::FRAME_BYTES as u64,
             cache_frames_released: cache.frames.released_frames,
             cache_leaf_head_bytes: cache.bytes_of(CachePriority::LeafHead),
             cache_filter_bytes: cache.bytes_of(CachePriority::Filter),

@@ -13,12 +13,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::PageId;
-use super::superblock::SuperblockRecord;
 
 #[derive(Debug)]
 struct Inner {
     generation: u64,
-    record: SuperblockRecord,
+    root: Option<PageId>,
     /// Generation -> number of live pins.
     pins: BTreeMap<u64, usize>,
     /// Pages made unreachable by commit `g`, oldest commit first.
@@ -37,16 +36,16 @@ pub(crate) struct Versions {
 pub(crate) struct RootPin {
     versions: Arc<Versions>,
     generation: u64,
-    record: SuperblockRecord,
+    root: Option<PageId>,
 }
 
 impl Versions {
     /// The table after opening at `generation`.
-    pub fn new(generation: u64, record: SuperblockRecord) -> Arc<Versions> {
+    pub fn new(generation: u64, root: Option<PageId>) -> Arc<Versions> {
         Arc::new(Versions {
             inner: Mutex::new(Inner {
                 generation,
-                record,
+                root,
                 pins: BTreeMap::new(),
                 pending: VecDeque::new(),
             }),
@@ -61,23 +60,23 @@ impl Versions {
         RootPin {
             versions: self.clone(),
             generation,
-            record: inner.record,
+            root: inner.root,
         }
     }
 
-    /// The newest committed generation and its record.
-    pub fn current(&self) -> (u64, SuperblockRecord) {
+    /// The newest committed generation and its root.
+    pub fn current(&self) -> (u64, Option<PageId>) {
         let inner = self.inner.lock();
-        (inner.generation, inner.record)
+        (inner.generation, inner.root)
     }
 
     /// Records durable commit `generation`, which made `unreachable` pages
     /// unreachable from its root.
-    pub fn publish(&self, generation: u64, record: SuperblockRecord, unreachable: Vec<PageId>) {
+    pub fn publish(&self, generation: u64, root: Option<PageId>, unreachable: Vec<PageId>) {
         let mut inner = self.inner.lock();
         debug_assert_eq!(generation, inner.generation + 1);
         inner.generation = generation;
-        inner.record = record;
+        inner.root = root;
         if !unreachable.is_empty() {
             inner.pending.push_back((generation, unreachable));
         }
@@ -131,12 +130,7 @@ impl RootPin {
 
     /// The pinned root; `None` for an empty tree.
     pub fn root(&self) -> Option<PageId> {
-        self.record.root
-    }
-
-    /// The whole committed record of the pinned generation.
-    pub fn record(&self) -> SuperblockRecord {
-        self.record
+        self.root
     }
 }
 
@@ -147,7 +141,7 @@ impl Clone for RootPin {
         RootPin {
             versions: self.versions.clone(),
             generation: self.generation,
-            record: self.record,
+            root: self.root,
         }
     }
 }
@@ -173,13 +167,13 @@ mod tests {
 
     #[test]
     fn freed_pages_wait_for_older_pins() {
-        let v = Versions::new(0, SuperblockRecord::default());
+        let v = Versions::new(0, None);
         let old = v.pin();
         let also_old = old.clone();
-        v.publish(1, SuperblockRecord::default(), vec![page(1)]);
+        v.publish(1, None, vec![page(1)]);
         let newer = v.pin();
         assert_eq!(newer.generation(), 1);
-        v.publish(2, SuperblockRecord::default(), vec![page(2)]);
+        v.publish(2, None, vec![page(2)]);
         assert!(v.take_reusable().is_empty());
         drop(old);
         assert!(
@@ -196,8 +190,8 @@ mod tests {
 
     #[test]
     fn a_pin_of_the_newest_generation_does_not_hold_older_frees() {
-        let v = Versions::new(5, SuperblockRecord::default());
-        v.publish(6, SuperblockRecord::default(), vec![page(9)]);
+        let v = Versions::new(5, None);
+        v.publish(6, None, vec![page(9)]);
         let pin = v.pin();
         assert_eq!(v.take_reusable(), vec![page(9)]);
         assert_eq!(pin.generation(), 6);

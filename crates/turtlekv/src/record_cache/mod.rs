@@ -32,7 +32,7 @@ use bytes::Bytes;
 use hashbrown::HashTable;
 use parking_lot::RwLock;
 
-use crate::ghost::Ghost;
+use crate::util::ghost::Ghost;
 use sketch::FrequencySketch;
 
 const SHARDS: usize = 64;
@@ -595,7 +595,7 @@ mod probe {
     use super::*;
 
     fn resident_bytes() -> u64 {
-        crate::io::process_status_bytes("VmRSS:")
+        crate::mem::process_status_bytes("VmRSS:")
     }
 
     #[test]

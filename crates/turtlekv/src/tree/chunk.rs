@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::item::Item;
 use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use crate::key::compare_keys;
-use crate::prefetch::{Locality, prefetch};
+use crate::util::prefetch::{Locality, prefetch};
 
 /// The CPU's cache line size (x86-64 and most ARM cores).
 const CACHE_LINE_BYTES: usize = 64;

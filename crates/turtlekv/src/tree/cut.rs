@@ -190,14 +190,8 @@ pub(super) fn cut_batch(items: Vec<Item>, max_bytes: usize) -> Vec<Vec<Item>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Options;
-
     fn config() -> TreeConfig {
-        TreeConfig::from_options(&Options {
-            leaf_size_bytes: 4096,
-            node_size_bytes: 512,
-            ..Options::default()
-        })
+        TreeConfig::new(512, 4096, 10, 256 << 20)
     }
 
     fn items(keys: std::ops::Range<u32>, value_bytes: usize) -> Vec<Item> {

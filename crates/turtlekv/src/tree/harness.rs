@@ -11,7 +11,6 @@ use super::mem_io::MemPageIo;
 use super::node_codec::referenced_pages;
 use super::update::UpdateEvents;
 use super::{Tree, TreeConfig};
-use crate::Options;
 use crate::page::{CachePriority, PageId, PageIo, PageKind};
 
 pub(super) type Model = BTreeMap<Bytes, Bytes>;
@@ -34,19 +33,18 @@ impl Rng {
     }
 }
 
+/// The sizes of a tree on pages of `node_size_bytes` and
+/// `leaf_size_bytes`, with the engine's default filter and memory budget.
+pub(super) fn config(node_size_bytes: u64, leaf_size_bytes: u64) -> TreeConfig {
+    TreeConfig::new(node_size_bytes, leaf_size_bytes, 10, 256 << 20)
+}
+
 pub(super) fn small_config(node_size_bytes: u64) -> TreeConfig {
-    let options = Options {
-        leaf_size_bytes: 4096,
-        node_size_bytes,
-        filter_bits_per_key: 10,
-        ..Options::default()
-    };
-    options.validate().unwrap();
     TreeConfig {
         // Spill often, so that the tests cover updates that write some
         // leaves before their end and rewrite them later.
         spill_after_new_pages: 2,
-        ..TreeConfig::from_options(&options)
+        ..config(node_size_bytes, 4096)
     }
 }
 

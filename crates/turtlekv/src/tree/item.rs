@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::item_layout::ItemLayout;
 use crate::key::{compare_keys, key_prefix};
-use crate::prefetch::{Locality, prefetch};
+use crate::util::prefetch::{Locality, prefetch};
 
 /// How many items ahead of its head a merge prefetches each run's key.
 /// Keys lie outside the item array (in pages or MemTable chunks), so the

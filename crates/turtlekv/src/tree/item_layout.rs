@@ -3,7 +3,7 @@
 //! header before an item's key and value.
 
 use super::item::Item;
-use crate::varint;
+use crate::util::varint;
 
 /// The fewest bytes an item takes in either layout: a tombstone's
 /// one-byte tag and one-byte key in version 2.

@@ -84,10 +84,10 @@ pub(crate) use shape::TreeShape;
 pub(crate) use update::UpdateEvents;
 
 use crate::page::{CachePriority, ObjectKind, PageId, PageIo, PageKind};
-use crate::{Error, Options, Result};
+use crate::{Error, Result};
 
-/// Sizes the tree works with, derived from [`Options`] and the page store's
-/// page format.
+/// Sizes the tree works with, derived from the page sizes and the page
+/// store's page format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TreeConfig {
     /// Largest leaf/segment page contents, in bytes.
@@ -111,34 +111,42 @@ const SPILL_MAX_BYTES: u64 = 32 << 20;
 /// ...and at least this many pages.
 const SPILL_MIN_PAGES: u64 = 2;
 
-/// `TreeConfig::spill_after_new_pages` for a database's options, fixed at
+/// `TreeConfig::spill_after_new_pages` for a memory budget, fixed at
 /// open: 8 pages of 2 MiB for the default 256 MiB budget.
-fn spill_after_new_pages(options: &Options) -> usize {
-    let bytes = (options.cache_capacity_bytes / 16).min(SPILL_MAX_BYTES);
-    (bytes / options.leaf_size_bytes).max(SPILL_MIN_PAGES) as usize
+fn spill_after_new_pages(leaf_size_bytes: u64, budget_bytes: u64) -> usize {
+    let bytes = (budget_bytes / 16).min(SPILL_MAX_BYTES);
+    (bytes / leaf_size_bytes).max(SPILL_MIN_PAGES) as usize
 }
 
 impl TreeConfig {
-    pub(crate) fn from_options(options: &Options) -> Self {
+    /// The sizes of a tree on pages of `node_size_bytes` and
+    /// `leaf_size_bytes` (the page store's slots), whose updates may hold
+    /// a share of a `budget_bytes` memory budget.
+    pub(crate) fn new(
+        node_size_bytes: u64,
+        leaf_size_bytes: u64,
+        filter_bits_per_key: u32,
+        budget_bytes: u64,
+    ) -> Self {
         // The page store's largest page contents (its blocks and header take
         // the rest of a slot).
-        let (node, leaf) = (options.node_size_bytes, options.leaf_size_bytes);
+        let (node, leaf) = (node_size_bytes, leaf_size_bytes);
         let leaf_max_bytes = crate::page::max_page_bytes(PageKind::Leaf, node, leaf);
         let node_max_bytes = crate::page::max_page_bytes(PageKind::Node, node, leaf);
         // Blocks equal to the page store's block payload make a chunk read one
         // store block; small (test) leaves use proportionally small blocks.
-        let block_size_bytes = if options.leaf_size_bytes >= 64 * 1024 {
+        let block_size_bytes = if leaf_size_bytes >= 64 * 1024 {
             4088
         } else {
-            (options.leaf_size_bytes / 16) as usize
+            (leaf_size_bytes / 16) as usize
         };
         TreeConfig {
             leaf_max_bytes,
-            leaf_min_bytes: options.leaf_size_bytes as usize / 4,
+            leaf_min_bytes: leaf_size_bytes as usize / 4,
             node_max_bytes,
             block_size_bytes,
-            filter_bits_per_key: options.filter_bits_per_key,
-            spill_after_new_pages: spill_after_new_pages(options),
+            filter_bits_per_key,
+            spill_after_new_pages: spill_after_new_pages(leaf_size_bytes, budget_bytes),
         }
     }
 

@@ -1,6 +1,6 @@
 //! The tree on the real page store (over the in-memory fault-injecting file
-//! system): commits with the dead-page lists, reopening from the superblock,
-//! and the store's live-set rebuild through `referenced_pages`.
+//! system): commits with the dead-page lists, reopening at the committed
+//! root, and the store's live-set rebuild through `referenced_pages`.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -13,36 +13,42 @@ use super::harness::{Rng, random_batch};
 use super::leaf::LeafHead;
 use super::node_codec::referenced_pages;
 use super::{Tree, TreeConfig};
-use crate::Options;
 use crate::io::{FaultFs, FileSystem};
-use crate::page::{ObjectKind, PageIo, PageStore, PageStoreOptions, SuperblockRecord, WalPosition};
+use crate::page::{ObjectKind, PageId, PageIo, PageStore, PageStoreOptions};
 
-fn options() -> Options {
-    Options {
-        leaf_size_bytes: 16 * 1024,
-        node_size_bytes: 1024,
-        cache_capacity_bytes: 1 << 20,
-        ..Options::default()
-    }
-}
+const NODE_SIZE_BYTES: u64 = 1024;
+const LEAF_SIZE_BYTES: u64 = 16 * 1024;
 
-fn open(fs: &FaultFs) -> (Arc<PageStore>, Tree, Option<crate::page::PageId>) {
+/// The newest committed generation and root, as a superblock would keep
+/// them.
+type Committed = (u64, Option<PageId>);
+
+/// The store in `/db`, opened at `committed`, and the tree on it.
+fn open(fs: &FaultFs, committed: Committed) -> (Arc<PageStore>, Tree) {
     let fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
+    let options = PageStoreOptions {
+        node_size_bytes: NODE_SIZE_BYTES,
+        leaf_size_bytes: LEAF_SIZE_BYTES,
+        cache_capacity_bytes: 1 << 20,
+        direct_io: false,
+        cache_written_leaves: true,
+    };
+    fs.create_dir_all(Path::new("/db")).unwrap();
+    let mut store = PageStore::open(fs, Path::new("/db"), &options).unwrap();
     let list = |bytes: &[u8]| referenced_pages(bytes);
-    let (store, record) = PageStore::open(
-        fs,
-        Path::new("/db"),
-        &PageStoreOptions::from_options(&options()),
-        &list,
-    )
-    .unwrap();
+    store
+        .install_root(committed.0, committed.1, true, &list)
+        .unwrap();
     let store = Arc::new(store);
     let io: Arc<dyn PageIo> = store.clone();
-    (
-        store,
-        Tree::new(io, TreeConfig::from_options(&options())),
-        record.root,
-    )
+    let config = TreeConfig::new(NODE_SIZE_BYTES, LEAF_SIZE_BYTES, 10, 1 << 20);
+    (store, Tree::new(io, config))
+}
+
+/// Commits `root`; returns what a reopen starts from.
+fn commit(store: &PageStore, root: Option<PageId>, dead_pages: &[PageId]) -> Committed {
+    let generation = store.commit(root, dead_pages, &mut |_| Ok(())).unwrap();
+    (generation, root)
 }
 
 fn scan_all(tree: &Tree, root: Option<crate::page::PageId>) -> Vec<(Bytes, Bytes)> {
@@ -56,13 +62,12 @@ fn tree_on_the_page_store_survives_reopen() {
     let fs = FaultFs::new();
     let mut model: BTreeMap<Bytes, Bytes> = BTreeMap::new();
     let mut rng = Rng::new(31);
-    let mut committed_root = None;
-    for round in 0..3u64 {
-        let (store, tree, root) = open(&fs);
-        assert_eq!(root, committed_root, "reopen finds the committed root");
+    let mut committed = (0, None);
+    for _ in 0..3u64 {
+        let (store, tree) = open(&fs, committed);
+        let mut root = committed.1;
         assert!(scan_all(&tree, root).into_iter().eq(model.clone()));
-        let mut root = root;
-        for n in 0..15u64 {
+        for _ in 0..15u64 {
             let batch: Vec<(Bytes, Option<Bytes>)> = random_batch(&mut rng, 40_000, 2500, 15)
                 .into_iter()
                 .map(|(k, v)| {
@@ -79,15 +84,7 @@ fn tree_on_the_page_store_survives_reopen() {
                     None => model.remove(&k),
                 };
             }
-            let record = SuperblockRecord {
-                root: outcome.root,
-                covered_seq: round * 100 + n,
-                wal_replay_from: WalPosition {
-                    segment_id: 1,
-                    offset_bytes: 32,
-                },
-            };
-            store.commit(record, &outcome.dead_pages).unwrap();
+            committed = commit(&store, outcome.root, &outcome.dead_pages);
             root = outcome.root;
             tree.check(root).unwrap();
         }
@@ -96,10 +93,10 @@ fn tree_on_the_page_store_survives_reopen() {
         for k in keys.iter().step_by(50) {
             assert_eq!(tree.get(root, k).unwrap().as_ref(), model.get(k));
         }
-        committed_root = root;
+        assert_eq!(committed.1, root);
     }
-    let (_, tree, root) = open(&fs);
-    let stats = tree.check(root).unwrap();
+    let (_, tree) = open(&fs, committed);
+    let stats = tree.check(committed.1).unwrap();
     assert!(stats.height >= 2, "{stats:?}");
 }
 
@@ -109,22 +106,15 @@ fn tree_on_the_page_store_survives_reopen() {
 #[test]
 fn cached_heads_and_filters_do_not_pin_whole_pages() {
     let fs = FaultFs::new();
-    let (store, tree, root) = open(&fs);
+    let (store, tree) = open(&fs, (0, None));
+    let root = None;
     let mut rng = Rng::new(7);
     let batch: Vec<(Bytes, Option<Bytes>)> = random_batch(&mut rng, 20_000, 3000, 0)
         .into_iter()
         .map(|(k, _)| (k, Some(Bytes::from(vec![9u8; 100]))))
         .collect();
     let outcome = tree.apply_batch(root, &batch).unwrap();
-    let record = SuperblockRecord {
-        root: outcome.root,
-        covered_seq: 1,
-        wal_replay_from: WalPosition {
-            segment_id: 1,
-            offset_bytes: 32,
-        },
-    };
-    store.commit(record, &outcome.dead_pages).unwrap();
+    commit(&store, outcome.root, &outcome.dead_pages);
     // Every get reads its leaves' heads and filters from the whole pages
     // the checkpoint cached as it wrote them.
     for (k, v) in &batch {

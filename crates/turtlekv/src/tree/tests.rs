@@ -7,11 +7,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::harness::{Harness, Model, Rng, add_events, key, random_batch, small_config};
+use super::harness::{Harness, Model, Rng, add_events, config, key, random_batch, small_config};
 use super::mem_io::MemPageIo;
 use super::update::UpdateEvents;
 use super::{Tree, TreeConfig};
-use crate::Options;
 use crate::page::{CachePriority, PageId, PageIo};
 
 fn run_model(
@@ -116,11 +115,7 @@ fn model_larger_nodes_big_batches() {
 /// nodes split the root).
 #[test]
 fn batches_large_enough_for_parallel_merges_match_the_model() {
-    let options = Options {
-        leaf_size_bytes: 512 << 10,
-        node_size_bytes: 512,
-        ..Options::default()
-    };
+    let tree_config = config(512, 512 << 10);
     // Threads of its own: the parallel path needs two at least, whatever
     // the machine's count.
     let pool = rayon::ThreadPoolBuilder::new()
@@ -129,7 +124,7 @@ fn batches_large_enough_for_parallel_merges_match_the_model() {
         .unwrap();
     pool.install(|| {
         super::merge::PARALLEL_MERGES.with(|merges| merges.set([0; 2]));
-        let mut h = Harness::new(TreeConfig::from_options(&options));
+        let mut h = Harness::new(tree_config);
         let mut rng = Rng::new(31);
         for step in 0..8u64 {
             let mut batch = BTreeMap::new();
@@ -312,11 +307,8 @@ fn corrupt_pages_are_errors() {
 
 #[test]
 fn large_values_span_blocks() {
-    let options = Options {
-        leaf_size_bytes: 2 * 1024 * 1024,
-        ..Options::default()
-    };
-    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let tree_config = config(4096, 2 * 1024 * 1024);
+    let mut h = Harness::new(tree_config);
     let mut rng = Rng::new(4);
     for round in 0..6u64 {
         let batch: Vec<(Bytes, Option<Bytes>)> = (0..12u64)
@@ -342,12 +334,8 @@ fn large_values_span_blocks() {
 fn realistic_page_sizes() {
     // 64 KiB leaves with 4088-byte blocks (the page store's block payload)
     // and 4 KiB nodes: height 2 with ~100 leaves.
-    let options = Options {
-        leaf_size_bytes: 64 * 1024,
-        node_size_bytes: 4096,
-        ..Options::default()
-    };
-    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let tree_config = config(4096, 64 * 1024);
+    let mut h = Harness::new(tree_config);
     let mut rng = Rng::new(77);
     for _ in 0..25 {
         let batch: BTreeMap<Bytes, Option<Bytes>> = (0..4000)
@@ -370,12 +358,8 @@ fn realistic_page_sizes() {
 #[test]
 fn long_keys_with_long_common_prefixes() {
     // Separators cannot be short here: every key shares a 400-byte prefix.
-    let options = Options {
-        leaf_size_bytes: 16 * 1024,
-        node_size_bytes: 2048,
-        ..Options::default()
-    };
-    let mut h = Harness::new(TreeConfig::from_options(&options));
+    let tree_config = config(2048, 16 * 1024);
+    let mut h = Harness::new(tree_config);
     let mut rng = Rng::new(8);
     let prefix = "p".repeat(400);
     for _ in 0..40 {
@@ -508,7 +492,7 @@ fn keys_at_the_node_limit_build_a_healthy_tree() {
 
 #[test]
 fn items_up_to_the_leaf_limit_fit() {
-    let default = TreeConfig::from_options(&Options::default());
+    let default = config(4096, 2 << 20);
     assert!(default.max_item_bytes() >= 7 + crate::MAX_KEY_SIZE + crate::MAX_VALUE_SIZE);
     for config in [small_config(512), default] {
         let mut h = Harness::new(config);
@@ -584,14 +568,10 @@ fn short_scans_read_each_window_at_once() {
 /// still leave every non-root node at least at its minimum, and end.
 #[test]
 fn long_keys_grow_and_shrink() {
-    let options = Options {
-        leaf_size_bytes: 16 * 1024,
-        node_size_bytes: 4096,
-        ..Options::default()
-    };
+    let tree_config = config(4096, 16 * 1024);
     let mut events = UpdateEvents::default();
     for seed in 1..=2 {
-        let mut h = Harness::new(TreeConfig::from_options(&options));
+        let mut h = Harness::new(tree_config);
         let mut rng = Rng::new(seed);
         let batches = 300;
         for i in 0..batches {
@@ -715,12 +695,7 @@ fn cuts_leave_no_small_leaf_that_could_join_its_neighbour() {
 /// worth.
 #[test]
 fn the_update_memory_estimate_is_three_spills() {
-    let config = |budget_bytes: u64| {
-        TreeConfig::from_options(&Options {
-            cache_capacity_bytes: budget_bytes,
-            ..Options::default()
-        })
-    };
+    let config = |budget_bytes: u64| TreeConfig::new(4096, 2 << 20, 10, budget_bytes);
     let bench = config(447_392_426);
     assert_eq!(bench.spill_after_new_pages, 13);
     let mib = bench.update_memory_estimate_bytes() as f64 / (1u64 << 20) as f64;

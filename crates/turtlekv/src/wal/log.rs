@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::batch::BatchOp;
 use crate::io::FileSystem;
-use crate::page::WalPosition;
+use crate::wal::WalPosition;
 use crate::wal::record;
 use crate::wal::replay::{ReplayOutcome, replay};
 use crate::wal::segment::{SEGMENT_HEADER_BYTES, SegmentWriter, WalIo, segment_file_name};

@@ -10,6 +10,7 @@ mod history_tests;
 mod log;
 mod payload_v1;
 mod payload_v2;
+mod position;
 mod record;
 mod replay;
 mod reserve_ahead;
@@ -18,6 +19,7 @@ mod verify;
 
 pub(crate) use group_commit::{GroupCommit, Request};
 pub(crate) use log::{Wal, WalVerification};
+pub(crate) use position::WalPosition;
 pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
 
 /// Sub-directory of the database that holds the segments.

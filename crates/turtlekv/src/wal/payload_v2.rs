@@ -1,10 +1,10 @@
 //! Record payloads of format version 2, the one the log writes: every
-//! number a LEB128 integer (`crate::varint`; `docs/format.md`, "Payload").
+//! number a LEB128 integer (`crate::util::varint`; `docs/format.md`, "Payload").
 //! A put of an 8-byte key and a 120-byte value takes 23 bytes of frame,
 //! header and entry header, against 39 in version 1.
 
 use crate::batch::BatchOp;
-use crate::varint;
+use crate::util::varint;
 use crate::wal::record::{Record, copy_field};
 
 /// Low bit of an entry's tag: set for a put, clear for a delete.

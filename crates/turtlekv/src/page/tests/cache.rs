@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
 
-use super::harness::{Version, leaf_bytes, list_children, open, record, small_options};
+use super::harness::{Version, commit, leaf_bytes, list_children, open, small_options};
 use crate::io::FaultFs;
 use crate::page::cache::{CacheKey, ENTRY_OVERHEAD_BYTES, PageCache, WHOLE_PAGE};
 use crate::page::{CachePriority, PageIo, PageStoreOptions};
@@ -132,7 +132,7 @@ fn budget_holds_under_concurrent_readers_and_resizing() {
         .map(|s| Version::new_leaf(&store, s, 20_000 + 1500 * s as usize).unwrap())
         .collect();
     let v = Version::write(&store, leaves).unwrap();
-    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    commit(&store, Some(v.root), &[]).unwrap();
     let store = Arc::new(store);
     let done = Arc::new(AtomicBool::new(false));
     let monitor = {
@@ -380,7 +380,7 @@ fn a_written_page_read_by_ranges_ages_out_of_a_full_cache() {
 fn a_commit_counts_the_cached_blocks_of_the_pages_it_frees() {
     let (store, _) = open(&FaultFs::new(), &small_options()).unwrap();
     let v1 = Version::write(&store, vec![Version::new_leaf(&store, 1, 30_000).unwrap()]).unwrap();
-    store.commit(record(Some(v1.root), 1), &[]).unwrap();
+    commit(&store, Some(v1.root), &[]).unwrap();
     let leaf = v1.leaves[0].0;
     // Three blocks: the one at 0, and the two a range across 8,100 covers.
     for (offset, len) in [(0, 10), (8_100, 100), (8_150, 10)] {
@@ -390,11 +390,9 @@ fn a_commit_counts_the_cached_blocks_of_the_pages_it_frees() {
     }
     assert_eq!(store.stats().cache_blocks_freed_cached, 0);
     let v2 = Version::write(&store, vec![Version::new_leaf(&store, 2, 30_000).unwrap()]).unwrap();
-    store
-        .commit(record(Some(v2.root), 2), &[v1.root, leaf])
-        .unwrap();
+    commit(&store, Some(v2.root), &[v1.root, leaf]).unwrap();
     assert_eq!(store.stats().cache_blocks_freed_cached, 3);
     // The node page is cached whole, not by blocks: it does not count.
-    store.commit(record(Some(v2.root), 3), &[]).unwrap();
+    commit(&store, Some(v2.root), &[]).unwrap();
     assert_eq!(store.stats().cache_blocks_freed_cached, 3);
 }

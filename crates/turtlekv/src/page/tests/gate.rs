@@ -7,10 +7,10 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use super::harness::{DIR, Version, leaf_bytes, list_children, record, small_options};
+use super::harness::{DIR, Version, commit, leaf_bytes, list_children, open_at, small_options};
 use crate::io::WrapFs;
 use crate::io::{FaultFs, File};
-use crate::page::{CachePriority, PageIo, PageStore};
+use crate::page::{CachePriority, PageIo};
 
 /// Holds reads at one file offset until opened.
 #[derive(Debug, Default)]
@@ -69,12 +69,12 @@ fn a_slow_miss_blocks_neither_hits_nor_other_misses() {
             })
         },
     });
-    let (store, _) = PageStore::open(fs, Path::new(DIR), &small_options(), &list_children).unwrap();
+    let store = open_at(fs, Path::new(DIR), &small_options(), 0, None).unwrap();
     let leaves: Vec<_> = (0..3)
         .map(|s| Version::new_leaf(&store, s, 20_000).unwrap())
         .collect();
     let v = Version::write(&store, leaves).unwrap();
-    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    commit(&store, Some(v.root), &[]).unwrap();
     let store = Arc::new(store);
     let [(hot, hot_seed, _), (slow, _, _), (other, other_seed, _)] = v.leaves[..] else {
         unreachable!("three leaves")

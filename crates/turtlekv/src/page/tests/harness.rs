@@ -1,19 +1,18 @@
 //! A toy tree for page store tests: a node page is a list of 8-byte child
-//! ids; leaves hold bytes derived from a seed so their content can be checked.
+//! ids; leaves hold bytes derived from a seed so their content can be
+//! checked. The store layer's tests of the durable page store use it too.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::io::{FaultFs, FileSystem};
-use crate::page::{
-    PageId, PageIo, PageKind, PageStore, PageStoreOptions, SuperblockRecord, WalPosition,
-};
+use crate::page::{PageId, PageIo, PageKind, PageStore, PageStoreOptions};
 use crate::{Error, Result};
 
-pub(super) const DIR: &str = "/db";
+pub(crate) const DIR: &str = "/db";
 
 /// The toy node format's child list.
-pub(super) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>> {
+pub(crate) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>> {
     if !bytes.len().is_multiple_of(8) {
         return Err(Error::corruption(
             DIR,
@@ -27,7 +26,7 @@ pub(super) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>> {
         .collect())
 }
 
-pub(super) fn node_bytes(children: &[PageId]) -> Vec<u8> {
+pub(crate) fn node_bytes(children: &[PageId]) -> Vec<u8> {
     children
         .iter()
         .flat_map(|c| c.to_raw().to_le_bytes())
@@ -35,7 +34,7 @@ pub(super) fn node_bytes(children: &[PageId]) -> Vec<u8> {
 }
 
 /// Deterministic leaf content of `len_bytes` for `seed`.
-pub(super) fn leaf_bytes(seed: u64, len_bytes: usize) -> Vec<u8> {
+pub(crate) fn leaf_bytes(seed: u64, len_bytes: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len_bytes)
         .map(|_| {
@@ -48,41 +47,55 @@ pub(super) fn leaf_bytes(seed: u64, len_bytes: usize) -> Vec<u8> {
 }
 
 /// Small pages so tests stay fast: 4 KiB nodes, 64 KiB leaves.
-pub(super) fn small_options() -> PageStoreOptions {
+pub(crate) fn small_options() -> PageStoreOptions {
     PageStoreOptions {
         node_size_bytes: 4096,
         leaf_size_bytes: 64 * 1024,
         cache_capacity_bytes: 1 << 20,
         direct_io: false,
-        create_if_missing: true,
         // These tests count device reads after writes.
         cache_written_leaves: false,
     }
 }
 
-pub(super) fn open(
+/// A new page store in `DIR`, and its committed root (none).
+pub(crate) fn open(
     fs: &FaultFs,
     options: &PageStoreOptions,
-) -> Result<(PageStore, SuperblockRecord)> {
+) -> Result<(PageStore, Option<PageId>)> {
     let fs: Arc<dyn FileSystem> = Arc::new(fs.clone());
-    PageStore::open(fs, Path::new(DIR), options, &list_children)
+    Ok((open_at(fs, Path::new(DIR), options, 0, None)?, None))
 }
 
-pub(super) fn record(root: Option<PageId>, n: u64) -> SuperblockRecord {
-    SuperblockRecord {
-        root,
-        covered_seq: n * 10,
-        wal_replay_from: WalPosition {
-            segment_id: n,
-            offset_bytes: 32,
-        },
-    }
+/// The page store in `dir`, opened at `root`, committed as `generation`
+/// (what the store layer reads from its superblock).
+pub(crate) fn open_at(
+    fs: Arc<dyn FileSystem>,
+    dir: &Path,
+    options: &PageStoreOptions,
+    generation: u64,
+    root: Option<PageId>,
+) -> Result<PageStore> {
+    fs.create_dir_all(dir)?;
+    let mut store = PageStore::open(fs, dir, options)?;
+    store.install_root(generation, root, true, &list_children)?;
+    Ok(store)
+}
+
+/// Commits `root` without recording it anywhere durable: page-level tests
+/// that reopen name the root themselves (`open_at`).
+pub(crate) fn commit(
+    store: &PageStore,
+    root: Option<PageId>,
+    unreachable: &[PageId],
+) -> Result<u64> {
+    store.commit(root, unreachable, &mut |_| Ok(()))
 }
 
 /// One committed version of the toy tree: a root node over leaves, each
 /// leaf given by (seed, length).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Version {
+pub(crate) struct Version {
     pub root: PageId,
     pub leaves: Vec<(PageId, u64, usize)>,
 }

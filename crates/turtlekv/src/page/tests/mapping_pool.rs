@@ -22,7 +22,7 @@ fn pattern(seed: u8, len: usize) -> Vec<u8> {
 }
 
 fn mapped_len(len: usize) -> u64 {
-    len.next_multiple_of(crate::io::page_bytes()) as u64
+    len.next_multiple_of(crate::mem::page_bytes()) as u64
 }
 
 #[test]

@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::harness::{DIR, Version, leaf_bytes, list_children, open, record, small_options};
+use super::harness::{DIR, Version, commit, leaf_bytes, open_at, small_options};
 use crate::Error;
 use crate::io::{FaultFs, FileSystem, RealFs, read_exact_batch};
-use crate::page::open::PAGE_FILE_NAMES;
-use crate::page::{CachePriority, PageIo, PageRange, PageStore};
+use crate::page::PAGE_FILE_NAMES;
+use crate::page::{CachePriority, PageId, PageIo, PageRange, PageStore};
 
 /// Where a test's store lives.
 enum Disk {
@@ -27,16 +27,13 @@ impl Disk {
         ]
     }
 
-    fn open(&self) -> PageStore {
-        match self {
-            Disk::Fault(fs) => open(fs, &small_options()).unwrap().0,
-            Disk::Real(dir) => {
-                let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
-                PageStore::open(fs, dir.path(), &small_options(), &list_children)
-                    .unwrap()
-                    .0
-            }
-        }
+    /// The store, opened at `root` committed as `generation`.
+    fn open(&self, generation: u64, root: Option<PageId>) -> PageStore {
+        let (fs, dir): (Arc<dyn FileSystem>, &Path) = match self {
+            Disk::Fault(fs) => (Arc::new(fs.clone()), Path::new(DIR)),
+            Disk::Real(dir) => (Arc::new(RealFs), dir.path()),
+        };
+        open_at(fs, dir, &small_options(), generation, root).unwrap()
     }
 
     fn page_file(&self, index: usize) -> PathBuf {
@@ -65,14 +62,14 @@ impl Disk {
 
 /// A committed store with three 60 KB leaves, reopened so nothing is cached.
 fn cold_store(disk: &Disk) -> (PageStore, Version) {
-    let store = disk.open();
+    let store = disk.open(0, None);
     let leaves = (0..3)
         .map(|s| Version::new_leaf(&store, s, 60_000).unwrap())
         .collect();
     let v = Version::write(&store, leaves).unwrap();
-    store.commit(record(Some(v.root), 1), &[]).unwrap();
+    let generation = commit(&store, Some(v.root), &[]).unwrap();
     drop(store);
-    (disk.open(), v)
+    (disk.open(generation, Some(v.root)), v)
 }
 
 #[test]

@@ -1,13 +1,15 @@
 //! Round trips, reopen, reuse after unpinning, range reads, poisoning.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use super::harness::{
-    DIR, Version, leaf_bytes, list_children, node_bytes, open, record, small_options,
+    DIR, Version, leaf_bytes, list_children, node_bytes, open, open_in, record, small_options,
 };
 use crate::Error;
 use crate::io::{Fault, FaultFs, FaultKind, FaultOn, FileSystem, OpenOptions};
-use crate::page::{CachePriority, PageIo, PageKind, PageStoreOptions, RootPin, SuperblockRecord};
+use crate::page::{CachePriority, PageIo, PageKind, PageStoreOptions, RootPin};
+use crate::store::superblock::SuperblockRecord;
 
 fn leaves(
     store: &crate::page::PageStore,
@@ -46,11 +48,9 @@ fn page_sizes_are_fixed_at_creation() {
         ..small_options()
     };
     assert!(matches!(open(&fs, &other), Err(Error::InvalidOptions(_))));
-    let missing = PageStoreOptions {
-        create_if_missing: false,
-        ..small_options()
-    };
-    assert!(matches!(open(&FaultFs::new(), &missing), Err(Error::Io(_))));
+    let fs: Arc<dyn FileSystem> = Arc::new(FaultFs::new());
+    let missing = open_in(&fs, Path::new(DIR), &small_options(), false);
+    assert!(matches!(missing, Err(Error::Io(_))));
 }
 
 #[test]
@@ -378,10 +378,7 @@ fn multi_block_nodes_round_trip_and_reopen() {
 
 #[test]
 fn direct_io_on_the_real_file_system() {
-    use std::sync::Arc;
-
     use crate::io::RealFs;
-    use crate::page::PageStore;
 
     let dir = tempfile::tempdir().unwrap();
     let options = PageStoreOptions {
@@ -389,7 +386,7 @@ fn direct_io_on_the_real_file_system() {
         ..small_options()
     };
     let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
-    let (store, _) = match PageStore::open(fs.clone(), dir.path(), &options, &list_children) {
+    let (store, _) = match open_in(&fs, dir.path(), &options, true) {
         // File systems without O_DIRECT (tmpfs) refuse the open.
         Err(Error::Io(e)) if e.raw_os_error() == Some(libc::EINVAL) => return,
         other => other.unwrap(),
@@ -404,7 +401,7 @@ fn direct_io_on_the_real_file_system() {
         .unwrap();
     store.reclaim().unwrap();
     drop(store);
-    let (store, rec) = PageStore::open(fs, dir.path(), &options, &list_children).unwrap();
+    let (store, rec) = open_in(&fs, dir.path(), &options, false).unwrap();
     assert_eq!(rec.root, Some(v2.root));
     v2.verify(&store).unwrap();
     store.check(&store.pin(), &list_children).unwrap();
@@ -413,7 +410,7 @@ fn direct_io_on_the_real_file_system() {
 #[test]
 fn default_options_hold_a_full_two_mebibyte_leaf() {
     let fs = FaultFs::new();
-    let options = PageStoreOptions::from_options(&crate::Options::default());
+    let options = crate::Options::default().store_config().pages;
     assert_eq!(
         (options.node_size_bytes, options.leaf_size_bytes),
         (4096, 2 << 20)

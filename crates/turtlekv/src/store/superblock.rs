@@ -1,9 +1,17 @@
 //! The superblock: two alternating checksummed slots naming the committed
-//! root (layout in `docs/format.md`, "Superblock").
+//! root and where WAL replay starts (layout in `docs/format.md`,
+//! "Superblock"). Writing a slot and syncing it is a checkpoint's commit
+//! point.
 
-use super::PageId;
-use crate::Result;
-use crate::io::{AlignedBuf, File, read_exact_at};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::Coverage;
+use crate::io::{AlignedBuf, File, FileSystem, OpenOptions, read_exact_at};
+use crate::page::{PageId, PageStore, PageStoreOptions};
+use crate::wal::WalPosition;
+use crate::{Error, Result};
 
 /// File name of the superblock in the database directory.
 pub(crate) const SUPERBLOCK_FILE_NAME: &str = "SUPERBLOCK";
@@ -14,14 +22,6 @@ const FORMAT_VERSION: u32 = 1;
 const NO_ROOT: u64 = u64::MAX;
 const CHECKED_BYTES: usize = 72;
 
-/// Where WAL replay starts after this checkpoint. The WAL defines the
-/// meaning; the page store only keeps it durable with the root.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub(crate) struct WalPosition {
-    pub segment_id: u64,
-    pub offset_bytes: u64,
-}
-
 /// What one commit makes durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub(crate) struct SuperblockRecord {
@@ -31,6 +31,16 @@ pub(crate) struct SuperblockRecord {
     pub covered_seq: u64,
     /// Where WAL replay starts.
     pub wal_replay_from: WalPosition,
+}
+
+impl SuperblockRecord {
+    /// What the checkpoint that wrote this record covers.
+    pub fn coverage(&self) -> Coverage {
+        Coverage {
+            covered_seq: self.covered_seq,
+            wal_replay_from: self.wal_replay_from,
+        }
+    }
 }
 
 /// A decoded, valid slot.
@@ -155,6 +165,117 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
         }
     }
     Ok(state)
+}
+
+/// The superblock file of an open store.
+#[derive(Debug)]
+pub(crate) struct Superblock {
+    file: Arc<dyn File>,
+    path: PathBuf,
+    node_size_bytes: u64,
+    leaf_size_bytes: u64,
+}
+
+impl Superblock {
+    /// Opens (creating it when missing) the superblock file in `dir`.
+    pub fn open(fs: &dyn FileSystem, dir: &Path, direct_io: bool) -> Result<Superblock> {
+        let path = dir.join(SUPERBLOCK_FILE_NAME);
+        let file = fs.open(
+            &path,
+            OpenOptions::read_write_create().with_direct(direct_io),
+        )?;
+        Ok(Superblock {
+            file,
+            path,
+            node_size_bytes: 0,
+            leaf_size_bytes: 0,
+        })
+    }
+
+    /// The newest committed slot, made durable, and whether some slot held
+    /// bytes that failed to validate. A file without a valid slot is an
+    /// interrupted creation while `pages` holds nothing: generation 0 (the
+    /// empty tree) is then written; otherwise it is corruption. Page sizes
+    /// that differ from `options` are `InvalidOptions`.
+    pub fn recover(
+        &mut self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        pages: &PageStore,
+        options: &PageStoreOptions,
+    ) -> Result<(Slot, bool)> {
+        let state = read_newest(&*self.file)?;
+        let slot = match state.newest {
+            Some(slot) => {
+                // The newest slot may be one whose sync failed (read back
+                // from the OS's cache, never durable): write it again and
+                // sync it before freeing the pages only the older slot
+                // reaches, so that a power cut cannot fall back to a root
+                // whose pages this handle reuses.
+                self.write(&slot)?;
+                slot
+            }
+            None => self.initialise(fs, dir, pages, options)?,
+        };
+        if (slot.node_size_bytes, slot.leaf_size_bytes)
+            != (options.node_size_bytes, options.leaf_size_bytes)
+        {
+            return Err(Error::InvalidOptions(format!(
+                "the database was created with node_size_bytes = {} and leaf_size_bytes = {}; \
+                 options ask for {} and {}",
+                slot.node_size_bytes,
+                slot.leaf_size_bytes,
+                options.node_size_bytes,
+                options.leaf_size_bytes
+            )));
+        }
+        self.node_size_bytes = slot.node_size_bytes;
+        self.leaf_size_bytes = slot.leaf_size_bytes;
+        Ok((slot, state.damaged))
+    }
+
+    /// Writes generation 0 (empty tree) into a new store, or one whose
+    /// creation was interrupted before its first slot was durable:
+    /// recognised by empty page files, so a damaged superblock over real
+    /// data is never overwritten.
+    fn initialise(
+        &self,
+        fs: &dyn FileSystem,
+        dir: &Path,
+        pages: &PageStore,
+        options: &PageStoreOptions,
+    ) -> Result<Slot> {
+        if !pages.is_empty()? {
+            return Err(Error::corruption(
+                &self.path,
+                0,
+                "neither superblock slot is valid, and the page files hold data",
+            ));
+        }
+        let slot = Slot {
+            generation: 0,
+            node_size_bytes: options.node_size_bytes,
+            leaf_size_bytes: options.leaf_size_bytes,
+            record: SuperblockRecord::default(),
+        };
+        self.write(&slot)?;
+        pages.sync_files()?;
+        fs.sync_dir(dir)?;
+        Ok(slot)
+    }
+
+    /// Writes `slot` into its place (the one the other generation does not
+    /// use) and syncs it.
+    pub fn write(&self, slot: &Slot) -> io::Result<()> {
+        self.file
+            .write_at(&slot.encode(), Slot::offset(slot.generation))?;
+        self.file.sync_data()
+    }
+
+    /// The page sizes the store was created with.
+    pub fn page_sizes(&self) -> (u64, u64) {
+        (self.node_size_bytes, self.leaf_size_bytes)
+    }
 }
 
 #[cfg(test)]

@@ -21,8 +21,11 @@ use bytes::Bytes;
 use parking_lot::RwLock;
 
 use super::CachePriority;
-use crate::ghost::Ghost;
-use crate::io::{FrameCounts, FramePool, MappingPool};
+use crate::mem::MappingPool;
+use crate::util::ghost::Ghost;
+use frames::{FrameCounts, FramePool};
+
+pub(crate) mod frames;
 
 const SHARDS: usize = 16;
 /// Priority levels, one per [`CachePriority`].
@@ -286,14 +289,14 @@ impl PageCache {
         unsafe {
             std::ptr::copy_nonoverlapping(bytes.as_ptr(), mapping.base().as_ptr(), bytes.len());
         }
-        crate::io::mapping_bytes(Arc::new(mapping))
+        crate::mem::mapping_bytes(Arc::new(mapping))
     }
 
     /// A copy of a block read from disk, to cache: in a frame whose memory
     /// goes back to the kernel once the cache has let go of enough of them,
     /// so that the cache's resident memory shrinks with its capacity.
     pub fn framed_copy(&self, bytes: &[u8]) -> Bytes {
-        if bytes.len() <= crate::io::FRAME_BYTES {
+        if bytes.len() <= frames::FRAME_BYTES {
             self.frames.copy(bytes)
         } else {
             Bytes::copy_from_slice(bytes)

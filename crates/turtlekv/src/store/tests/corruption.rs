@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use super::harness::{DIR, Version, list_children, open, record, small_options};
 use crate::Error;
 use crate::io::FaultFs;
+use crate::page::PAGE_FILE_NAMES;
 use crate::page::PageKind;
-use crate::page::open::PAGE_FILE_NAMES;
-use crate::page::superblock::SUPERBLOCK_FILE_NAME;
+use crate::store::superblock::SUPERBLOCK_FILE_NAME;
 
 fn committed_store() -> (FaultFs, Version) {
     let fs = FaultFs::new();
@@ -117,7 +117,7 @@ fn a_superblock_cut_inside_its_newer_slot_keeps_the_newer_roots_pages() {
 /// (found by review).
 #[test]
 fn a_slot_with_an_implausible_generation_is_not_valid() {
-    use crate::page::superblock::{MAX_PLAUSIBLE_COUNTER, Slot};
+    use crate::store::superblock::{MAX_PLAUSIBLE_COUNTER, Slot};
     let fs = FaultFs::new();
     drop(open(&fs, &small_options()).unwrap());
     let file = superblock_file(&fs);
@@ -133,7 +133,7 @@ fn a_slot_with_an_implausible_generation_is_not_valid() {
     file.write_at(&bytes, 0).unwrap();
     let (store, rec) = open(&fs, &small_options()).unwrap();
     assert_eq!(rec.root, None);
-    crate::page::PageIo::write_page(&store, PageKind::Leaf, b"x").unwrap();
+    crate::page::PageIo::write_page(&*store, PageKind::Leaf, b"x").unwrap();
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn ids_that_cannot_name_a_page_are_corruption() {
             .unwrap();
         store.commit(record(Some(bad_root), 2), &[]).unwrap();
         let (_, committed) = store.current();
-        assert_eq!(committed.root, Some(bad_root));
+        assert_eq!(committed, Some(bad_root));
         assert!(matches!(
             open(&fs, &small_options()),
             Err(Error::Corruption { .. })

@@ -22,7 +22,7 @@ use std::sync::atomic::{
 
 use parking_lot::Mutex;
 
-use super::mapped::Mapping;
+use super::mapping::Mapping;
 
 #[derive(Debug)]
 pub(crate) struct MappingPool {

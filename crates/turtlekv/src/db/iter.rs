@@ -8,10 +8,10 @@ use std::ops::{Bound, RangeBounds};
 use bytes::Bytes;
 
 use crate::Result;
-use crate::checkpoint::{TreeCursor, TreeVersion};
 use crate::key::compare_keys;
 use crate::memtable::{Direction, MemTable, Versioned};
-use crate::state::ReadView;
+use crate::store::ReadView;
+use crate::store::{TreeCursor, TreeVersion};
 
 /// Keys fetched from one source by its first refill. Small, because the
 /// merge needs from each source only the keys up to where the caller stops:

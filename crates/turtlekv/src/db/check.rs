@@ -5,7 +5,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 
 use crate::memtable::{Direction, MemTable};
-use crate::state::ReadView;
+use crate::store::ReadView;
 use crate::wal::WalVerification;
 use crate::{Error, Result};
 

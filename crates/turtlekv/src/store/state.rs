@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::TreeVersion;
 use crate::Result;
-use crate::checkpoint::TreeVersion;
 use crate::memtable::MemTable;
-use crate::page::WalPosition;
+use crate::wal::WalPosition;
 
 /// A MemTable that takes no more writes, waiting for its checkpoint.
 #[derive(Debug)]

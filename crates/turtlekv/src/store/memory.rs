@@ -1,4 +1,4 @@
-//! An in-memory checkpoint target, to test the pipeline's control flow
+//! An in-memory tree store, to test the checkpoint pipeline's control flow
 //! (freezing, back-pressure, publishing, WAL trimming, failures) apart from
 //! the TurtleTree. "Durable" here means: kept in this object, which tests
 //! hand to the reopened database.
@@ -12,13 +12,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::target::{Coverage, TreeCheck, TreeCursor, TreeScan};
-use super::{CheckpointTarget, TreeVersion};
-use crate::memtable::{Direction, MemTable, Versioned};
+use super::{Coverage, TreeCheck, TreeCursor, TreeScan, TreeStore, TreeVersion};
+use crate::memtable::{Direction, MemTable, Versioned, collect_latest};
 use crate::{Error, Result};
 
 #[derive(Debug, Default)]
-pub(crate) struct MemoryTarget {
+pub(crate) struct MemoryTreeStore {
     current: Mutex<Arc<MemoryVersion>>,
     /// Checkpoints that succeed before every later one fails.
     pub fail_after: Mutex<Option<u64>>,
@@ -79,7 +78,7 @@ impl TreeVersion for MemoryVersion {
     }
 }
 
-impl CheckpointTarget for MemoryTarget {
+impl TreeStore for MemoryTreeStore {
     fn current(&self) -> Arc<dyn TreeVersion> {
         self.current.lock().clone()
     }
@@ -88,6 +87,7 @@ impl CheckpointTarget for MemoryTarget {
         &self,
         memtable: &dyn MemTable,
         coverage: Coverage,
+        workers: &rayon::ThreadPool,
     ) -> Result<Arc<dyn TreeVersion>> {
         let covered_seq = coverage.covered_seq;
         self.cache_capacity_at_checkpoints
@@ -102,7 +102,7 @@ impl CheckpointTarget for MemoryTarget {
         }
         let mut map = self.current.lock().map.clone();
         let mut previous: Option<Bytes> = None;
-        for (key, value) in super::collect::collect_latest(memtable) {
+        for (key, value) in workers.install(|| collect_latest(memtable)) {
             assert!(
                 previous.as_ref().is_none_or(|p| *p < key),
                 "items out of order"

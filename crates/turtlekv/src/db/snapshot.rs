@@ -7,10 +7,10 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::db::DbInner;
-use crate::iter::{Iter, owned_bounds, prefix_bounds};
+use crate::db::iter::{Iter, owned_bounds, prefix_bounds};
 use crate::options::validate_entry;
-use crate::state::ReadView;
 use crate::stats::bump;
+use crate::store::ReadView;
 
 /// A frozen view of the database at the moment [`crate::Db::snapshot`] was
 /// called. Later writes are invisible to it; it costs a reference count.

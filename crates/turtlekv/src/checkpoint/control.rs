@@ -1,4 +1,5 @@
-//! The background thread that runs checkpoints, and the signals around it.
+//! The signals between the checkpoint thread, the writers waiting for it
+//! and the close that stops it.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -66,6 +67,12 @@ impl Control {
         self.progress.notify_all();
     }
 
+    /// Records why the checkpoint thread stopped, and wakes every waiter.
+    pub fn fail(&self, cause: String) {
+        self.state.lock().failure = Some(cause);
+        self.report_progress();
+    }
+
     pub fn wait_for_progress(&self, guard: &mut MutexGuard<'_, ControlState>) {
         self.progress.wait(guard);
     }
@@ -78,14 +85,14 @@ pub(crate) struct WorkerGuard {
     thread: Option<JoinHandle<()>>,
     /// The checkpoint threads' I/O class, when they may run idle: the
     /// close waits for the running checkpoint, so it must not run idle.
-    io: Option<Arc<crate::io::CheckpointIoPriority>>,
+    io: Option<Arc<super::CheckpointIoPriority>>,
 }
 
 impl WorkerGuard {
     pub fn new(
         control: Arc<Control>,
         thread: Option<JoinHandle<()>>,
-        io: Option<Arc<crate::io::CheckpointIoPriority>>,
+        io: Option<Arc<super::CheckpointIoPriority>>,
     ) -> Self {
         WorkerGuard {
             control,

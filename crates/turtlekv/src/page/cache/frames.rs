@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use super::mapped::{Mapping, page_bytes};
+use crate::mem::{Mapping, page_bytes};
 
 /// Bytes per frame: one block of a page file (`page::codec`), and one
 /// page of memory where the kernel's pages are that size.
@@ -267,7 +267,7 @@ mod tests {
         let held: Vec<Bytes> = (0..frames)
             .map(|i| pool.copy(&[(i % 251) as u8 + 1; FRAME_BYTES]))
             .collect();
-        let before = crate::io::process_status_bytes("RssAnon:");
+        let before = crate::mem::process_status_bytes("RssAnon:");
         drop(held);
         assert_eq!(
             pool.counts().warm_frames,
@@ -275,7 +275,7 @@ mod tests {
             "parked until released"
         );
         pool.release_excess();
-        let after = crate::io::process_status_bytes("RssAnon:");
+        let after = crate::mem::process_status_bytes("RssAnon:");
         let counts = pool.counts();
         assert_eq!(counts.live_frames, 0);
         assert_eq!(counts.warm_frames, WARM_FRAMES_MAX as u64);

@@ -1,4 +1,4 @@
-//! One memory budget for the MemTables and the page cache (DESIGN.md §3):
+//! One memory budget for the MemTables and the page cache (docs/design.md, "Memory"):
 //! the page cache gets what the MemTables do not hold, so raising the
 //! checkpoint distance takes memory from reads and lowering it gives it back.
 //! While a checkpoint runs, the cache also leaves room for the checkpoint's
@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::checkpoint::CheckpointTarget;
+use crate::store::TreeStore;
 
 /// The page cache never shrinks below this fraction of the budget, so reads
 /// keep their node pages even while MemTables fill the rest.
@@ -106,19 +106,14 @@ impl MemoryBudget {
     /// Gives the page cache its share when the MemTables and record cache
     /// hold `in_use_bytes()`, unless it already has about that. `force`
     /// resizes even for a small change (after the budget changed).
-    pub fn rebalance(
-        &self,
-        in_use_bytes: impl Fn() -> u64,
-        target: &dyn CheckpointTarget,
-        force: bool,
-    ) {
+    pub fn rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn TreeStore, force: bool) {
         self.resize_then_evict(self.cache_bytes.lock(), in_use_bytes(), target, force);
     }
 
     /// `rebalance`, skipped if another thread holds the lock: the write
     /// path's call, which must not wait (the next group commit looks
     /// again).
-    pub fn try_rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn CheckpointTarget) {
+    pub fn try_rebalance(&self, in_use_bytes: impl Fn() -> u64, target: &dyn TreeStore) {
         if let Some(resizing) = self.cache_bytes.try_lock() {
             self.resize_then_evict(resizing, in_use_bytes(), target, false);
         }
@@ -130,7 +125,7 @@ impl MemoryBudget {
         &self,
         mut resizing: MutexGuard<'_, u64>,
         in_use_bytes: u64,
-        target: &dyn CheckpointTarget,
+        target: &dyn TreeStore,
         force: bool,
     ) {
         let resized = self.resize(&mut resizing, in_use_bytes, target, force);
@@ -152,7 +147,7 @@ impl MemoryBudget {
         &self,
         resizing: &mut MutexGuard<'_, u64>,
         in_use_bytes: u64,
-        target: &dyn CheckpointTarget,
+        target: &dyn TreeStore,
         force: bool,
     ) {
         if self.resize(resizing, in_use_bytes, target, force) {
@@ -170,7 +165,7 @@ impl MemoryBudget {
         &self,
         cache_bytes: &mut u64,
         in_use_bytes: u64,
-        target: &dyn CheckpointTarget,
+        target: &dyn TreeStore,
         force: bool,
     ) -> bool {
         let share = self.cache_share(in_use_bytes);
@@ -246,10 +241,10 @@ mod tests {
     /// checkpoint's own resize has returned.
     #[test]
     fn a_checkpoint_reserve_is_not_undone_by_a_concurrent_writer() {
-        use crate::checkpoint::memory::MemoryTarget;
+        use crate::store::memory::MemoryTreeStore;
         use std::sync::atomic::AtomicBool;
         let budget = MemoryBudget::new(6_400);
-        let target = MemoryTarget::default();
+        let target = MemoryTreeStore::default();
         let done = AtomicBool::new(false);
         std::thread::scope(|scope| {
             scope.spawn(|| {

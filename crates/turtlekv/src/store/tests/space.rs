@@ -5,11 +5,11 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::harness::{Version, list_children, record};
+use super::harness::{Version, list_children, open_in, record};
 use crate::io::{FileSystem, OpenOptions, RealFs};
-use crate::page::open::PAGE_FILE_NAMES;
-use crate::page::superblock::SUPERBLOCK_FILE_NAME;
-use crate::page::{PageIo, PageKind, PageStore, PageStoreOptions};
+use crate::page::PAGE_FILE_NAMES;
+use crate::page::{PageIo, PageKind, PageStoreOptions};
+use crate::store::superblock::SUPERBLOCK_FILE_NAME;
 
 const LEAVES: usize = 48;
 const CHECKPOINTS: u64 = 60;
@@ -26,7 +26,7 @@ impl XorShift {
     }
 }
 
-fn allocated_bytes(fs: &RealFs, dir: &Path) -> u64 {
+fn allocated_bytes(fs: &dyn FileSystem, dir: &Path) -> u64 {
     PAGE_FILE_NAMES
         .iter()
         .chain([&SUPERBLOCK_FILE_NAME])
@@ -45,7 +45,6 @@ fn uncached_256k_leaf_options() -> PageStoreOptions {
         leaf_size_bytes: 256 * 1024,
         cache_capacity_bytes: 1 << 20,
         direct_io: false,
-        create_if_missing: true,
         cache_written_leaves: false,
     }
 }
@@ -53,9 +52,9 @@ fn uncached_256k_leaf_options() -> PageStoreOptions {
 #[test]
 fn space_amplification_stays_under_1_3_on_steady_random_updates() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(RealFs);
+    let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
     let options = uncached_256k_leaf_options();
-    let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
+    let (store, _) = open_in(&fs, dir.path(), &options, true).unwrap();
     let max_leaf = store.max_page_bytes(PageKind::Leaf);
     let min_leaf = options.leaf_size_bytes as usize / 4;
     let mut rng = XorShift(0x2545_F491_4F6C_DD1D);
@@ -92,7 +91,7 @@ fn space_amplification_stays_under_1_3_on_steady_random_updates() {
         v = next_v;
         store.reclaim().unwrap();
         let live: u64 = v.leaves.iter().map(|l| l.2 as u64).sum::<u64>() + 8 * LEAVES as u64;
-        let amplification = allocated_bytes(&fs, dir.path()) as f64 / live as f64;
+        let amplification = allocated_bytes(&*fs, dir.path()) as f64 / live as f64;
         if n > 5 {
             worst = worst.max(amplification);
             sum += amplification;
@@ -119,9 +118,9 @@ fn space_amplification_stays_under_1_3_on_steady_random_updates() {
 #[test]
 fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = Arc::new(RealFs);
+    let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
     let options = uncached_256k_leaf_options();
-    let (store, _) = PageStore::open(fs.clone(), dir.path(), &options, &list_children).unwrap();
+    let (store, _) = open_in(&fs, dir.path(), &options, true).unwrap();
     let full = store.max_page_bytes(PageKind::Leaf);
     let leaves = (0..4)
         .map(|s| Version::new_leaf(&store, s, full).unwrap())
@@ -137,7 +136,7 @@ fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
     let dead = [v1.root, v1.leaves[0].0, v1.leaves[1].0];
     store.commit(record(Some(v2.root), 2), &dead).unwrap();
     store.reclaim().unwrap();
-    let with_dirty_slots = allocated_bytes(&fs, dir.path());
+    let with_dirty_slots = allocated_bytes(&*fs, dir.path());
     assert_eq!(store.stats().bytes_punched, 0);
     // One block of a page reuses the lowest dirty slot; the next commit
     // punches that slot's tail and the other dirty slot whole.
@@ -153,7 +152,7 @@ fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
         store.stats().bytes_punched,
         (slot_bytes - block_bytes) + slot_bytes
     );
-    let after = allocated_bytes(&fs, dir.path());
+    let after = allocated_bytes(&*fs, dir.path());
     assert!(
         after + slot_bytes <= with_dirty_slots,
         "allocated {after} B after the commit, {with_dirty_slots} B before"

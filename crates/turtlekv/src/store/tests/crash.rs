@@ -4,7 +4,7 @@
 
 use super::harness::{Version, list_children, open, record, small_options};
 use crate::io::{CrashMode, Fault, FaultFs};
-use crate::page::{PageStore, SuperblockRecord};
+use crate::store::superblock::SuperblockRecord;
 use crate::{Error, Result};
 
 const COMMITS: u64 = 4;
@@ -37,7 +37,7 @@ fn scenario(fs: &FaultFs, out: &mut Outcome) -> Result<()> {
 }
 
 fn next_version(
-    store: &PageStore,
+    store: &crate::page::PageStore,
     previous: Option<&Version>,
     n: u64,
 ) -> Result<(Version, Vec<crate::page::PageId>)> {

@@ -15,8 +15,10 @@ use std::sync::atomic::Ordering;
 
 use parking_lot::MutexGuard;
 
-use super::inner::DbInner;
-use crate::stats::bump;
+use super::{MemoryPolicy, record_cache_share};
+use crate::record_cache::RecordCache;
+use crate::stats::{Counters, bump};
+use crate::store::VersionSet;
 
 /// One step of the split, and the window of each ghost list: this fraction
 /// of the memory budget.
@@ -88,7 +90,7 @@ impl Streak {
 /// costs a disk read to get back, where a step taken from the page cache
 /// costs at most one read per 4 KiB block. Measured on 10M-record YCSB runs,
 /// shrinking steps raised disk reads per get by 40-50% during the phase
-/// (`docs/benchmarks.md`). Only the user shrinks it.
+/// (`docs/benchmark-log.md`). Only the user shrinks it.
 pub(crate) fn step_share(current: u64, vote: Vote, step: u64, max: u64) -> u64 {
     match vote {
         Vote::Records => current.saturating_add(step).min(max).max(current),
@@ -96,13 +98,13 @@ pub(crate) fn step_share(current: u64, vote: Vote, step: u64, max: u64) -> u64 {
     }
 }
 
-impl DbInner {
+impl MemoryPolicy {
     /// Bytes each ghost list covers: one step of the split.
-    pub fn set_ghost_windows(&self) {
+    pub fn set_ghost_windows(&self, versions: &VersionSet, record_cache: &RecordCache) {
         let window = self.budget.total_bytes() / STEP_DIVISOR;
-        self.record_cache.set_ghost_window_bytes(window);
-        if let Some(target) = &self.target {
-            target.set_cache_ghost_window_bytes(window);
+        record_cache.set_ghost_window_bytes(window);
+        if let Some(trees) = versions.trees() {
+            trees.set_cache_ghost_window_bytes(window);
         }
     }
 
@@ -111,16 +113,16 @@ impl DbInner {
     /// never hold more than the budget together; no other resize runs in
     /// between, so none sees the record cache's old size and undoes the
     /// page cache's step.
-    pub fn apply_record_cache_share(&self) {
+    pub fn apply_record_cache_share(&self, versions: &VersionSet, record_cache: &RecordCache) {
         let mut resizing = self.budget.lock_resizes();
         let asked = self.record_cache_asked_bytes.load(Ordering::Relaxed);
-        let share = crate::options::record_cache_share(asked, self.budget.total_bytes());
-        if share <= self.record_cache.capacity_bytes() {
-            self.record_cache.set_capacity(share);
-            self.resize_page_cache_locked(&mut resizing, share);
+        let share = record_cache_share(asked, self.budget.total_bytes());
+        if share <= record_cache.capacity_bytes() {
+            record_cache.set_capacity(share);
+            self.resize_page_cache_locked(&mut resizing, versions, share);
         } else {
-            self.resize_page_cache_locked(&mut resizing, share);
-            self.record_cache.set_capacity(share);
+            self.resize_page_cache_locked(&mut resizing, versions, share);
+            record_cache.set_capacity(share);
         }
     }
 
@@ -129,16 +131,23 @@ impl DbInner {
     fn resize_page_cache_locked(
         &self,
         resizing: &mut MutexGuard<'_, u64>,
+        versions: &VersionSet,
         record_cache_bytes: u64,
     ) {
-        if let Some(target) = &self.target {
-            let in_use = self.memtable_bytes() + record_cache_bytes;
-            self.budget.resize_locked(resizing, in_use, &**target, true);
+        if let Some(trees) = versions.trees() {
+            let in_use = versions.memtable_bytes() + record_cache_bytes;
+            self.budget.resize_locked(resizing, in_use, &**trees, true);
         }
     }
 
     /// One window's decision of the automatic split.
-    pub fn split_caches(&self, recalls: Recalls) {
+    pub fn split_caches(
+        &self,
+        recalls: Recalls,
+        versions: &VersionSet,
+        record_cache: &RecordCache,
+        stats: &Counters,
+    ) {
         // Held to the end, so a user's setting made meanwhile
         // (`Db::set_record_cache_capacity`) is not overwritten by a step
         // decided before it.
@@ -150,18 +159,18 @@ impl DbInner {
             return;
         };
         let budget = self.budget.total_bytes();
-        let current = self.record_cache.capacity_bytes();
-        let max = crate::options::record_cache_share(u64::MAX, budget);
+        let current = record_cache.capacity_bytes();
+        let max = record_cache_share(u64::MAX, budget);
         let share = step_share(current, direction, budget / STEP_DIVISOR, max);
         if share != current {
             // Counted first: `stats()` must not show a resize's capacity
             // without its count (a test waiting for two steps once saw the
             // second step's capacity, one resize, and the page cache not
             // yet shrunk).
-            bump(&self.stats.record_cache_resizes, 1);
+            bump(&stats.record_cache_resizes, 1);
             self.record_cache_asked_bytes
                 .store(share, Ordering::Relaxed);
-            self.apply_record_cache_share();
+            self.apply_record_cache_share(versions, record_cache);
         }
     }
 }

@@ -1,0 +1,157 @@
+//! The engine's tree store: the TurtleTree on the page store, committed
+//! through the superblock.
+//!
+//! A checkpoint applies a frozen MemTable's items to the newest committed
+//! root as one batch update (the tree cuts it into leaf-sized pieces and
+//! serialises the new pages in parallel), commits the new root (page files
+//! synced, then the superblock slot written and synced), and publishes a
+//! [`StoredVersion`] that pins it. Pages the new root no longer reaches are
+//! reused once no State or snapshot pins an older root.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+
+use super::durable_pages::DurablePages;
+use super::stored_version::StoredVersion;
+use super::superblock::SuperblockRecord;
+use super::{Coverage, StoreStats, TreeStore, TreeVersion};
+use crate::Result;
+use crate::io::FileSystem;
+use crate::memtable::{MemTable, collect_latest};
+use crate::page::{PageIo, PageStoreOptions};
+use crate::tree::node_codec::referenced_pages;
+use crate::tree::{Item, Tree, TreeConfig, TreeShape, UpdateEvents};
+
+/// What the paged tree store is configured with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StoreConfig {
+    pub pages: PageStoreOptions,
+    pub tree: TreeConfig,
+    /// Create the store when the directory holds none.
+    pub create_if_missing: bool,
+}
+
+/// The TurtleTree store. Only the checkpoint thread calls `checkpoint`.
+#[derive(Debug)]
+pub(crate) struct PagedTreeStore {
+    pages: DurablePages,
+    tree: Tree,
+    current: ArcSwap<StoredVersion>,
+    /// Sums of what every checkpoint of this handle wrote, and the shape of
+    /// the newest version (computed once per checkpoint from node pages).
+    progress: Mutex<(UpdateEvents, TreeShape)>,
+}
+
+impl PagedTreeStore {
+    /// Opens (or creates) the store in `dir` and pins its newest root.
+    pub fn open(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        config: &StoreConfig,
+    ) -> Result<PagedTreeStore> {
+        let list = |bytes: &[u8]| referenced_pages(bytes);
+        let (pages, record) =
+            DurablePages::open(fs, dir, &config.pages, config.create_if_missing, &list)?;
+        let io: Arc<dyn PageIo> = pages.pages().clone();
+        let tree = Tree::new(io, config.tree);
+        let version = StoredVersion::new(tree.clone(), pages.pages().clone(), record.coverage());
+        let shape = tree.shape(version.root())?;
+        Ok(PagedTreeStore {
+            pages,
+            tree,
+            current: ArcSwap::from_pointee(version),
+            progress: Mutex::new((UpdateEvents::default(), shape)),
+        })
+    }
+}
+
+impl TreeStore for PagedTreeStore {
+    fn current(&self) -> Arc<dyn TreeVersion> {
+        self.current.load_full()
+    }
+
+    fn checkpoint(
+        &self,
+        memtable: &dyn MemTable,
+        coverage: Coverage,
+        workers: &rayon::ThreadPool,
+    ) -> Result<Arc<dyn TreeVersion>> {
+        let root = self.current.load().root();
+        let outcome = workers.install(|| {
+            let batch: Vec<Item> = collect_latest(memtable)
+                .into_iter()
+                .map(|(key, value)| Item { key, value })
+                .collect();
+            self.tree.apply_items(root, batch)
+        })?;
+        let record = SuperblockRecord {
+            root: outcome.root,
+            covered_seq: coverage.covered_seq,
+            wal_replay_from: coverage.wal_replay_from,
+        };
+        self.pages.commit(record, &outcome.dead_pages)?;
+        let version = Arc::new(StoredVersion::new(
+            self.tree.clone(),
+            self.pages.pages().clone(),
+            coverage,
+        ));
+        debug_assert_eq!(version.root(), outcome.root);
+        self.current.store(version.clone());
+        // The commit is durable: statistics must not fail it (a failed
+        // checkpoint poisons the handle). A node that cannot be read now is
+        // reported by the reads that need it; the shape stays the last one.
+        let shape = self.tree.shape(outcome.root);
+        let mut progress = self.progress.lock();
+        progress.0.add(&outcome.events);
+        if let Ok(shape) = shape {
+            progress.1 = shape;
+        }
+        Ok(version)
+    }
+
+    fn stats(&self) -> StoreStats {
+        let (written, shape) = *self.progress.lock();
+        let mut pages = self.pages.stats();
+        pages.syncs += self.pages.superblock_syncs();
+        StoreStats {
+            written,
+            pages,
+            shape,
+        }
+    }
+
+    fn reclaim(&self) -> Result<()> {
+        self.pages.reclaim()
+    }
+
+    fn set_cache_capacity(&self, capacity_bytes: u64) {
+        self.pages.store_cache_capacity(capacity_bytes);
+    }
+
+    fn evict_to_cache_capacity(&self) {
+        self.pages.evict_cache_to_capacity();
+    }
+
+    fn mapping_pool(&self) -> Option<Arc<crate::mem::MappingPool>> {
+        Some(self.pages.mapping_pool())
+    }
+
+    fn set_cache_ghost_window_bytes(&self, bytes: u64) {
+        self.pages.set_cache_ghost_window_bytes(bytes);
+    }
+
+    fn checkpoint_memory_floor_bytes(&self) -> u64 {
+        self.tree.config().update_memory_estimate_bytes()
+    }
+
+    fn max_item_bytes(&self) -> usize {
+        self.tree.config().max_item_bytes()
+    }
+
+    fn max_key_bytes(&self) -> usize {
+        self.tree.config().max_key_bytes()
+    }
+}

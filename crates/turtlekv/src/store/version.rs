@@ -1,0 +1,48 @@
+//! The read side of the store: one durable tree version, and scans over it.
+
+use std::fmt::Debug;
+use std::ops::Bound;
+
+use bytes::Bytes;
+
+use crate::Result;
+use crate::memtable::{Direction, Versioned};
+
+/// One durable, immutable version of the tree: the result of a checkpoint.
+/// Readers holding it keep its pages from being reused.
+pub(crate) trait TreeVersion: Send + Sync + Debug {
+    /// The value of `key` in this version.
+    fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
+
+    /// An iterator over the live pairs within `(lower, upper)` in
+    /// `direction` order, starting from the matching end of the range. It
+    /// reads this version's pages: the caller keeps the version alive for
+    /// as long as it uses the cursor.
+    fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor;
+
+    /// Highest sequence number whose write this version contains.
+    fn covered_seq(&self) -> u64;
+
+    /// Verifies every page and invariant of this version (`Db::check`).
+    fn check(&self) -> Result<TreeCheck>;
+}
+
+/// A scan over one tree version, taken in batches.
+pub(crate) trait TreeScan: Send {
+    /// Appends the next live pairs to `out`, in the cursor's direction: up
+    /// to `limit` of them, fewer only when the scan is over. After an
+    /// error the scan yields nothing more.
+    fn fill(&mut self, limit: usize, out: &mut Vec<Versioned>) -> Result<()>;
+}
+
+/// A scan over one tree version.
+pub(crate) type TreeCursor = Box<dyn TreeScan>;
+
+/// What a tree check verified.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TreeCheck {
+    /// Live keys.
+    pub keys: u64,
+    /// Pages read and verified.
+    pub pages: u64,
+}

@@ -1,0 +1,8 @@
+//! Small building blocks shared by several layers, with no knowledge of
+//! the engine: LEB128 integers, CPU cache prefetch hints, striped event
+//! counters and the ghost list of recently evicted keys.
+
+pub(crate) mod ghost;
+pub(crate) mod prefetch;
+pub(crate) mod striped;
+pub(crate) mod varint;
