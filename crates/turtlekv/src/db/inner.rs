@@ -82,7 +82,7 @@ impl EntryLimits {
     /// most `MAX_VALUE_SIZE`. Found downwards from an upper bound, as the
     /// value's length field widens with the value.
     fn max_value_bytes(&self, key_len: usize) -> usize {
-        let layout = crate::tree::item_layout::ItemLayout::CURRENT;
+        let layout = crate::tree::ItemLayout::CURRENT;
         let fits = |len| layout.item_len(key_len, Some(len)) <= self.max_item_bytes;
         let mut len = self
             .max_item_bytes

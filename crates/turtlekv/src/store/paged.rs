@@ -22,8 +22,7 @@ use crate::Result;
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, collect_latest};
 use crate::page::{PageIo, PageStoreOptions};
-use crate::tree::node_codec::referenced_pages;
-use crate::tree::{Item, Tree, TreeConfig, TreeShape, UpdateEvents};
+use crate::tree::{Item, Tree, TreeConfig, TreeShape, UpdateEvents, referenced_pages};
 
 /// What the paged tree store is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,8 +9,7 @@ use super::{Coverage, TreeCheck, TreeCursor, TreeScan, TreeVersion};
 use crate::Result;
 use crate::memtable::{Direction, Versioned};
 use crate::page::{PageId, PageStore, RootPin};
-use crate::tree::node_codec::referenced_pages;
-use crate::tree::{RootMemo, ScanCursor, Tree};
+use crate::tree::{RootMemo, ScanCursor, Tree, referenced_pages};
 
 /// One committed root, pinned for as long as this value lives.
 #[derive(Debug)]

@@ -5,12 +5,14 @@ use std::collections::HashSet;
 
 use bytes::Bytes;
 
-use super::item::{Item, total_size_bytes};
-use super::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
-use super::{Tree, corrupt, cut};
 use crate::Result;
 use crate::filter;
 use crate::page::{CachePriority, PageId};
+use crate::tree::Tree;
+use crate::tree::corrupt;
+use crate::tree::format::item::{Item, total_size_bytes};
+use crate::tree::format::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
+use crate::tree::write::cut;
 
 /// Shape of a tree version, as the checker found it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -4,15 +4,15 @@
 
 use bytes::Bytes;
 
-use super::chunk::ChunkItems;
-use super::item::Item;
-use super::item_layout::ItemLayout;
-use super::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
-use super::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
-use super::node_codec::referenced_pages;
-use super::probe::{NodeIndex, PivotTarget};
 use crate::filter;
 use crate::page::PageId;
+use crate::tree::format::chunk::ChunkItems;
+use crate::tree::format::item::Item;
+use crate::tree::format::item_layout::ItemLayout;
+use crate::tree::format::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
+use crate::tree::format::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
+use crate::tree::format::node_codec::referenced_pages;
+use crate::tree::read::probe::{NodeIndex, PivotTarget};
 
 /// Decodes leaf contents as a lookup and a scan would: filter, head, every
 /// chunk, then a point lookup and a scan seek of each item through its chunk.

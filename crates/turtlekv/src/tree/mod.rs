@@ -22,66 +22,32 @@
 //! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
 //!   references, for the page store's live-set walk at open.
 
-mod background_drop;
-mod buffer;
 pub(crate) mod check;
-mod chunk;
-mod cut;
-mod flush;
+pub(crate) mod format;
 pub(crate) mod fuzz_hook;
-mod get;
-pub(crate) mod item;
-pub(crate) mod item_layout;
-mod leaf;
-mod leaf_head;
-mod level_merge;
-mod memo;
-mod merge;
-pub(crate) mod node;
-pub(crate) mod node_codec;
-mod probe;
-mod reclaim;
-mod reshape;
-pub(crate) mod scan;
-mod scan_source;
+pub(crate) mod read;
 pub(crate) mod shape;
-mod span;
-pub(crate) mod update;
-mod write;
+#[cfg(test)]
+mod tests;
+pub(crate) mod write;
 
 /// What a stored version remembers of its root's node index, so that its
 /// gets need not ask the page cache even for that (`memo`).
 pub(crate) type RootMemo = memo::Memo<probe::NodeIndex>;
 
-#[cfg(test)]
-mod crafted_tests;
-#[cfg(test)]
-mod decode_tests;
-#[cfg(test)]
-mod harness;
-#[cfg(test)]
-mod io_tests;
-#[cfg(test)]
-mod mem_io;
-#[cfg(test)]
-mod prop_tests;
-#[cfg(test)]
-mod random_tests;
-#[cfg(test)]
-mod scan_edge_tests;
-#[cfg(test)]
-mod store_tests;
-#[cfg(test)]
-mod tests;
-
 use std::sync::Arc;
 
 use bytes::Bytes;
 
-pub(crate) use item::Item;
-pub(crate) use scan::ScanCursor;
+pub(crate) use format::item::Item;
+pub(crate) use format::item_layout::ItemLayout;
+pub(crate) use format::node_codec::referenced_pages;
+pub(crate) use read::scan::ScanCursor;
 pub(crate) use shape::TreeShape;
-pub(crate) use update::UpdateEvents;
+pub(crate) use write::update::UpdateEvents;
+
+use format::{chunk, leaf, node};
+use read::{memo, probe};
 
 use crate::page::{CachePriority, ObjectKind, PageId, PageIo, PageKind};
 use crate::{Error, Result};

@@ -2,10 +2,10 @@
 
 use std::collections::HashSet;
 
-use super::Tree;
-use super::node::{Child, LeafData};
 use crate::Result;
 use crate::page::PageId;
+use crate::tree::Tree;
+use crate::tree::format::node::{Child, LeafData};
 
 /// Shape of a tree version.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,12 @@
+//! The tree's byte formats: items, leaf pages (which buffer segments share)
+//! and node pages (`docs/format.md`), and their in-memory forms. Every page
+//! the tree reads is decoded here, and a decoder refuses bytes that break
+//! a rule of the format with an error, never a panic.
+
+pub(crate) mod chunk;
+pub(crate) mod item;
+pub(crate) mod item_layout;
+pub(crate) mod leaf;
+pub(crate) mod leaf_head;
+pub(crate) mod node;
+pub(crate) mod node_codec;
