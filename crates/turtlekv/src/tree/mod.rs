@@ -1,5 +1,5 @@
 //! The TurtleTree: a B-epsilon-plus tree whose nodes hold pivots and an
-//! update buffer of level-tiered segments (DESIGN.md §2, TurtleKV paper §3).
+//! update buffer of level-tiered segments (`docs/design.md`; TurtleKV paper §3).
 //!
 //! The tree is updated only in sorted batches, copy-on-write: `apply_batch`
 //! takes a root and returns a new root plus the pages it wrote and the pages
@@ -7,8 +7,8 @@
 //! invariant checker work on any stored root. Storage is reached only through
 //! [`PageIo`]. Byte layouts are in `docs/format.md`.
 //!
-//! Use from the checkpoint pipeline:
-//! - `Tree::new(io, TreeConfig::from_options(&options))`;
+//! Use from the store layer (`store::PagedTreeStore`):
+//! - `Tree::new(io, TreeConfig::new(node_size, leaf_size, filter_bits, budget))`;
 //! - `tree.apply_batch(root, &sorted_unique_batch)` with the whole frozen
 //!   MemTable (it is cut into leaf-sized pieces internally and only the final
 //!   state is written; new leaves are serialised in parallel with rayon) →
@@ -19,8 +19,12 @@
 //!   in tests), `tree.scan(root, lower, upper, reverse)` (an
 //!   iterator of `Result<(key, value)>`), `tree.check(root)` (deep, reads
 //!   everything: `TreeStats`), `tree.shape(root)` (node pages only);
-//! - `node_codec::referenced_pages(node_page_bytes)` lists the pages a node page
+//! - `referenced_pages(node_page_bytes)` lists the pages a node page
 //!   references, for the page store's live-set walk at open.
+//!
+//! The code is in three parts: `format/` (the byte layouts of items, leaf
+//! pages and node pages, and their in-memory forms), `read/` (lookups and
+//! scans) and `write/` (the batch update).
 
 pub(crate) mod check;
 pub(crate) mod format;
