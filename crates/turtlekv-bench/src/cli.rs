@@ -24,6 +24,61 @@ pub struct Cli {
 pub enum Command {
     /// Run YCSB core workloads on one or more engines and compare them.
     Ycsb(YcsbArgs),
+    /// Draw the throughput of one or more results files (`ycsb --json`)
+    /// as an SVG bar chart.
+    Plot(PlotArgs),
+    /// Print one or more results files as Markdown tables: throughput with
+    /// ratios to TurtleKV, then amplification, memory and tail latencies.
+    Report(ReportArgs),
+}
+
+/// `turtlekv-bench plot results.json --out results.svg`.
+#[derive(Debug, Clone, Args)]
+pub struct PlotArgs {
+    /// Results files written by `ycsb --json`. With several, their bars
+    /// stand side by side, each labelled with its file's label.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The SVG file to write.
+    #[arg(long, value_parser = svg_path)]
+    pub out: PathBuf,
+    /// Chart title; default: the run's records, value size, cache and
+    /// commit, from the first file's metadata.
+    #[arg(long)]
+    pub title: Option<String>,
+    /// A label per input file, in order (repeat the option); default: the
+    /// file's commit and date, or its name for older files.
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+}
+
+/// `turtlekv-bench report results.json`.
+#[derive(Debug, Clone, Args)]
+pub struct ReportArgs {
+    /// Results files written by `ycsb --json`; several become one table
+    /// with a column naming each row's file.
+    #[arg(required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// A label per input file, in order (repeat the option); default: the
+    /// file's commit and date, or its name for older files.
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+}
+
+/// Plots are SVG: a path that says otherwise is refused before a run
+/// starts, not after it.
+pub fn svg_path(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    let is_svg = path
+        .extension()
+        .is_some_and(|ext| ext.eq_ignore_ascii_case("svg"));
+    if is_svg {
+        Ok(path)
+    } else {
+        Err(format!(
+            "plots are SVG; name the file with .svg (got {text})"
+        ))
+    }
 }
 
 /// The defaults finish in about a minute for TurtleKV alone on two cores.
@@ -127,8 +182,9 @@ pub struct YcsbArgs {
     /// Write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Draw throughput per workload and engine to this PNG file.
-    #[arg(long)]
+    /// Draw throughput per workload and engine to this SVG file (the same
+    /// chart as `turtlekv-bench plot` draws from the JSON).
+    #[arg(long, value_parser = svg_path)]
     pub plot: Option<PathBuf>,
     /// Bound each engine's process, OS page cache included, to this many
     /// bytes with a cgroup v1 memory group (root only; the group is removed
@@ -144,7 +200,8 @@ pub struct YcsbArgs {
     pub cgroup: Option<PathBuf>,
 }
 
-fn value_name(value: &impl ValueEnum) -> String {
+/// The command-line spelling of a value (`zipfian-unscrambled`).
+pub fn value_name(value: &impl ValueEnum) -> String {
     value
         .to_possible_value()
         .expect("no variant is skipped")
@@ -248,11 +305,13 @@ mod tests {
             "turtlekv-bench ycsb --engines turtlekv,rocksdb,fjall,redb,lmdb \
              --workloads load,a,e --records 1000 --ops 50 --threads 4 --value-size \
              100 --cache-bytes 1048576 --direct-io --sync --distribution uniform \
-             --key-format ycsb --seed 9 --json out.json --plot out.png"
+             --key-format ycsb --seed 9 --json out.json --plot out.svg"
                 .split_whitespace(),
         )
         .unwrap();
-        let Command::Ycsb(args) = cli.command;
+        let Command::Ycsb(args) = cli.command else {
+            panic!("not ycsb")
+        };
         assert_eq!(args.engines.len(), 5);
         assert_eq!(
             args.workloads,
@@ -265,7 +324,7 @@ mod tests {
         assert!(args.direct_io && args.sync);
         assert_eq!(args.distribution, Distribution::Uniform);
         assert_eq!(args.key_format, KeyFormat::Ycsb);
-        assert_eq!(args.plot, Some(PathBuf::from("out.png")));
+        assert_eq!(args.plot, Some(PathBuf::from("out.svg")));
     }
 
     #[test]
@@ -274,20 +333,24 @@ mod tests {
             "turtlekv-bench ycsb --engines turtlekv,fjall --workloads load,d \
              --records 77 --ops 5 --threads 3 --value-size 64 --cache-bytes 99999 \
              --sync --distribution uniform --key-format ycsb --seed 4 --dir /tmp/x \
-             --plot p.png --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
+             --plot p.svg --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
              --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3 \
              --turtlekv-write-only-checkpoint-distance-bytes 8192 --rocksdb-memory-in-cache"
                 .split_whitespace(),
         )
         .unwrap();
-        let Command::Ycsb(parent) = cli.command;
+        let Command::Ycsb(parent) = cli.command else {
+            panic!("not ycsb")
+        };
         let mut argv = vec![OsString::from("turtlekv-bench")];
         argv.extend(parent.child_args(
             EngineKind::Fjall,
             Path::new("/tmp/r.json"),
             Some(Path::new("/cg")),
         ));
-        let Command::Ycsb(child) = Cli::try_parse_from(argv).unwrap().command;
+        let Command::Ycsb(child) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not ycsb")
+        };
         assert!(child.child);
         assert_eq!(child.engines, vec![EngineKind::Fjall]);
         assert_eq!(child.workloads, parent.workloads);
@@ -323,7 +386,10 @@ mod tests {
     fn defaults_and_rejections() {
         let Command::Ycsb(args) = Cli::try_parse_from(["turtlekv-bench", "ycsb"])
             .unwrap()
-            .command;
+            .command
+        else {
+            panic!("not ycsb")
+        };
         assert_eq!(args.engines, vec![EngineKind::Turtlekv]);
         assert_eq!(args.workloads.len(), 7);
         assert_eq!(args.value_size, 120);
@@ -340,5 +406,41 @@ mod tests {
             "0",
         ];
         assert!(Cli::try_parse_from(zero_threads).is_err());
+        // A plot that could not be written as asked fails before the run.
+        let png = ["turtlekv-bench", "ycsb", "--plot", "out.png"];
+        let err = Cli::try_parse_from(png).unwrap_err().to_string();
+        assert!(err.contains("plots are SVG"), "{err}");
+    }
+
+    #[test]
+    fn plot_and_report_take_files_and_labels() {
+        let cli = Cli::try_parse_from([
+            "turtlekv-bench",
+            "plot",
+            "a.json",
+            "b.json",
+            "--out",
+            "x.SVG",
+            "--label",
+            "first, with a comma",
+            "--label",
+            "second",
+        ])
+        .unwrap();
+        let Command::Plot(plot) = cli.command else {
+            panic!("not plot")
+        };
+        assert_eq!(plot.inputs.len(), 2);
+        assert_eq!(plot.labels, ["first, with a comma", "second"]);
+        assert_eq!(plot.out, PathBuf::from("x.SVG"));
+        assert!(Cli::try_parse_from(["turtlekv-bench", "plot", "a.json"]).is_err());
+        assert!(Cli::try_parse_from(["turtlekv-bench", "report"]).is_err());
+        let Command::Report(report) = Cli::try_parse_from(["turtlekv-bench", "report", "r.json"])
+            .unwrap()
+            .command
+        else {
+            panic!("not report")
+        };
+        assert_eq!(report.inputs, [PathBuf::from("r.json")]);
     }
 }

@@ -13,7 +13,7 @@ use anyhow::{Context, Result, bail};
 use crate::cgroup::MemoryCgroup;
 use crate::cli::YcsbArgs;
 use crate::engines::EngineKind;
-use crate::report::PhaseResult;
+use crate::report::{PhaseResult, ResultsFile};
 
 /// Runs `engine` with `args`' settings in a child process and returns its
 /// results. The child's progress bars and errors go to our stderr. With
@@ -61,5 +61,7 @@ pub fn run_in_child(args: &YcsbArgs, engine: EngineKind) -> Result<Vec<PhaseResu
     }
     let text =
         std::fs::read_to_string(&json).with_context(|| format!("reading the {engine} results"))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing the {engine} results"))
+    let file =
+        ResultsFile::parse(&text).with_context(|| format!("parsing the {engine} results"))?;
+    Ok(file.results)
 }

@@ -2,10 +2,13 @@
 //! JSON, and compared with TurtleKV.
 
 use std::fmt::Write as _;
+use std::path::Path;
 
+use anyhow::{Context, Result, bail};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
+use crate::meta::RunMetadata;
 use crate::workload::OpKind;
 
 /// Latency percentiles of one operation kind, in microseconds.
@@ -121,9 +124,166 @@ pub fn per_op_latencies(histograms: &[Histogram<u64>]) -> Vec<(String, Latency)>
         .collect()
 }
 
-/// The JSON document: an array of rows.
-pub fn to_json(results: &[PhaseResult]) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(results)
+/// The version of the JSON document `--json` writes. Version 1 (no
+/// `format` field) was a bare array of rows.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// A results file: the run's metadata, then one row per (engine, phase).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultsFile {
+    pub format: u32,
+    /// `None` for files written before the metadata existed.
+    pub metadata: Option<RunMetadata>,
+    pub results: Vec<PhaseResult>,
+}
+
+impl ResultsFile {
+    pub fn new(metadata: Option<RunMetadata>, results: Vec<PhaseResult>) -> ResultsFile {
+        ResultsFile {
+            format: FORMAT_VERSION,
+            metadata,
+            results,
+        }
+    }
+
+    /// Reads a results file of either format: the current document, or
+    /// the bare array of rows that earlier builds wrote.
+    pub fn parse(text: &str) -> Result<ResultsFile> {
+        let value: serde_json::Value = serde_json::from_str(text).context("not JSON")?;
+        if value.is_array() {
+            let results = serde_json::from_value(value).context("reading the rows")?;
+            return Ok(ResultsFile {
+                format: 1,
+                metadata: None,
+                results,
+            });
+        }
+        let file: ResultsFile =
+            serde_json::from_value(value).context("reading the results document")?;
+        if file.format > FORMAT_VERSION {
+            bail!(
+                "results format {} is newer than this build reads ({FORMAT_VERSION})",
+                file.format
+            );
+        }
+        Ok(file)
+    }
+
+    pub fn read(path: &Path) -> Result<ResultsFile> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        ResultsFile::parse(&text).with_context(|| format!("parsing {}", path.display()))
+    }
+
+    pub fn to_json(&self) -> serde_json::Result<String> {
+        serde_json::to_string_pretty(self)
+    }
+}
+
+/// A results file and the label its rows carry in a report or plot.
+#[derive(Debug, Clone)]
+pub struct LabelledRun {
+    pub label: String,
+    pub file: ResultsFile,
+}
+
+/// Reads `inputs`, labelled by `labels` (one per input, or none: then each
+/// file's commit and date, or its file name when it has no metadata).
+pub fn load_runs(inputs: &[std::path::PathBuf], labels: &[String]) -> Result<Vec<LabelledRun>> {
+    if !labels.is_empty() && labels.len() != inputs.len() {
+        bail!(
+            "{} labels for {} files: give one --label per file, or none",
+            labels.len(),
+            inputs.len()
+        );
+    }
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let file = ResultsFile::read(path)?;
+            let label = match (labels.get(i), &file.metadata) {
+                (Some(label), _) => label.clone(),
+                (None, Some(meta)) => {
+                    let date = meta.started_at.get(..10).unwrap_or("");
+                    format!("{} {date}", meta.commit).trim().to_string()
+                }
+                (None, None) => path.file_stem().map_or_else(
+                    || path.display().to_string(),
+                    |s| s.to_string_lossy().into(),
+                ),
+            };
+            Ok(LabelledRun { label, file })
+        })
+        .collect()
+}
+
+/// The workloads of the files' rows as columns: (name, repeat) in YCSB
+/// order, a workload run twice in one file (`c,c`) giving two columns.
+pub fn workload_columns<'a>(
+    files: impl IntoIterator<Item = &'a [PhaseResult]>,
+) -> Vec<(String, usize)> {
+    let mut columns: Vec<(String, usize)> = Vec::new();
+    for rows in files {
+        for (column, _) in with_columns(rows) {
+            if !columns.contains(&column) {
+                columns.push(column);
+            }
+        }
+    }
+    let rank = |name: &str| {
+        use clap::ValueEnum as _;
+        crate::workload::Workload::from_str(name, true).map_or(usize::MAX, |w| w as usize)
+    };
+    columns.sort_by_key(|(name, nth)| (rank(name), *nth));
+    columns
+}
+
+/// Each row with its column: the `nth` run of its workload by its engine
+/// within `rows`.
+pub fn with_columns(rows: &[PhaseResult]) -> Vec<((String, usize), &PhaseResult)> {
+    let mut seen: std::collections::HashMap<(&str, &str), usize> = Default::default();
+    rows.iter()
+        .map(|row| {
+            let nth = seen.entry((&row.engine, &row.workload)).or_default();
+            let column = (row.workload.clone(), *nth);
+            *nth += 1;
+            (column, row)
+        })
+        .collect()
+}
+
+/// `load` as "Load", `c` as "C", its second run as "C (2)".
+pub fn workload_title(name: &str, nth: usize) -> String {
+    let base = if name == "load" {
+        "Load".to_string()
+    } else {
+        name.to_uppercase()
+    };
+    if nth == 0 {
+        base
+    } else {
+        format!("{base} ({})", nth + 1)
+    }
+}
+
+/// How an engine is written in reports: `rocksdb` as "RocksDB".
+pub fn engine_title(name: &str) -> String {
+    match name {
+        "turtlekv" => "TurtleKV".to_string(),
+        "rocksdb" => "RocksDB".to_string(),
+        "lmdb" => "LMDB".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The JSON document of a run: `metadata` (settings, commit, engine
+/// versions, host) and `results`, an array of rows.
+pub fn to_json(
+    metadata: Option<&RunMetadata>,
+    results: &[PhaseResult],
+) -> serde_json::Result<String> {
+    ResultsFile::new(metadata.cloned(), results.to_vec()).to_json()
 }
 
 fn optional(value: Option<f64>, decimals: usize) -> String {
@@ -138,7 +298,7 @@ fn mebibytes(bytes: Option<u64>) -> String {
 }
 
 /// Thousands separators make ops/s columns readable at a glance.
-fn grouped(value: f64) -> String {
+pub fn grouped(value: f64) -> String {
     let digits = format!("{:.0}", value.max(0.0));
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -338,8 +498,10 @@ mod tests {
     fn json_has_the_documented_fields() {
         let mut results = vec![row("turtlekv", "load", 1234.5)];
         compute_ratios(&mut results);
-        let json: serde_json::Value = serde_json::from_str(&to_json(&results).unwrap()).unwrap();
-        let obj = &json[0];
+        let json: serde_json::Value =
+            serde_json::from_str(&to_json(None, &results).unwrap()).unwrap();
+        assert_eq!(json["format"], FORMAT_VERSION);
+        let obj = &json["results"][0];
         for field in [
             "engine",
             "workload",
@@ -370,6 +532,24 @@ mod tests {
         let back: PhaseResult = serde_json::from_value(old).unwrap();
         assert_eq!(back.cpu_us_per_op, None);
         assert_eq!(back.read_kib_per_op, None);
+    }
+
+    /// Files of the first format, a bare array of rows, still read; a
+    /// document from a newer build is refused by name.
+    #[test]
+    fn both_formats_read_back() {
+        let mut results = vec![row("turtlekv", "a", 10.0), row("fjall", "a", 5.0)];
+        compute_ratios(&mut results);
+        let current = ResultsFile::parse(&to_json(None, &results).unwrap()).unwrap();
+        assert_eq!(current.format, FORMAT_VERSION);
+        assert_eq!(current.results, results);
+        let old = ResultsFile::parse(&serde_json::to_string(&results).unwrap()).unwrap();
+        assert_eq!((old.format, old.metadata), (1, None));
+        assert_eq!(old.results, results);
+        let future = r#"{"format": 99, "metadata": null, "results": []}"#;
+        let err = ResultsFile::parse(future).unwrap_err();
+        assert!(format!("{err:#}").contains("newer"), "{err:#}");
+        assert!(ResultsFile::parse("{").is_err());
     }
 
     #[test]

@@ -296,7 +296,9 @@ mod tests {
             dir.to_str().unwrap(),
         ];
         argv.extend_from_slice(extra);
-        let Command::Ycsb(args) = Cli::try_parse_from(argv).unwrap().command;
+        let Command::Ycsb(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not ycsb")
+        };
         run(&args).unwrap()
     }
 

@@ -19,6 +19,19 @@ mod redb;
 mod rocksdb;
 mod turtlekv;
 
+/// The LMDB C library's version (`LMDB 0.9.70`), when LMDB is built in.
+pub fn lmdb_library_version() -> Option<String> {
+    #[cfg(feature = "lmdb")]
+    {
+        let v = ::heed::lmdb_version();
+        Some(format!("LMDB {}.{}.{}", v.major, v.minor, v.patch))
+    }
+    #[cfg(not(feature = "lmdb"))]
+    {
+        None
+    }
+}
+
 /// Settings every engine is opened with.
 #[derive(Debug, Clone, Copy)]
 pub struct EngineConfig {
