@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use clap::Parser as _;
 use turtlekv_bench::cli::{Cli, Command};
 use turtlekv_bench::engines::EngineKind;
-use turtlekv_bench::{report, ycsb};
+use turtlekv_bench::{meta, report, ycsb};
 
 use crate::cli::BenchArgs;
 
@@ -36,10 +36,11 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
          threads, {}-byte values",
         args.records, args.ops, args.threads, args.value_size
     )?;
+    let metadata = meta::RunMetadata::for_run(&ycsb_args, std::env::args().collect());
     let results = ycsb::run(&ycsb_args).context("running the benchmark")?;
     write!(out, "{}", report::render_table(&results))?;
     if let Some(path) = &args.json {
-        std::fs::write(path, report::to_json(&results)?)
+        std::fs::write(path, report::to_json(Some(&metadata), &results)?)
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
