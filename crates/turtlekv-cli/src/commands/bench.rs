@@ -16,7 +16,10 @@ pub fn bench(args: &BenchArgs, out: &mut dyn Write) -> Result<()> {
     // does not expose keep the driver's meaning.
     let Command::Ycsb(mut ycsb_args) = Cli::try_parse_from(["turtlekv-bench", "ycsb"])
         .context("the benchmark driver's defaults")?
-        .command;
+        .command
+    else {
+        anyhow::bail!("the benchmark driver parsed `ycsb` as another command");
+    };
     // TurtleKV only, in this process: the driver runs other engines (and
     // memory-limited runs) in child processes of its own binary, which
     // this one is not.
