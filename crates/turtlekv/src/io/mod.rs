@@ -1,11 +1,13 @@
 //! The file layer: every byte the engine reads or writes goes through these
 //! two traits, so tests can swap the real file system for one that injects
-//! faults and simulates crashes ([`FaultFs`]).
+//! faults and simulates crashes (`FaultFs`, with the `sim` feature).
 
 mod aligned;
 mod batch;
+#[cfg(any(test, feature = "sim"))]
 mod fault;
 mod real;
+#[cfg(any(test, feature = "sim"))]
 mod wrap_fs;
 mod write_map;
 
@@ -19,8 +21,10 @@ pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 #[cfg(test)]
 pub(crate) use fault::SplitMix;
+#[cfg(any(test, feature = "sim"))]
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
 pub use real::RealFs;
+#[cfg(any(test, feature = "sim"))]
 pub use wrap_fs::WrapFs;
 pub(crate) use write_map::Populater;
 pub use write_map::WriteMapping;
@@ -94,6 +98,7 @@ pub trait File: Send + Sync + Debug {
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// `true` when the file holds no bytes.
+    #[cfg(any(test, feature = "sim"))]
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -119,6 +124,7 @@ pub trait File: Send + Sync + Debug {
 
     /// Bytes of storage the file occupies (`st_blocks * 512`): holes cost
     /// nothing. Defaults to the length, as for a file without holes.
+    #[cfg(any(test, feature = "sim"))]
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.len()
     }

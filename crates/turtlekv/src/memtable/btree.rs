@@ -114,6 +114,7 @@ impl BTreeMemTable {
     /// A MemTable whose key filter and entry chunks are sized for
     /// `capacity_bytes` of entries (it stays correct beyond, with more false
     /// positives). The filter's memory is charged to the MemTable's size.
+    #[cfg(any(test, feature = "sim"))]
     pub fn with_capacity(capacity_bytes: u64) -> Self {
         Self::with_capacity_in(capacity_bytes, None)
     }
