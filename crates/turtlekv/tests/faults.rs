@@ -259,8 +259,9 @@ fn read_errors_anywhere_are_errors_never_wrong_data() {
     db.checkpoint_now().unwrap();
     drop(db);
     let gets: Vec<Vec<u8>> = model.keys().step_by(13).cloned().collect();
-    let (mut scans_failed, mut gets_failed) = (0, 0);
+    let (mut scans_failed, mut gets_failed, mut points) = (0, 0, 0);
     for after in 0.. {
+        points += 1;
         // Reopened each time, so that nothing is cached.
         let db = open_fault(&fs, checkpointing_options()).unwrap();
         fs.inject(Fault {
@@ -303,7 +304,11 @@ fn read_errors_anywhere_are_errors_never_wrong_data() {
             break;
         }
     }
-    eprintln!("{scans_failed} scans and {gets_failed} gets failed");
+    eprintln!(
+        "{points} passes, a read failing in all but the last: \
+         {scans_failed} scans and {gets_failed} of {} gets failed",
+        points * gets.len()
+    );
     assert!(scans_failed > 10, "{scans_failed} scans failed");
 }
 

@@ -421,9 +421,12 @@ impl FaultFs {
             write_back_after_crash(&mut image, &f, mode, last_op, &mut rng);
             files.insert(path, Arc::new(Mutex::new(FileData::recovered(image))));
         }
+        // The settings stay: the machine that reboots has the same disk.
         let state = State {
             files,
             dirs: s.dirs.clone(),
+            mappings: s.mappings,
+            unbatched_reads: s.unbatched_reads,
             ..State::default()
         };
         FaultFs {

@@ -362,6 +362,14 @@ fn mappings_can_be_turned_off() {
     fs.set_mappings(Mappings::SimulatedWithWorker);
     let map = f.map_for_writes(4096).unwrap().unwrap();
     assert!(map.populater().is_some());
+    // Crashes and kills keep the setting.
+    fs.set_mappings(Mappings::Off);
+    for after in [fs.crash(CrashMode::DropUnsynced), fs.kill()] {
+        let f = after
+            .open(Path::new("/db/g"), OpenOptions::read_write_create())
+            .unwrap();
+        assert!(f.map_for_writes(4096).unwrap().is_none());
+    }
 }
 
 #[test]
