@@ -147,6 +147,27 @@ fn an_existing_directory_without_a_database_is_refused_untouched() {
 }
 
 #[test]
+fn is_in_use_says_whether_an_open_would_be_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    assert!(!Db::is_in_use(&path).unwrap(), "no database there");
+    assert!(
+        !Db::is_in_use(dir.path()).unwrap(),
+        "a directory without one"
+    );
+    assert!(
+        !dir.path().join(turtlekv::LOCK_FILE_NAME).exists(),
+        "asking leaves no lock file behind"
+    );
+    let db = Db::open(&path, Options::default()).unwrap();
+    assert!(Db::is_in_use(&path).unwrap());
+    db.close().unwrap();
+    assert!(!Db::is_in_use(&path).unwrap());
+    // Asking holds the lock only while it asks.
+    drop(Db::open(&path, Options::default()).unwrap());
+}
+
+#[test]
 fn second_open_in_the_same_process_is_locked() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path(), Options::default()).unwrap();
