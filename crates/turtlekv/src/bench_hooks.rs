@@ -1,5 +1,5 @@
 //! Entry points for the micro-benchmarks in `turtlekv-bench`. **Not a
-//! stable API**: hidden from the docs, and only here so that benchmarks
+//! stable API**: behind the `sim` feature, and only here so that benchmarks
 //! reach structures that are otherwise private.
 
 use bytes::Bytes;

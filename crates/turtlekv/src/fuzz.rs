@@ -1,5 +1,5 @@
 //! Entry points for fuzzing and for the corpus tests. **Not a stable API**:
-//! hidden from the docs, and only here so that the cargo-fuzz targets in
+//! behind the `sim` feature, and only here so that the cargo-fuzz targets in
 //! `fuzz/` and `tests/fuzz_corpus.rs` reach decoders that are otherwise
 //! private.
 //!

@@ -24,15 +24,20 @@
 struct ReadmeExample;
 
 mod batch;
-#[doc(hidden)]
+#[cfg(any(test, feature = "sim"))]
 pub mod bench_hooks;
 mod checkpoint;
 mod db;
 mod error;
 mod filter;
-#[doc(hidden)]
+#[cfg(any(test, feature = "sim"))]
 pub mod fuzz;
+// The file layer is public only for the tests that swap in a file system
+// of their own (`sim`): without it nothing public names its types.
+#[cfg(feature = "sim")]
 pub mod io;
+#[cfg(not(feature = "sim"))]
+mod io;
 mod key;
 mod mem;
 mod memtable;

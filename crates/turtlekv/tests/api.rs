@@ -5,7 +5,7 @@ mod common;
 use std::path::Path;
 
 use common::{contents, open_fault, small_options};
-use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem};
+use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem, Mappings};
 use turtlekv::{Db, Error, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions};
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
@@ -144,6 +144,27 @@ fn an_existing_directory_without_a_database_is_refused_untouched() {
     // A database still opens so.
     drop(Db::open(dir.path().join("db"), Options::default()).unwrap());
     drop(Db::open(dir.path().join("db"), options).unwrap());
+}
+
+#[test]
+fn is_in_use_says_whether_an_open_would_be_locked_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    assert!(!Db::is_in_use(&path).unwrap(), "no database there");
+    assert!(
+        !Db::is_in_use(dir.path()).unwrap(),
+        "a directory without one"
+    );
+    assert!(
+        !dir.path().join(turtlekv::LOCK_FILE_NAME).exists(),
+        "asking leaves no lock file behind"
+    );
+    let db = Db::open(&path, Options::default()).unwrap();
+    assert!(Db::is_in_use(&path).unwrap());
+    db.close().unwrap();
+    assert!(!Db::is_in_use(&path).unwrap());
+    // Asking holds the lock only while it asks.
+    drop(Db::open(&path, Options::default()).unwrap());
 }
 
 #[test]
@@ -290,6 +311,10 @@ fn failed_sync_poisons_writes_but_not_reads() {
 #[test]
 fn failed_wal_write_poisons_and_acknowledged_data_survives() {
     let fs = FaultFs::new();
+    // Every append a `write`, so that the next one meets the fault: through
+    // the WAL's mapping, appends into storage reserved ahead cannot fail
+    // (the next test covers that path).
+    fs.set_mappings(Mappings::Off);
     let db = open_fault(&fs, small_options()).unwrap();
     for i in 0..100u32 {
         db.put_opt(i.to_be_bytes(), b"v", &SYNC).unwrap();
@@ -313,6 +338,42 @@ fn failed_wal_write_poisons_and_acknowledged_data_survives() {
     let db = open_fault(&fs, small_options()).unwrap();
     assert_eq!(contents(&db).len(), 100);
     assert_eq!(db.get(b"x").unwrap(), None);
+}
+
+/// Through the WAL's mapping a full disk shows when the next step of
+/// storage cannot be reserved: that append falls back to `write`, which
+/// reports it, and the handle is poisoned as above.
+#[test]
+fn a_full_disk_under_the_wal_mapping_poisons_and_acknowledged_data_survives() {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, small_options()).unwrap();
+    // The first append reserves the segment's first step.
+    db.put(b"first", b"x").unwrap();
+    fs.inject(Fault {
+        on: FaultOn::Write,
+        after: 0,
+        kind: FaultKind::NoSpace,
+        persistent: true,
+        path_contains: Some("wal".into()),
+    });
+    let mut acknowledged = 0u32;
+    let err = loop {
+        match db.put(acknowledged.to_be_bytes(), [5u8; 1000]) {
+            Ok(()) => acknowledged += 1,
+            Err(e) => break e,
+        }
+        assert!(acknowledged < 100_000, "the disk never filled");
+    };
+    assert!(
+        matches!(err, Error::Io(ref e) if e.raw_os_error() == Some(libc_enospc())),
+        "{err}"
+    );
+    assert!(acknowledged > 0, "appends into reserved storage succeed");
+    assert!(matches!(db.put(b"x", b"y"), Err(Error::Poisoned { .. })));
+    drop(db);
+    fs.clear_fault();
+    let db = open_fault(&fs, small_options()).unwrap();
+    assert_eq!(contents(&db).len(), acknowledged as usize + 1);
 }
 
 fn libc_enospc() -> i32 {

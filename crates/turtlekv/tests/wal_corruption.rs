@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{contents, open_fault, small_options};
-use turtlekv::io::{CrashMode, FaultFs, FileSystem, OpenOptions, read_all};
+use turtlekv::io::{CrashMode, FaultFs, FileSystem, Mappings, OpenOptions, read_all};
 use turtlekv::{Error, WriteOptions};
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
@@ -27,13 +27,13 @@ fn varint_len(value: u64) -> u64 {
 
 /// Offset and length of every frame of segment 1 after its marker, walked
 /// by the lengths their headers give (a record's size depends on its
-/// numbers).
+/// numbers), up to the zeros of storage reserved after the last.
 fn frames(fs: &FaultFs) -> Vec<(u64, u64)> {
     let file = fs.open(Path::new(&segment(1)), OpenOptions::read_only());
     let bytes = read_all(file.unwrap().as_ref()).unwrap();
     let mut frames = Vec::new();
     let mut offset = SEGMENT_HEADER_BYTES + MARKER_BYTES;
-    while offset < bytes.len() as u64 {
+    while offset < bytes.len() as u64 && bytes[offset as usize..].iter().any(|&b| b != 0) {
         let at = offset as usize + 4;
         let payload = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
         let len = FRAME_HEADER_BYTES + u64::from(payload);
@@ -55,9 +55,15 @@ fn synced_log(n: u32) -> FaultFs {
 }
 
 /// The same records, but the power is cut instead of a clean close: the
-/// log ends with its last record, with no seal after it.
+/// log ends with its last record, with no seal after it (and the storage
+/// reserved for appends through the WAL's mapping, zeros).
 fn synced_log_then_crash(n: u32) -> FaultFs {
+    synced_log_then_crash_with(n, Mappings::Simulated)
+}
+
+fn synced_log_then_crash_with(n: u32, mappings: Mappings) -> FaultFs {
     let fs = FaultFs::new();
+    fs.set_mappings(mappings);
     let db = open_fault(&fs, small_options()).unwrap();
     for i in 0..n {
         db.put_opt(i.to_be_bytes(), [7u8; 10], &SYNC).unwrap();
@@ -88,13 +94,21 @@ fn record_size_matches_the_documented_layout() {
     assert_eq!(seal_len, 12 + varint_len(201) + varint_len(seal_at) + 1);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
     assert_eq!(f.len().unwrap(), seal_at + seal_len);
-    let fs = synced_log_then_crash(3);
+    let records_end = SEGMENT_HEADER_BYTES + MARKER_BYTES + 3 * 31;
+    // Written with `write`, the segment ends with its last record.
+    let fs = synced_log_then_crash_with(3, Mappings::Off);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
-    assert_eq!(
-        f.len().unwrap(),
-        SEGMENT_HEADER_BYTES + MARKER_BYTES + 3 * 31,
+    assert_eq!(f.len().unwrap(), records_end, "no seal");
+    // Through the mapping, the storage reserved after it is zeros.
+    let fs = synced_log_then_crash_with(3, Mappings::Simulated);
+    let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
+    let bytes = read_all(f.as_ref()).unwrap();
+    assert!(bytes.len() as u64 > records_end, "storage reserved ahead");
+    assert!(
+        bytes[records_end as usize..].iter().all(|&b| b == 0),
         "no seal"
     );
+    assert_eq!(self::frames(&fs).len(), 3);
 }
 
 #[test]

@@ -4,8 +4,7 @@
 use std::io::Write;
 
 use anyhow::{Context as _, Result};
-use turtlekv::io::{FileSystem as _, RealFs};
-use turtlekv::{LOCK_FILE_NAME, OPTIONS_FILE_NAME, Options};
+use turtlekv::{Db, OPTIONS_FILE_NAME, Options};
 
 use crate::cli::TuneArgs;
 use crate::db::require_database;
@@ -60,10 +59,8 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<()> {
     // Storing is safe while another process has the database open (the
     // file is replaced atomically and read only at open), but that process
     // keeps its settings until it reopens: say so.
-    let in_use = RealFs
-        .lock(&args.db.join(LOCK_FILE_NAME))
-        .with_context(|| format!("locking {}", args.db.display()))?
-        .is_none();
+    let in_use = Db::is_in_use(&args.db)
+        .with_context(|| format!("checking whether {} is open", args.db.display()))?;
     after
         .store(&args.db)
         .with_context(|| format!("storing options in {}", args.db.display()))?;

@@ -110,20 +110,40 @@ impl Db {
     /// that holds no database is refused with an `Io` error of kind
     /// `NotFound`, and nothing is written to it.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Self::open_with_fs(path, options, Arc::new(RealFs))
+        Self::open_on(path.as_ref(), options, Arc::new(RealFs))
     }
 
     /// Opens the database through a chosen file layer (tests use
     /// [`crate::io::FaultFs`] to inject faults and crashes).
+    #[cfg(any(test, feature = "sim"))]
     pub fn open_with_fs(
         path: impl AsRef<Path>,
         options: Options,
         fs: Arc<dyn FileSystem>,
     ) -> Result<Db> {
-        open::open(path.as_ref(), options, fs, &|path, options, fs| {
+        Self::open_on(path.as_ref(), options, fs)
+    }
+
+    fn open_on(path: &Path, options: Options, fs: Arc<dyn FileSystem>) -> Result<Db> {
+        open::open(path, options, fs, &|path, options, fs| {
             let store = PagedTreeStore::open(fs, path, &options.store_config())?;
             Ok(Some(Arc::new(store) as Arc<dyn TreeStore>))
         })
+    }
+
+    /// Whether a handle, of this process or another, has the database at
+    /// `path` open: a [`Db::open`] of it would fail with
+    /// [`Error::Locked`]. `false` where `path` holds no database. The
+    /// answer is of the moment: a tool that changes the stored options
+    /// ([`Options::store`]) uses it to say that a running process keeps
+    /// its settings until it reopens.
+    pub fn is_in_use(path: impl AsRef<Path>) -> Result<bool> {
+        let lock = path.as_ref().join(LOCK_FILE_NAME);
+        // Asking must not leave a lock file where there is no database.
+        if !lock.exists() {
+            return Ok(false);
+        }
+        Ok(RealFs.lock(&lock)?.is_none())
     }
 
     /// Opens with a chosen tree store (tests of the checkpoint pipeline).

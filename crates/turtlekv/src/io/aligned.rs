@@ -39,16 +39,6 @@ impl AlignedBuf {
         };
         AlignedBuf { ptr, len, layout }
     }
-
-    /// Length in bytes (not the rounded-up allocation).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// `true` when the buffer holds no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 impl Deref for AlignedBuf {
@@ -84,6 +74,7 @@ impl fmt::Debug for AlignedBuf {
 }
 
 /// `true` when `buf`, `offset` and the length fit `O_DIRECT`'s rules.
+#[cfg(any(test, feature = "sim"))]
 pub(crate) fn is_direct_aligned(buf: &[u8], offset: u64) -> bool {
     let align = DIRECT_IO_ALIGN_BYTES;
     (buf.as_ptr() as usize).is_multiple_of(align)

@@ -8,10 +8,13 @@
 //! (they spin before they sleep) and wake-ups; with io_uring the caller
 //! submits every read in one system call and sleeps once until all are in.
 //!
-//! A batch goes through io_uring only when every file of it gives a
-//! descriptor ([`File::batch_fd`]); otherwise, or where the kernel has no
-//! io_uring (old kernels, seccomp filters such as Docker's default), the
-//! caller gets `None` and reads the ranges another way.
+//! The ranges of files that give a descriptor ([`File::batch_fd`], the
+//! real file system's) go through io_uring; each other file serves its own
+//! ranges ([`File::read_batch`]: through `read_at` by default, which is
+//! how a file system that injects faults takes part). Where the kernel has
+//! no io_uring (old kernels, seccomp filters such as Docker's default), or
+//! a file declines, the caller gets `None` and reads the ranges another
+//! way.
 
 use std::cell::RefCell;
 use std::io;
@@ -20,7 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use io_uring::{IoUring, opcode, types};
 
-use super::{File, read_exact_at};
+use super::{File, RangeRead, read_exact_at};
 
 /// Reads in flight at once per thread; longer batches go in turns.
 const RING_ENTRIES: usize = 64;
@@ -35,31 +38,68 @@ pub struct BatchRead<'a> {
 
 /// Reads every range of `reads` at once and returns one outcome per range,
 /// in order: `Ok` when the whole buffer was filled, `UnexpectedEof` when the
-/// file ended first, or the read's error. `None` when the batch cannot go
-/// through io_uring (see the module's comment); nothing was read then.
+/// file ended first, or the read's error. `None` when the batch cannot be
+/// read so (see the module's comment); what the buffers hold is then
+/// unspecified, and the caller reads every range another way.
 pub fn read_exact_batch(reads: &mut [BatchRead<'_>]) -> Option<Vec<io::Result<()>>> {
-    let fds: Vec<RawFd> = reads
-        .iter()
-        .map(|r| r.file.batch_fd())
-        .collect::<Option<_>>()?;
-    let outcomes = with_ring(|ring| {
+    let fds: Vec<Option<RawFd>> = reads.iter().map(|r| r.file.batch_fd()).collect();
+    let through_ring: Vec<usize> = (0..reads.len()).filter(|&i| fds[i].is_some()).collect();
+    if !through_ring.is_empty() && UNAVAILABLE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let mut outcomes: Vec<io::Result<()>> = reads.iter().map(|_| Ok(())).collect();
+    // The files that serve their own ranges go first: one may decline, and
+    // then no read is left in flight.
+    let mut served = vec![false; reads.len()];
+    for first in 0..reads.len() {
+        if fds[first].is_some() || served[first] {
+            continue;
+        }
+        let file = reads[first].file;
+        let same: Vec<usize> = (first..reads.len())
+            .filter(|&i| fds[i].is_none() && std::ptr::addr_eq(reads[i].file, file))
+            .collect();
+        let mut ranges: Vec<RangeRead<'_>> = same
+            .iter()
+            .map(|&i| RangeRead {
+                buf: std::mem::take(&mut reads[i].buf),
+                offset: reads[i].offset,
+            })
+            .collect();
+        let answer = file.read_batch(&mut ranges);
+        for (&i, range) in same.iter().zip(ranges) {
+            reads[i].buf = range.buf;
+            served[i] = true;
+        }
+        let answer = answer?;
+        assert_eq!(answer.len(), same.len(), "one outcome per range");
+        for (&i, outcome) in same.iter().zip(answer) {
+            outcomes[i] = outcome;
+        }
+    }
+    if through_ring.is_empty() {
+        return Some(outcomes);
+    }
+    let filled = with_ring(|ring| {
         let mut filled: Vec<io::Result<usize>> = reads.iter().map(|_| Ok(0)).collect();
-        let indices: Vec<usize> = (0..reads.len()).collect();
-        for turn in indices.chunks(RING_ENTRIES) {
+        for turn in through_ring.chunks(RING_ENTRIES) {
             read_turn(ring, &fds, reads, turn, &mut filled)?;
         }
         Ok(filled)
     })?;
     // Short reads (at the end of a file) and reads the kernel asked to retry
     // are finished here with plain positioned reads.
-    let finish = |(read, filled): (&mut BatchRead<'_>, io::Result<usize>)| {
-        let done = filled?;
-        if done == read.buf.len() {
-            return Ok(());
+    for (i, filled) in filled.into_iter().enumerate() {
+        if fds[i].is_none() {
+            continue;
         }
-        read_exact_at(read.file, &mut read.buf[done..], read.offset + done as u64)
-    };
-    Some(reads.iter_mut().zip(outcomes).map(finish).collect())
+        let read = &mut reads[i];
+        outcomes[i] = filled.and_then(|done| match done == read.buf.len() {
+            true => Ok(()),
+            false => read_exact_at(read.file, &mut read.buf[done..], read.offset + done as u64),
+        });
+    }
+    Some(outcomes)
 }
 
 /// Whether io_uring failed to set up on some thread; then no thread tries
@@ -104,7 +144,7 @@ fn with_ring<T>(work: impl FnOnce(&mut IoUring) -> io::Result<T>) -> Option<T> {
 /// means the kernel took none of them.
 fn read_turn(
     ring: &mut IoUring,
-    fds: &[RawFd],
+    fds: &[Option<RawFd>],
     reads: &mut [BatchRead<'_>],
     turn: &[usize],
     filled: &mut [io::Result<usize>],
@@ -114,7 +154,8 @@ fn read_turn(
         for &i in turn {
             let read = &mut reads[i];
             let len = u32::try_from(read.buf.len()).map_err(|_| io::ErrorKind::InvalidInput)?;
-            let entry = opcode::Read::new(types::Fd(fds[i]), read.buf.as_mut_ptr(), len)
+            let fd = fds[i].expect("a read through the ring has a descriptor");
+            let entry = opcode::Read::new(types::Fd(fd), read.buf.as_mut_ptr(), len)
                 .offset(read.offset)
                 .build()
                 .user_data(i as u64);
@@ -252,21 +293,85 @@ mod tests {
         assert_eq!(&short[..50], &expected(9_950, 50)[..]);
     }
 
-    #[test]
-    fn files_without_a_descriptor_are_not_batched() {
-        let fs = FaultFs::new();
+    fn fault_file(fs: &FaultFs, name: &str, bytes: usize) -> std::sync::Arc<dyn File> {
         fs.create_dir_all(Path::new("/d")).unwrap();
         let file = fs
-            .open(Path::new("/d/f"), OpenOptions::read_write_create())
+            .open(
+                &Path::new("/d").join(name),
+                OpenOptions::read_write_create(),
+            )
             .unwrap();
-        file.write_at(&[7; 4096], 0).unwrap();
+        let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
+        file.write_at(&data, 0).unwrap();
+        file
+    }
+
+    /// Files without a descriptor serve their own ranges, beside those the
+    /// kernel reads, each outcome in its place; a read error stays with
+    /// its range and fills no other.
+    #[test]
+    fn files_without_a_descriptor_serve_their_ranges_and_their_errors() {
+        let fs = FaultFs::new();
+        let fault = fault_file(&fs, "f", 20_000);
+        let (_dir, real) = file_of(20_000);
+        let mut bufs = [vec![0; 300], vec![0; 300], vec![0; 300], vec![0; 300]];
+        let offsets = [100, 5_000, 19_900, 7_000];
+        // The second read of the fault-injecting file fails.
+        fs.inject(crate::io::Fault {
+            on: crate::io::FaultOn::Read,
+            after: 1,
+            kind: crate::io::FaultKind::Eio,
+            persistent: false,
+            path_contains: None,
+        });
+        let files = [&*fault, &*real, &*fault, &*real];
+        let mut reads: Vec<BatchRead<'_>> = bufs
+            .iter_mut()
+            .zip(files)
+            .zip(offsets)
+            .map(|((buf, file), offset)| BatchRead { file, buf, offset })
+            .collect();
+        let Some(outcomes) = read_exact_batch(&mut reads) else {
+            // No io_uring here (a seccomp filter): the real file's ranges
+            // cannot be batched, and the caller reads them all another way.
+            return;
+        };
+        assert!(outcomes[0].is_ok() && outcomes[1].is_ok() && outcomes[3].is_ok());
+        let err = outcomes[2].as_ref().unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+        for i in [0, 1, 3] {
+            assert_eq!(bufs[i], expected(offsets[i] as usize, 300), "range {i}");
+        }
+        assert_eq!(
+            fs.read_count(),
+            2,
+            "one read_at per range of the fault file"
+        );
+    }
+
+    #[test]
+    fn a_file_that_declines_leaves_the_batch_to_the_caller() {
+        let fs = FaultFs::new();
+        let file = fault_file(&fs, "f", 8192);
         let mut buf = vec![0; 4096];
         let mut reads = vec![BatchRead {
             file: &*file,
             buf: &mut buf,
             offset: 0,
         }];
+        assert!(
+            read_exact_batch(&mut reads)
+                .unwrap()
+                .iter()
+                .all(|o| o.is_ok())
+        );
+        assert_eq!(buf, expected(0, 4096));
+        fs.set_batched_reads(false);
+        let mut reads = vec![BatchRead {
+            file: &*file,
+            buf: &mut buf,
+            offset: 4096,
+        }];
         assert!(read_exact_batch(&mut reads).is_none());
-        assert!(buf.iter().all(|&b| b == 0), "nothing is read");
     }
 }

@@ -8,16 +8,34 @@
 //! unaligned I/O with `EINVAL`, as `O_DIRECT` does, so tests catch it. A
 //! removed file whose entry was durable comes back in a crash until its
 //! directory is synced, as an unlink does.
+//!
+//! Files offer shared write mappings (`File::map_for_writes`), as the real
+//! file system does for the WAL's appends: a store through one changes
+//! what reads see at once, and marks the 4 KiB pages it touched dirty
+//! until the file's next `sync_data`. A crash treats dirty pages as the
+//! kernel's writeback may have left them: each dropped, kept whole, or the
+//! last store torn at a 512-byte boundary, by the crash mode. A store into
+//! bytes the file has no storage for (past its end, a hole, storage never
+//! reserved) would raise `SIGBUS` from a real mapping; here it aborts the
+//! process with a message, so no test can miss or swallow it. Batched
+//! reads (`io::read_exact_batch`) go through `read_at`, so read faults and
+//! crashes apply to them too.
 
-use std::collections::{HashMap, HashSet};
-use std::io;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::io::{self, Write as _};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::aligned::is_direct_aligned;
-use super::{File, FileSystem, LockGuard, OpenOptions};
+use super::write_map::SimulatedMapping;
+use super::{File, FileSystem, LockGuard, OpenOptions, RangeRead, WriteMapping};
+
+/// The page size of simulated mappings: what a crash keeps or drops of
+/// them at a time.
+const PAGE_BYTES: u64 = 4096;
 
 /// Which error an injected fault raises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,12 +49,46 @@ pub enum FaultKind {
 /// Which operations an injected fault applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultOn {
-    /// `write_at`, `set_len`, `punch_hole` and `allocate`.
+    /// `write_at`, `set_len`, `punch_hole` and `allocate`. Stores through
+    /// a mapping are not operations: like memory writes, they cannot fail.
     Write,
     /// `sync_data` and `sync_dir`.
     Sync,
     /// Any write or sync.
     WriteOrSync,
+    /// `read_at`, which batched reads use too. Reads are counted apart
+    /// from writes and syncs (`FaultFs::op_counts` leaves them out).
+    Read,
+    /// The process dies ([`Fault::crash_after`]): any write, sync, or store
+    /// through a mapping counts. A store cannot fail: the one the fault
+    /// falls on, and while it persists every later one, is lost instead,
+    /// as the process that would have made it is gone.
+    Crash,
+}
+
+/// How files take the WAL's appends through `File::map_for_writes`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Mappings {
+    /// No mapping: every append is a `write_at`.
+    Off,
+    /// A simulated shared mapping that offers no populater, so the WAL's
+    /// writer reserves storage itself: the order of operations is the same
+    /// in every run, as crash-point tests need.
+    #[default]
+    Simulated,
+    /// A simulated shared mapping with a populater, so the WAL runs its
+    /// reserving worker, whose reservations interleave with the writer's
+    /// operations as the threads happen to run.
+    SimulatedWithWorker,
+}
+
+/// What an operation is, for counting and for faults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+    Sync,
+    Store,
 }
 
 /// A planned failure: the first `after` matching operations succeed, the next
@@ -56,11 +108,12 @@ pub struct Fault {
 }
 
 impl Fault {
-    /// The process is gone after `after` writes and syncs: every later one
-    /// fails with `EIO` (crash-point tests, then `FaultFs::crash`).
+    /// The process is gone after `after` writes, syncs and stores through
+    /// mappings: every later write or sync fails with `EIO`, and every
+    /// later store is lost (crash-point tests, then `FaultFs::crash`).
     pub fn crash_after(after: u64) -> Self {
         Fault {
-            on: FaultOn::WriteOrSync,
+            on: FaultOn::Crash,
             after,
             kind: FaultKind::Eio,
             persistent: true,
@@ -90,7 +143,7 @@ pub enum CrashMode {
 #[derive(Debug, Clone)]
 enum Pending {
     Write {
-        op_seq: u64,
+        order: u64,
         offset: u64,
         data: Vec<u8>,
     },
@@ -104,12 +157,84 @@ enum Pending {
     },
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct FileData {
     current: Vec<u8>,
     durable: Vec<u8>,
     unsynced: Vec<Pending>,
     entry_durable: bool,
+    /// Byte ranges the file has storage for: written, or reserved with
+    /// `allocate`, and not cut off or punched out since. Only these may be
+    /// stored to through a mapping.
+    backed: Extents,
+    /// Pages stored to through a mapping since the last sync.
+    dirty_pages: BTreeSet<u64>,
+    /// The last store through a mapping since the last sync.
+    last_store: Option<Store>,
+    /// `current` and `durable` agree below this offset: a sync copies only
+    /// from here on (a reserved WAL segment is a MiB, its appends a few
+    /// hundred bytes).
+    changed_from: u64,
+}
+
+/// One store through a mapping: its place in the order of writes, and its
+/// range.
+#[derive(Debug, Clone, Copy)]
+struct Store {
+    order: u64,
+    offset: u64,
+    len: u64,
+}
+
+/// Disjoint, sorted, non-adjacent byte ranges.
+#[derive(Debug, Default, Clone)]
+struct Extents(Vec<Range<u64>>);
+
+impl Extents {
+    fn add(&mut self, range: Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        let (mut start, mut end) = (range.start, range.end);
+        self.0.retain(|r| {
+            let touches = r.start <= end && start <= r.end;
+            if touches {
+                start = start.min(r.start);
+                end = end.max(r.end);
+            }
+            !touches
+        });
+        let at = self.0.partition_point(|r| r.start < start);
+        self.0.insert(at, start..end);
+    }
+
+    fn remove(&mut self, range: Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        let mut kept = Vec::with_capacity(self.0.len() + 1);
+        for r in self.0.drain(..) {
+            if r.end <= range.start || range.end <= r.start {
+                kept.push(r);
+                continue;
+            }
+            if r.start < range.start {
+                kept.push(r.start..range.start);
+            }
+            if range.end < r.end {
+                kept.push(range.end..r.end);
+            }
+        }
+        self.0 = kept;
+    }
+
+    fn covers(&self, range: Range<u64>) -> bool {
+        range.is_empty()
+            || self
+                .0
+                .iter()
+                .any(|r| r.start <= range.start && range.end <= r.end)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -122,6 +247,13 @@ struct State {
     fault_fired: bool,
     writes: u64,
     syncs: u64,
+    reads: u64,
+    stores: u64,
+    /// Counts writes and stores through mappings, to order them.
+    order: u64,
+    mappings: Mappings,
+    /// Files decline to serve batched reads (`File::read_batch`).
+    unbatched_reads: bool,
     space_limit_bytes: Option<u64>,
     /// Every directory `sync_dir` was called on, in order.
     synced_dirs: Vec<PathBuf>,
@@ -200,6 +332,33 @@ impl FaultFs {
         (s.writes, s.syncs)
     }
 
+    /// Reads performed so far (`read_at` calls, batched ones included).
+    pub fn read_count(&self) -> u64 {
+        self.state.lock().reads
+    }
+
+    /// Stores through mappings so far, lost ones included. With writes
+    /// and syncs, they are the points where [`Fault::crash_after`] can end
+    /// the process.
+    pub fn store_count(&self) -> u64 {
+        self.state.lock().stores
+    }
+
+    /// How files answer `File::map_for_writes` from now on (mappings made
+    /// before keep working). [`Mappings::Simulated`] by default, so that the
+    /// WAL appends as on the real file system.
+    pub fn set_mappings(&self, mappings: Mappings) {
+        self.state.lock().mappings = mappings;
+    }
+
+    /// Whether files serve the ranges of a batched read
+    /// (`io::read_exact_batch`) through `read_at` (`true`, the default),
+    /// or decline, so that callers read them another way (a page store
+    /// then reads them on its thread pool).
+    pub fn set_batched_reads(&self, batched: bool) {
+        self.state.lock().unbatched_reads = !batched;
+    }
+
     /// The file system as it would be found after a power failure now.
     /// The returned one shares nothing with `self`; handles into `self`
     /// stay usable but no longer affect what the new one holds.
@@ -212,13 +371,14 @@ impl FaultFs {
             .values()
             .chain(s.removed_unsynced.values())
             .flat_map(|f| {
-                f.lock()
-                    .unsynced
+                let f = f.lock();
+                f.unsynced
                     .iter()
                     .filter_map(|p| match p {
-                        Pending::Write { op_seq, .. } => Some(*op_seq),
+                        Pending::Write { order, .. } => Some(*order),
                         Pending::SetLen { .. } | Pending::Punch { .. } => None,
                     })
+                    .chain(f.last_store.map(|store| store.order))
                     .collect::<Vec<_>>()
             })
             .max();
@@ -258,17 +418,15 @@ impl FaultFs {
             for p in &f.unsynced {
                 replay_after_crash(&mut image, p, mode, last_op, &mut rng);
             }
-            let data = FileData {
-                current: image.clone(),
-                durable: image,
-                unsynced: Vec::new(),
-                entry_durable: true,
-            };
-            files.insert(path, Arc::new(Mutex::new(data)));
+            write_back_after_crash(&mut image, &f, mode, last_op, &mut rng);
+            files.insert(path, Arc::new(Mutex::new(FileData::recovered(image))));
         }
+        // The settings stay: the machine that reboots has the same disk.
         let state = State {
             files,
             dirs: s.dirs.clone(),
+            mappings: s.mappings,
+            unbatched_reads: s.unbatched_reads,
             ..State::default()
         };
         FaultFs {
@@ -287,16 +445,7 @@ impl FaultFs {
         let copy = |files: &HashMap<PathBuf, Arc<Mutex<FileData>>>| {
             files
                 .iter()
-                .map(|(path, f)| {
-                    let f = f.lock();
-                    let data = FileData {
-                        current: f.current.clone(),
-                        durable: f.durable.clone(),
-                        unsynced: f.unsynced.clone(),
-                        entry_durable: f.entry_durable,
-                    };
-                    (path.clone(), Arc::new(Mutex::new(data)))
-                })
+                .map(|(path, f)| (path.clone(), Arc::new(Mutex::new(f.lock().clone()))))
                 .collect()
         };
         let state = State {
@@ -304,6 +453,11 @@ impl FaultFs {
             dirs: s.dirs.clone(),
             writes: s.writes,
             syncs: s.syncs,
+            reads: s.reads,
+            stores: s.stores,
+            order: s.order,
+            mappings: s.mappings,
+            unbatched_reads: s.unbatched_reads,
             removed_unsynced: copy(&s.removed_unsynced),
             ..State::default()
         };
@@ -330,20 +484,23 @@ impl FaultFs {
     }
 
     /// Counts the operation and raises the planned fault if it is due.
-    fn check_fault(&self, is_sync: bool, path: &Path) -> io::Result<()> {
+    fn check_fault(&self, op: Op, path: &Path) -> io::Result<()> {
         let mut s = self.state.lock();
-        if is_sync {
-            s.syncs += 1;
-        } else {
-            s.writes += 1;
+        match op {
+            Op::Read => s.reads += 1,
+            Op::Write => s.writes += 1,
+            Op::Sync => s.syncs += 1,
+            Op::Store => s.stores += 1,
         }
         let Some(fault) = s.fault.clone() else {
             return Ok(());
         };
         let kind_matches = match fault.on {
-            FaultOn::Write => !is_sync,
-            FaultOn::Sync => is_sync,
-            FaultOn::WriteOrSync => true,
+            FaultOn::Write => op == Op::Write,
+            FaultOn::Sync => op == Op::Sync,
+            FaultOn::WriteOrSync => op == Op::Write || op == Op::Sync,
+            FaultOn::Read => op == Op::Read,
+            FaultOn::Crash => op != Op::Read,
         };
         let path_matches = fault
             .path_contains
@@ -381,10 +538,94 @@ impl FaultFs {
         }
     }
 
-    fn next_op_seq(&self) -> u64 {
-        let s = self.state.lock();
-        s.writes + s.syncs
+    /// The place of a write or store in the order of all of them.
+    fn next_order(&self) -> u64 {
+        let mut s = self.state.lock();
+        s.order += 1;
+        s.order
     }
+}
+
+impl FileData {
+    /// Notes that bytes from `offset` on may differ from the durable image.
+    fn changed(&mut self, offset: u64) {
+        self.changed_from = self.changed_from.min(offset);
+    }
+
+    /// A file as a crash leaves it: `image`, durable, all of it backed.
+    fn recovered(image: Vec<u8>) -> FileData {
+        let mut backed = Extents::default();
+        backed.add(0..image.len() as u64);
+        FileData {
+            current: image.clone(),
+            durable: image,
+            entry_durable: true,
+            backed,
+            changed_from: u64::MAX,
+            ..FileData::default()
+        }
+    }
+}
+
+/// Applies to `image`, the file's bytes after the crash replayed its
+/// pending writes, what writeback made of the pages stored to through a
+/// mapping: in `DropUnsynced` none reached the disk; in
+/// `KeepRandomSubset` each page did or not, whole; in `TearLastWrite`
+/// every page did, except that when the last write of all was a store, the
+/// bytes of that store from a 512-byte boundary inside it on did not. A
+/// page reached the disk with what it holds now, and only where the file
+/// after the crash is long enough to hold it.
+fn write_back_after_crash(
+    image: &mut [u8],
+    f: &FileData,
+    mode: CrashMode,
+    last_op: Option<u64>,
+    rng: &mut SplitMix,
+) {
+    if f.dirty_pages.is_empty() {
+        return;
+    }
+    let reach = image.len().min(f.current.len()) as u64;
+    // What the last store overwrote, for a tear to restore.
+    let torn = match (mode, f.last_store) {
+        (CrashMode::TearLastWrite { .. }, Some(store)) if Some(store.order) == last_op => {
+            let cut = tear_at(store.offset, store.len, rng).unwrap_or(store.offset);
+            let (from, to) = (
+                cut.min(reach) as usize,
+                (store.offset + store.len).min(reach) as usize,
+            );
+            Some((from, image[from..to].to_vec()))
+        }
+        _ => None,
+    };
+    for &page in &f.dirty_pages {
+        let keep = match mode {
+            CrashMode::DropUnsynced => false,
+            CrashMode::KeepRandomSubset { .. } => rng.next() & 1 == 1,
+            CrashMode::TearLastWrite { .. } => true,
+        };
+        let (start, end) = (page * PAGE_BYTES, ((page + 1) * PAGE_BYTES).min(reach));
+        if keep && start < end {
+            let range = start as usize..end as usize;
+            image[range.clone()].copy_from_slice(&f.current[range]);
+        }
+    }
+    if let Some((from, bytes)) = torn {
+        image[from..from + bytes.len()].copy_from_slice(&bytes);
+    }
+}
+
+/// Where a torn write of `len` bytes at `offset` ends: at a 512-byte
+/// boundary of the file strictly inside the write, chosen by `rng`, so a
+/// torn write never looks complete; `None` when no boundary lies inside.
+fn tear_at(offset: u64, len: u64, rng: &mut SplitMix) -> Option<u64> {
+    let first_boundary = (offset / 512 + 1) * 512;
+    let end = offset + len;
+    if first_boundary >= end {
+        return None;
+    }
+    let boundaries = (end - 1 - first_boundary) / 512 + 1;
+    Some(first_boundary + (rng.next() % boundaries) * 512)
 }
 
 fn replay_after_crash(
@@ -423,26 +664,19 @@ fn replay_after_crash(
         }
         (
             Pending::Write {
-                op_seq,
+                order,
                 offset,
                 data,
             },
             CrashMode::TearLastWrite { .. },
         ) => {
-            if Some(*op_seq) != last_op {
+            if Some(*order) != last_op {
                 apply_write(image, *offset, data);
                 return;
             }
-            // Keep the bytes up to a 512-byte boundary of the file strictly
-            // inside the write, so a torn write never looks complete.
-            let first_boundary = (offset / 512 + 1) * 512;
-            let end = offset + data.len() as u64;
-            if first_boundary >= end {
-                return;
+            if let Some(cut) = tear_at(*offset, data.len() as u64, rng) {
+                apply_write(image, *offset, &data[..(cut - offset) as usize]);
             }
-            let boundaries = (end - 1 - first_boundary) / 512 + 1;
-            let cut = first_boundary + (rng.next() % boundaries) * 512;
-            apply_write(image, *offset, &data[..(cut - offset) as usize]);
         }
     }
 }
@@ -533,7 +767,7 @@ impl FileSystem for FaultFs {
     /// (the same file, as its durable image), and so does a file the new
     /// name replaced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.check_fault(false, to)?;
+        self.check_fault(Op::Write, to)?;
         let mut s = self.state.lock();
         let file = s.files.remove(from).ok_or(io::ErrorKind::NotFound)?;
         if file.lock().entry_durable {
@@ -563,7 +797,7 @@ impl FileSystem for FaultFs {
     }
 
     fn sync_dir(&self, path: &Path) -> io::Result<()> {
-        self.check_fault(true, path)?;
+        self.check_fault(Op::Sync, path)?;
         let mut s = self.state.lock();
         s.synced_dirs.push(path.to_path_buf());
         s.removed_unsynced.retain(|p, _| p.parent() != Some(path));
@@ -608,6 +842,7 @@ impl FaultFile {
 impl File for FaultFile {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         self.check_aligned(buf, offset)?;
+        self.fs.check_fault(Op::Read, &self.path)?;
         let f = self.data.lock();
         let start = (offset as usize).min(f.current.len());
         let n = buf.len().min(f.current.len() - start);
@@ -618,15 +853,17 @@ impl File for FaultFile {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         self.check_writable()?;
         self.check_aligned(buf, offset)?;
-        self.fs.check_fault(false, &self.path)?;
+        self.fs.check_fault(Op::Write, &self.path)?;
         let current_len = self.data.lock().current.len() as u64;
         self.fs
             .check_space((offset + buf.len() as u64).saturating_sub(current_len))?;
-        let op_seq = self.fs.next_op_seq();
+        let order = self.fs.next_order();
         let mut f = self.data.lock();
         apply_write(&mut f.current, offset, buf);
+        f.changed(offset);
+        f.backed.add(offset..offset + buf.len() as u64);
         f.unsynced.push(Pending::Write {
-            op_seq,
+            order,
             offset,
             data: buf.to_vec(),
         });
@@ -634,10 +871,19 @@ impl File for FaultFile {
     }
 
     fn sync_data(&self) -> io::Result<()> {
-        self.fs.check_fault(true, &self.path)?;
+        self.fs.check_fault(Op::Sync, &self.path)?;
         let mut f = self.data.lock();
-        f.durable = f.current.clone();
+        let f = &mut *f;
+        let from = usize::try_from(f.changed_from)
+            .unwrap_or(usize::MAX)
+            .min(f.current.len())
+            .min(f.durable.len());
+        f.durable.truncate(from);
+        f.durable.extend_from_slice(&f.current[from..]);
+        f.changed_from = u64::MAX;
         f.unsynced.clear();
+        f.dirty_pages.clear();
+        f.last_store = None;
         Ok(())
     }
 
@@ -647,35 +893,44 @@ impl File for FaultFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.fs.check_fault(false, &self.path)?;
+        self.fs.check_fault(Op::Write, &self.path)?;
         let current_len = self.data.lock().current.len() as u64;
         self.fs.check_space(len.saturating_sub(current_len))?;
         let mut f = self.data.lock();
+        let old_len = f.current.len() as u64;
+        f.changed(old_len.min(len));
         f.current.resize(len as usize, 0);
+        // Growing adds a hole; shrinking gives the storage past `len` back.
+        f.backed.remove(len..u64::MAX);
         f.unsynced.push(Pending::SetLen { len });
         Ok(())
     }
 
     fn punch_hole(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.fs.check_fault(false, &self.path)?;
+        self.fs.check_fault(Op::Write, &self.path)?;
         let mut f = self.data.lock();
         zero_range(&mut f.current, offset, len);
+        f.changed(offset);
+        f.backed.remove(offset..offset.saturating_add(len));
         f.unsynced.push(Pending::Punch { offset, len });
         Ok(())
     }
 
     fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         self.check_writable()?;
-        self.fs.check_fault(false, &self.path)?;
+        self.fs.check_fault(Op::Write, &self.path)?;
         let end = offset.saturating_add(len);
         let current_len = self.data.lock().current.len() as u64;
         self.fs.check_space(end.saturating_sub(current_len))?;
         let mut f = self.data.lock();
         if end > f.current.len() as u64 {
+            let old_len = f.current.len() as u64;
+            f.changed(old_len);
             f.current.resize(end as usize, 0);
             f.unsynced.push(Pending::SetLen { len: end });
         }
+        f.backed.add(offset..end);
         Ok(())
     }
 
@@ -689,6 +944,85 @@ impl File for FaultFile {
             .filter(|block| block.iter().any(|&b| b != 0))
             .count();
         Ok(blocks as u64 * 4096)
+    }
+
+    /// Serves the batch through `read_at`, one range after the other, so
+    /// that read faults apply; or declines, when told to
+    /// (`FaultFs::set_batched_reads`).
+    fn read_batch(&self, reads: &mut [RangeRead<'_>]) -> Option<Vec<io::Result<()>>> {
+        if self.fs.state.lock().unbatched_reads {
+            return None;
+        }
+        Some(
+            reads
+                .iter_mut()
+                .map(|r| super::read_exact_at(self, r.buf, r.offset))
+                .collect(),
+        )
+    }
+
+    fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<WriteMapping>> {
+        // A shared writable mapping needs a descriptor open for writing.
+        if !self.writable {
+            return Err(io::Error::from_raw_os_error(libc::EACCES));
+        }
+        let populater = match self.fs.state.lock().mappings {
+            Mappings::Off => return Ok(None),
+            Mappings::Simulated => false,
+            Mappings::SimulatedWithWorker => true,
+        };
+        let mapped = MappedFile {
+            fs: self.fs.clone(),
+            path: self.path.clone(),
+            data: self.data.clone(),
+        };
+        WriteMapping::simulated(Arc::new(mapped), len_bytes, populater).map(Some)
+    }
+}
+
+/// The file behind a simulated shared mapping.
+#[derive(Debug)]
+struct MappedFile {
+    fs: FaultFs,
+    path: PathBuf,
+    data: Arc<Mutex<FileData>>,
+}
+
+impl SimulatedMapping for MappedFile {
+    fn store(&self, offset: u64, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.fs.check_fault(Op::Store, &self.path).is_err() {
+            // The process died before this store (`FaultOn::Crash`).
+            return;
+        }
+        let order = self.fs.next_order();
+        let mut f = self.data.lock();
+        let end = offset + bytes.len() as u64;
+        if end > f.current.len() as u64 || !f.backed.covers(offset..end) {
+            // A real mapping raises SIGBUS here, which ends the process: so
+            // does the simulation, where no panic handler can swallow it.
+            let message = format!(
+                "FaultFs: a store through a shared mapping to bytes {offset}..{end} of {}, \
+                 where the file ({} bytes, storage at {:?}) has none: a real mapping raises \
+                 SIGBUS\n",
+                self.path.display(),
+                f.current.len(),
+                f.backed.0,
+            );
+            let _ = io::stderr().write_all(message.as_bytes());
+            std::process::abort();
+        }
+        f.current[offset as usize..end as usize].copy_from_slice(bytes);
+        f.changed(offset);
+        f.dirty_pages
+            .extend(offset / PAGE_BYTES..=(end - 1) / PAGE_BYTES);
+        f.last_store = Some(Store {
+            order,
+            offset,
+            len: bytes.len() as u64,
+        });
     }
 }
 

@@ -224,3 +224,222 @@ fn a_rename_is_undone_by_a_crash_until_its_directory_is_synced() {
     assert_eq!(read(&done, "target").as_deref(), Some(&b"new"[..]));
     assert_eq!(read(&done, "temp"), None);
 }
+
+/// A file with a durable entry, 16 KiB reserved for it and mapped.
+fn mapped() -> (FaultFs, Arc<dyn File>, WriteMapping) {
+    let (fs, f) = setup();
+    fs.sync_dir(Path::new("/db")).unwrap();
+    f.allocate(0, 16384).unwrap();
+    f.sync_data().unwrap();
+    let map = f.map_for_writes(16384).unwrap().expect("FaultFs maps");
+    (fs, f, map)
+}
+
+#[test]
+fn stores_through_a_mapping_are_read_at_once_and_durable_after_a_sync() {
+    let (fs, f, mut map) = mapped();
+    map.write(100, b"first");
+    map.write(5000, &[9; 3000]);
+    let now = contents(&fs).unwrap();
+    assert_eq!(&now[100..105], b"first");
+    assert!(now[5000..8000].iter().all(|&b| b == 9));
+    // Not durable yet: a power cut may drop them all.
+    let dropped = contents(&fs.crash(CrashMode::DropUnsynced)).unwrap();
+    assert_eq!(dropped, vec![0; 16384]);
+    // A kill keeps them, and the power cut after it may still drop them.
+    assert_eq!(contents(&fs.kill()).unwrap(), now);
+    let killed_then_cut = fs.kill().crash(CrashMode::DropUnsynced);
+    assert_eq!(contents(&killed_then_cut).unwrap(), vec![0; 16384]);
+    f.sync_data().unwrap();
+    for mode in [
+        CrashMode::DropUnsynced,
+        CrashMode::KeepRandomSubset { seed: 1 },
+        CrashMode::TearLastWrite { seed: 1 },
+    ] {
+        assert_eq!(contents(&fs.crash(mode)).unwrap(), now, "{mode:?}");
+    }
+    assert_eq!(
+        fs.op_counts(),
+        (1, 3),
+        "stores are neither writes nor syncs"
+    );
+}
+
+#[test]
+fn a_power_cut_keeps_or_drops_each_mapped_page_whole() {
+    let (fs, _f, mut map) = mapped();
+    // Every byte of the four pages, one store per 512 bytes.
+    for at in (0..16384).step_by(512) {
+        map.write(at, &[at as u8 / 2 + 1; 512]);
+    }
+    let now = contents(&fs).unwrap();
+    let mut kept_counts = [0; 4];
+    for seed in 0..40 {
+        let after = contents(&fs.crash(CrashMode::KeepRandomSubset { seed })).unwrap();
+        for (page, bytes) in after.chunks(4096).enumerate() {
+            let whole = &now[page * 4096..(page + 1) * 4096];
+            if bytes == whole {
+                kept_counts[page] += 1;
+            } else {
+                assert!(
+                    bytes.iter().all(|&b| b == 0),
+                    "seed {seed}: page {page} in part"
+                );
+            }
+        }
+    }
+    assert!(
+        kept_counts.iter().all(|&n| n > 5 && n < 35),
+        "pages kept in {kept_counts:?} of 40 crashes"
+    );
+}
+
+#[test]
+fn a_torn_power_cut_tears_the_last_store_at_a_sector_boundary() {
+    let (fs, _f, mut map) = mapped();
+    map.write(0, &[1; 700]);
+    map.write(700, &[2; 3000]);
+    for seed in 0..20 {
+        let after = contents(&fs.crash(CrashMode::TearLastWrite { seed })).unwrap();
+        assert!(
+            after[..700].iter().all(|&b| b == 1),
+            "the earlier store stays"
+        );
+        let kept = after[700..3700].iter().take_while(|&&b| b == 2).count();
+        assert!(
+            (700 + kept).is_multiple_of(512) && kept < 3000,
+            "seed {seed}: {kept} bytes of the last store"
+        );
+        assert!(after[700 + kept..].iter().all(|&b| b == 0));
+    }
+    // A later write, not the store, is the one torn then.
+    let file = fs
+        .open(Path::new("/db/g"), OpenOptions::read_write_create())
+        .unwrap();
+    file.write_at(&[3; 10], 0).unwrap();
+    let after = contents(&fs.crash(CrashMode::TearLastWrite { seed: 0 })).unwrap();
+    assert_eq!(&after[..3700], &contents(&fs).unwrap()[..3700]);
+}
+
+#[test]
+fn mapped_pages_reach_only_as_far_as_the_file_after_a_power_cut() {
+    let (fs, f) = setup();
+    fs.sync_dir(Path::new("/db")).unwrap();
+    f.write_at(&[1; 100], 0).unwrap();
+    f.sync_data().unwrap();
+    // The reservation that lengthens the file is not durable either.
+    f.allocate(100, 8192).unwrap();
+    let mut map = f.map_for_writes(8292).unwrap().unwrap();
+    map.write(100, &[2; 5000]);
+    let mut lengths = HashSet::new();
+    for seed in 0..20 {
+        let after = contents(&fs.crash(CrashMode::KeepRandomSubset { seed })).unwrap();
+        lengths.insert(after.len());
+        assert_eq!(&after[..100], &[1; 100]);
+        if after.len() == 100 {
+            continue;
+        }
+        assert_eq!(after.len(), 8292);
+        for part in [&after[100..4096], &after[4096..5100]] {
+            assert!(
+                part.iter().all(|&b| b == 2) || part.iter().all(|&b| b == 0),
+                "seed {seed}: a page in part"
+            );
+        }
+        assert!(after[5100..].iter().all(|&b| b == 0));
+    }
+    assert_eq!(lengths.len(), 2, "the length is kept in some crashes only");
+}
+
+#[test]
+fn mappings_can_be_turned_off() {
+    let (fs, f) = setup();
+    fs.set_mappings(Mappings::Off);
+    assert!(f.map_for_writes(4096).unwrap().is_none());
+    fs.set_mappings(Mappings::Simulated);
+    let map = f.map_for_writes(4096).unwrap().unwrap();
+    assert!(map.populater().is_none(), "no worker unless asked for");
+    fs.set_mappings(Mappings::SimulatedWithWorker);
+    let map = f.map_for_writes(4096).unwrap().unwrap();
+    assert!(map.populater().is_some());
+    // Crashes and kills keep the setting.
+    fs.set_mappings(Mappings::Off);
+    for after in [fs.crash(CrashMode::DropUnsynced), fs.kill()] {
+        let f = after
+            .open(Path::new("/db/g"), OpenOptions::read_write_create())
+            .unwrap();
+        assert!(f.map_for_writes(4096).unwrap().is_none());
+    }
+}
+
+#[test]
+fn reads_fail_on_schedule_and_are_not_writes() {
+    let (fs, f) = setup();
+    f.write_at(b"abc", 0).unwrap();
+    fs.inject(Fault {
+        on: FaultOn::Read,
+        after: 1,
+        kind: FaultKind::Eio,
+        persistent: false,
+        path_contains: None,
+    });
+    let mut buf = [0; 3];
+    f.read_at(&mut buf, 0).unwrap();
+    assert_eq!(
+        f.read_at(&mut buf, 0).unwrap_err().raw_os_error(),
+        Some(libc::EIO)
+    );
+    f.read_at(&mut buf, 0).unwrap();
+    f.write_at(b"d", 3).unwrap();
+    assert_eq!((fs.op_counts(), fs.read_count()), ((2, 0), 3));
+}
+
+/// The child of `a_store_where_the_file_has_no_storage_aborts`.
+const STORE_CHILD: &str = "TURTLEKV_FAULT_FS_UNBACKED_STORE";
+
+/// A real mapping answers a store into bytes the file does not back with
+/// `SIGBUS`; the simulation aborts, in a child process here.
+#[test]
+fn a_store_where_the_file_has_no_storage_aborts() {
+    if std::env::var_os(STORE_CHILD).is_some() {
+        let (_fs, f, mut map) = mapped();
+        // Cut off the reserve behind the mapping's back, then store past it.
+        f.set_len(4096).unwrap();
+        map.write(4000, &[1; 200]);
+        unreachable!("the store aborts");
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "io::fault::tests::a_store_where_the_file_has_no_storage_aborts",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(STORE_CHILD, "1")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(output.status.signal(), Some(libc::SIGABRT), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bytes 4000..4200 of /db/f") && stderr.contains("SIGBUS"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn storage_is_what_was_written_or_reserved_and_not_cut_or_punched() {
+    // As `write_at(0, 10 bytes)`, `set_len(8192)`, `allocate(4096, 4096)`,
+    // `punch_hole(6000, 100)` and `set_len(7000)` leave it.
+    let mut backed = Extents::default();
+    backed.add(0..10);
+    backed.add(4096..8192);
+    backed.add(8000..8100);
+    backed.remove(6000..6100);
+    backed.remove(7000..u64::MAX);
+    assert_eq!(backed.0, vec![0..10, 4096..6000, 6100..7000]);
+    assert!(backed.covers(4096..6000) && !backed.covers(5999..6001));
+    assert!(backed.covers(0..0) && !backed.covers(10..11));
+    backed.add(10..4096);
+    assert_eq!(backed.0, vec![0..6000, 6100..7000], "adjacent ranges merge");
+}

@@ -1,11 +1,13 @@
 //! The file layer: every byte the engine reads or writes goes through these
 //! two traits, so tests can swap the real file system for one that injects
-//! faults and simulates crashes ([`FaultFs`]).
+//! faults and simulates crashes (`FaultFs`, with the `sim` feature).
 
 mod aligned;
 mod batch;
+#[cfg(any(test, feature = "sim"))]
 mod fault;
 mod real;
+#[cfg(any(test, feature = "sim"))]
 mod wrap_fs;
 mod write_map;
 
@@ -19,8 +21,10 @@ pub use aligned::{AlignedBuf, DIRECT_IO_ALIGN_BYTES};
 pub use batch::{BatchRead, read_exact_batch};
 #[cfg(test)]
 pub(crate) use fault::SplitMix;
-pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn};
+#[cfg(any(test, feature = "sim"))]
+pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, Mappings};
 pub use real::RealFs;
+#[cfg(any(test, feature = "sim"))]
 pub use wrap_fs::WrapFs;
 pub(crate) use write_map::Populater;
 pub use write_map::WriteMapping;
@@ -94,6 +98,7 @@ pub trait File: Send + Sync + Debug {
     /// Current length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// `true` when the file holds no bytes.
+    #[cfg(any(test, feature = "sim"))]
     fn is_empty(&self) -> io::Result<bool> {
         Ok(self.len()? == 0)
     }
@@ -119,36 +124,69 @@ pub trait File: Send + Sync + Debug {
 
     /// Bytes of storage the file occupies (`st_blocks * 512`): holes cost
     /// nothing. Defaults to the length, as for a file without holes.
+    #[cfg(any(test, feature = "sim"))]
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.len()
     }
 
     /// The descriptor that [`read_exact_batch`] may hand to the kernel
-    /// directly (io_uring), bypassing `read_at`. `None`, the default, keeps
-    /// every read of this file on `read_at`; files that inject faults rely
-    /// on that.
+    /// directly (io_uring), bypassing `read_at`. `None`, the default, has
+    /// the batch ask the file itself ([`File::read_batch`]).
     fn batch_fd(&self) -> Option<RawFd> {
         None
+    }
+
+    /// Reads each range of `reads` whole, for a batch ([`read_exact_batch`])
+    /// of a file that gives no [`File::batch_fd`]: one outcome per range,
+    /// in order, as `read_exact_batch` gives them. `None` declines: the
+    /// caller then reads the whole batch another way, and what the buffers
+    /// hold is unspecified. The default reads the ranges one after the
+    /// other through `read_at`, so the faults a file injects there apply
+    /// to batches as well.
+    fn read_batch(&self, reads: &mut [RangeRead<'_>]) -> Option<Vec<io::Result<()>>> {
+        Some(
+            reads
+                .iter_mut()
+                .map(|r| read_exact_with(|buf, at| self.read_at(buf, at), r.buf, r.offset))
+                .collect(),
+        )
     }
 
     /// Maps the file's first `len_bytes` for writing in place, shared with
     /// the kernel's page cache (`mmap(MAP_SHARED)`), for the WAL's appends
     /// ([`WriteMapping`]). Only storage reserved with [`File::allocate`]
     /// may be written through it. `None`, the default, keeps every write on
-    /// `write_at`; files that inject faults or simulate crashes rely on that.
+    /// `write_at`.
     fn map_for_writes(&self, len_bytes: u64) -> io::Result<Option<WriteMapping>> {
         let _ = len_bytes;
         Ok(None)
     }
 }
 
+/// One range of a batched read of a single file ([`File::read_batch`]):
+/// fill all of `buf` from `offset`.
+#[derive(Debug)]
+pub struct RangeRead<'a> {
+    pub buf: &'a mut [u8],
+    pub offset: u64,
+}
+
 /// Held while a [`FileSystem::lock`] is in force.
 pub trait LockGuard: Send + Sync + Debug {}
 
 /// Reads exactly `buf.len()` bytes at `offset`, or fails with `UnexpectedEof`.
-pub fn read_exact_at(file: &dyn File, mut buf: &mut [u8], mut offset: u64) -> io::Result<()> {
+pub fn read_exact_at(file: &dyn File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    read_exact_with(|buf, at| file.read_at(buf, at), buf, offset)
+}
+
+/// `read_exact_at` through any positioned read.
+fn read_exact_with(
+    read_at: impl Fn(&mut [u8], u64) -> io::Result<usize>,
+    mut buf: &mut [u8],
+    mut offset: u64,
+) -> io::Result<()> {
     while !buf.is_empty() {
-        let n = file.read_at(buf, offset)?;
+        let n = read_at(buf, offset)?;
         if n == 0 {
             return Err(io::ErrorKind::UnexpectedEof.into());
         }

@@ -3,7 +3,7 @@
 use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -126,7 +126,9 @@ impl File for RealFile {
         self.fallocate(0, offset, len)
     }
 
+    #[cfg(any(test, feature = "sim"))]
     fn allocated_bytes(&self) -> io::Result<u64> {
+        use std::os::unix::fs::MetadataExt as _;
         // `st_blocks` counts 512-byte units whatever the file system's block size.
         Ok(self.0.metadata()?.blocks() * 512)
     }

@@ -11,6 +11,7 @@
 //! which ends the process. Callers therefore write only where they have
 //! reserved storage first (`File::allocate`).
 
+use std::fmt::Debug;
 use std::io;
 use std::os::fd::RawFd;
 use std::ptr::NonNull;
@@ -24,17 +25,41 @@ pub struct WriteMapping {
     released_to_bytes: usize,
 }
 
-/// The mapped addresses, unmapped when the last of the `WriteMapping` and
+/// The mapped bytes, unmapped when the last of the `WriteMapping` and
 /// its `Populater`s lets go.
 #[derive(Debug)]
 struct Region {
-    base: NonNull<u8>,
     len_bytes: usize,
+    memory: Memory,
 }
 
-// SAFETY: the region is plain memory. Only the `WriteMapping` writes its
-// bytes; a `Populater` only asks the kernel to fault pages in, which
-// changes none of them.
+/// Where the stores of a mapping go.
+#[derive(Debug)]
+enum Memory {
+    /// Addresses the kernel mapped (`mmap(MAP_SHARED)`).
+    Mapped(NonNull<u8>),
+    /// A file system that simulates such a mapping (`FaultFs`).
+    #[cfg(any(test, feature = "sim"))]
+    Simulated {
+        file: Arc<dyn SimulatedMapping>,
+        /// Whether the mapping offers a `Populater`, and with it the
+        /// WAL's reserving worker (see `FaultFs::set_mappings`).
+        populater: bool,
+    },
+}
+
+/// A file system's stand-in for a shared mapping of one of its files.
+#[cfg(any(test, feature = "sim"))]
+pub(crate) trait SimulatedMapping: Send + Sync + Debug {
+    /// Stores `bytes` at `offset` of the file, as a copy into a shared
+    /// mapping would: reads see them at once, and they are as durable as
+    /// the file's other unsynced bytes until its next `sync_data`.
+    fn store(&self, offset: u64, bytes: &[u8]);
+}
+
+// SAFETY: the region is plain memory (or a simulation, itself `Send`).
+// Only the `WriteMapping` writes its bytes; a `Populater` only asks the
+// kernel to fault pages in, which changes none of them.
 unsafe impl Send for Region {}
 // SAFETY: as above; shared access never reads or writes the bytes.
 unsafe impl Sync for Region {}
@@ -73,14 +98,36 @@ impl WriteMapping {
         if addr == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let region = Region {
-            base: NonNull::new(addr.cast()).expect("mmap does not return null on success"),
+        let base = NonNull::new(addr.cast()).expect("mmap does not return null on success");
+        Ok(WriteMapping::over(Region {
             len_bytes,
-        };
-        Ok(WriteMapping {
+            memory: Memory::Mapped(base),
+        }))
+    }
+
+    /// A mapping of `len_bytes` whose stores `file` simulates; with
+    /// `populater`, it offers a `Populater` as a real one does.
+    #[cfg(any(test, feature = "sim"))]
+    pub(crate) fn simulated(
+        file: Arc<dyn SimulatedMapping>,
+        len_bytes: u64,
+        populater: bool,
+    ) -> io::Result<WriteMapping> {
+        let len_bytes = usize::try_from(len_bytes).map_err(|_| io::ErrorKind::InvalidInput)?;
+        if len_bytes == 0 {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        Ok(WriteMapping::over(Region {
+            len_bytes,
+            memory: Memory::Simulated { file, populater },
+        }))
+    }
+
+    fn over(region: Region) -> WriteMapping {
+        WriteMapping {
             region: Arc::new(region),
             released_to_bytes: 0,
-        })
+        }
     }
 
     /// Bytes of the file the mapping covers.
@@ -89,11 +136,24 @@ impl WriteMapping {
     }
 
     /// A handle that faults in pages of this mapping from another thread.
-    pub(crate) fn populater(&self) -> Populater {
-        Populater {
+    /// `None` from a simulated mapping that was not asked for one: a
+    /// worker's reservations would interleave with the writer's operations
+    /// in an order that changes from run to run, and crash-point tests
+    /// number those operations.
+    pub(crate) fn populater(&self) -> Option<Populater> {
+        match &self.region.memory {
+            Memory::Mapped(_) => {}
+            #[cfg(any(test, feature = "sim"))]
+            Memory::Simulated { populater, .. } => {
+                if !populater {
+                    return None;
+                }
+            }
+        }
+        Some(Populater {
             region: self.region.clone(),
             released_to_bytes: self.released_to_bytes,
-        }
+        })
     }
 
     /// Copies `bytes` to the file at `offset`. The range must lie within
@@ -108,15 +168,22 @@ impl WriteMapping {
             end <= self.region.len_bytes,
             "write past the end of the mapping"
         );
-        // SAFETY: `start..end` lies within the mapping (asserted above),
-        // which is writable, and whose bytes nothing else in this process
-        // reads or writes (`Populater`s only fault pages in).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.region.base.as_ptr().add(start),
-                bytes.len(),
-            );
+        match &self.region.memory {
+            Memory::Mapped(base) => {
+                // SAFETY: `start..end` lies within the mapping (asserted
+                // above), which is writable, and whose bytes nothing else in
+                // this process reads or writes (`Populater`s only fault
+                // pages in).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        base.as_ptr().add(start),
+                        bytes.len(),
+                    );
+                }
+            }
+            #[cfg(any(test, feature = "sim"))]
+            Memory::Simulated { file, .. } => file.store(offset, bytes),
         }
     }
 
@@ -141,18 +208,25 @@ impl Region {
         if to <= released_to_bytes {
             return released_to_bytes;
         }
-        // SAFETY: the range is whole pages inside the mapping, whose bytes
-        // nothing in this process references; on a shared mapping
-        // MADV_DONTNEED keeps the file's data.
-        let rc = unsafe {
-            libc::madvise(
-                self.base.as_ptr().add(released_to_bytes).cast(),
-                to - released_to_bytes,
-                libc::MADV_DONTNEED,
-            )
-        };
-        // Only a hint for memory use: the data is safe either way.
-        debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on our own mapping");
+        match &self.memory {
+            Memory::Mapped(base) => {
+                // SAFETY: the range is whole pages inside the mapping, whose
+                // bytes nothing in this process references; on a shared
+                // mapping MADV_DONTNEED keeps the file's data.
+                let rc = unsafe {
+                    libc::madvise(
+                        base.as_ptr().add(released_to_bytes).cast(),
+                        to - released_to_bytes,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+                // Only a hint for memory use: the data is safe either way.
+                debug_assert_eq!(rc, 0, "madvise(MADV_DONTNEED) on our own mapping");
+            }
+            // A simulated mapping holds no memory of its own.
+            #[cfg(any(test, feature = "sim"))]
+            Memory::Simulated { .. } => {}
+        }
         to
     }
 }
@@ -168,7 +242,7 @@ impl Populater {
     /// B). The range must be storage the file has (reserved); a page it
     /// does not back fails the call (`EFAULT`) rather than raising
     /// `SIGBUS`. Only a hint: on a kernel without it (before Linux 5.14)
-    /// the appends fault the pages in as before.
+    /// the appends fault the pages in themselves.
     pub(crate) fn populate(&self, offset: u64, len_bytes: u64) {
         let page = page_size_bytes();
         let start = usize::try_from(offset).unwrap_or(usize::MAX) / page * page;
@@ -178,17 +252,24 @@ impl Populater {
         if start >= end {
             return;
         }
-        // SAFETY: the range lies inside the mapping, which the region keeps
-        // mapped; populating changes none of its bytes.
-        let rc = unsafe {
-            libc::madvise(
-                self.region.base.as_ptr().add(start).cast(),
-                end - start,
-                libc::MADV_POPULATE_READ,
-            )
-        };
-        // A failure costs only the faults it would have saved.
-        let _ = rc;
+        match &self.region.memory {
+            Memory::Mapped(base) => {
+                // SAFETY: the range lies inside the mapping, which the
+                // region keeps mapped; populating changes none of its bytes.
+                let rc = unsafe {
+                    libc::madvise(
+                        base.as_ptr().add(start).cast(),
+                        end - start,
+                        libc::MADV_POPULATE_READ,
+                    )
+                };
+                // A failure costs only the faults it would have saved.
+                let _ = rc;
+            }
+            // Nothing to fault in: the simulation's stores reach the file.
+            #[cfg(any(test, feature = "sim"))]
+            Memory::Simulated { .. } => {}
+        }
     }
 
     /// `WriteMapping::release_before`, for the pages below `offset`, which
@@ -205,11 +286,17 @@ impl Populater {
 
 impl Drop for Region {
     fn drop(&mut self) {
-        // SAFETY: `base..base + len_bytes` is exactly the mapping made in
-        // `WriteMapping::new`, and nothing refers to it once the last
-        // holder of the region is dropped.
-        let rc = unsafe { libc::munmap(self.base.as_ptr().cast(), self.len_bytes) };
-        debug_assert_eq!(rc, 0, "munmap of a mapping we made");
+        match &self.memory {
+            Memory::Mapped(base) => {
+                // SAFETY: `base..base + len_bytes` is exactly the mapping
+                // made in `WriteMapping::new`, and nothing refers to it once
+                // the last holder of the region is dropped.
+                let rc = unsafe { libc::munmap(base.as_ptr().cast(), self.len_bytes) };
+                debug_assert_eq!(rc, 0, "munmap of a mapping we made");
+            }
+            #[cfg(any(test, feature = "sim"))]
+            Memory::Simulated { .. } => {}
+        }
     }
 }
 

@@ -122,6 +122,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, and too slow under Miri")]
     fn no_false_negatives_and_few_false_positives() {
         let bloom = filled(10_000, 10_000);
         let false_positives = (10_000..110_000u64)
@@ -133,6 +134,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "safe code only, and too slow under Miri")]
     fn an_overfull_filter_still_has_no_false_negatives() {
         filled(0, 50_000);
     }

@@ -16,6 +16,7 @@
 
 use std::fmt;
 use std::ops::Bound;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -24,8 +25,8 @@ use parking_lot::Mutex;
 
 use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
-use super::btree_node::{FANOUT, Header, Snapshot, Step, slot_entry};
-use super::node::{Node, NodeRef, compare, write_node};
+use super::btree_node::{FANOUT, Header, NodePtr, Snapshot, Step};
+use super::node::{NodeRef, compare, write_node};
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::mem::MappingPool;
@@ -59,7 +60,7 @@ struct Writer {
 /// The inner nodes a writer's search went down through, and which child
 /// it took in each.
 struct Path<'a> {
-    steps: [Option<(&'a Header, usize)>; MAX_DEPTH],
+    steps: [Option<(NodePtr<'a>, usize)>; MAX_DEPTH],
     depth: usize,
 }
 
@@ -71,7 +72,7 @@ impl<'a> Path<'a> {
         }
     }
 
-    fn push(&mut self, node: &'a Header, child: usize) {
+    fn push(&mut self, node: NodePtr<'a>, child: usize) {
         assert!(
             self.depth < MAX_DEPTH,
             "a tree of at most {MAX_DEPTH} levels"
@@ -80,7 +81,7 @@ impl<'a> Path<'a> {
         self.depth += 1;
     }
 
-    fn pop(&mut self) -> Option<(&'a Header, usize)> {
+    fn pop(&mut self) -> Option<(NodePtr<'a>, usize)> {
         self.depth = self.depth.checked_sub(1)?;
         self.steps[self.depth].take()
     }
@@ -91,7 +92,7 @@ impl<'a> Path<'a> {
 struct Found<'a> {
     pred: Option<NodeRef<'a>>,
     next: Option<NodeRef<'a>>,
-    leaf: &'a Header,
+    leaf: NodePtr<'a>,
     version: u64,
 }
 
@@ -105,15 +106,11 @@ impl fmt::Debug for BTreeMemTable {
     }
 }
 
-/// A published entry; `ptr` came from a validated read, so is not null.
-fn entry<'a>(ptr: *mut Node) -> NodeRef<'a> {
-    slot_entry(ptr).expect("a validated slot holds an entry")
-}
-
 impl BTreeMemTable {
     /// A MemTable whose key filter and entry chunks are sized for
     /// `capacity_bytes` of entries (it stays correct beyond, with more false
     /// positives). The filter's memory is charged to the MemTable's size.
+    #[cfg(any(test, feature = "sim"))]
     pub fn with_capacity(capacity_bytes: u64) -> Self {
         Self::with_capacity_in(capacity_bytes, None)
     }
@@ -150,15 +147,12 @@ impl BTreeMemTable {
         std::ptr::from_ref(self).cast()
     }
 
-    fn node(&self, ptr: *mut Header) -> &Header {
-        assert!(!ptr.is_null(), "a validated link leads to a node");
-        // SAFETY: links hold nodes of this MemTable's node arena, published
-        // with release and read with acquire; they live as long as `self`.
-        unsafe { &*ptr }
-    }
-
-    fn root(&self) -> &Header {
-        self.node(self.root.load(Ordering::Acquire))
+    fn root(&self) -> NodePtr<'_> {
+        let root = NonNull::new(self.root.load(Ordering::Acquire)).expect("a tree has a root");
+        // SAFETY: the root is a node of this MemTable's node arena,
+        // published with release and read with acquire; it lives as long
+        // as `self`.
+        unsafe { NodePtr::new(root) }
     }
 
     /// Goes down to the leaf whose range holds `edge` and returns what
@@ -168,8 +162,8 @@ impl BTreeMemTable {
         &'a self,
         edge: Edge<'_>,
         mut path: Option<&mut Path<'a>>,
-        at_leaf: impl Fn(&Header, usize) -> R,
-    ) -> (R, &'a Header, u64) {
+        at_leaf: impl Fn(NodePtr<'a>, usize) -> R,
+    ) -> (R, NodePtr<'a>, u64) {
         let mut node = self.root();
         loop {
             let (route, version) = node.read(|n| match n.route(edge) {
@@ -178,12 +172,12 @@ impl BTreeMemTable {
             });
             match route {
                 Ok(found) => return (found, node, version),
-                Err(Step::Right(right)) => node = self.node(right),
+                Err(Step::Right(right)) => node = right.expect("a validated link leads to a node"),
                 Err(Step::Down { child, index }) => {
                     if let Some(path) = path.as_deref_mut() {
                         path.push(node, index);
                     }
-                    node = self.node(child);
+                    node = child.expect("a validated link leads to a node");
                 }
             }
         }
@@ -192,19 +186,19 @@ impl BTreeMemTable {
     fn seek(&self, edge: Edge<'_>) -> Found<'_> {
         let ((pred, next), leaf, version) = self.descend(edge, None, |n, passed| {
             let pred = match passed {
-                0 => std::ptr::null_mut(),
-                p => n.entry(p - 1),
+                0 => None,
+                p => n.entry_ref(p - 1),
             };
             let next = if passed < n.len() {
-                n.entry(passed)
+                n.entry_ref(passed)
             } else {
-                n.high()
+                n.high_ref()
             };
             (pred, next)
         });
         Found {
-            pred: slot_entry(pred),
-            next: slot_entry(next),
+            pred,
+            next,
             leaf,
             version,
         }
@@ -213,11 +207,7 @@ impl BTreeMemTable {
     /// Entries in order from the first that `edge` does not pass.
     fn cursor(&self, edge: Edge<'_>) -> Cursor<'_> {
         let (snapshot, _, _) = self.descend(edge, None, |n, passed| n.snapshot(passed));
-        Cursor {
-            table: self,
-            snapshot,
-            at: 0,
-        }
+        Cursor { snapshot, at: 0 }
     }
 
     /// Entries in order from the first at or after `lower`.
@@ -235,8 +225,7 @@ impl BTreeMemTable {
 /// at a time, then on along its right link. Each copy and its link were
 /// read together, so a split after the copy cannot hide entries from it.
 pub(super) struct Cursor<'a> {
-    table: &'a BTreeMemTable,
-    snapshot: Snapshot,
+    snapshot: Snapshot<'a>,
     at: usize,
 }
 
@@ -245,15 +234,13 @@ impl<'a> Iterator for Cursor<'a> {
 
     fn next(&mut self) -> Option<NodeRef<'a>> {
         while self.at == self.snapshot.len {
-            if self.snapshot.right.is_null() {
-                return None;
-            }
-            let right = self.table.node(self.snapshot.right);
+            let right = self.snapshot.right?;
             self.snapshot = right.read(|n| n.snapshot(0)).0;
             self.at = 0;
         }
         self.at += 1;
-        Some(entry(self.snapshot.entries[self.at - 1]))
+        let entry = self.snapshot.entries[self.at - 1];
+        Some(entry.expect("a validated slot holds an entry"))
     }
 }
 
@@ -276,15 +263,19 @@ impl BTreeMemTable {
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
         let writer = &mut *writer;
-        let new = write_node(&mut writer.entries, 0, &key, seq, value.as_deref()).as_ptr();
-        let edge = Edge::Version(entry(new).parts());
+        let new = write_node(&mut writer.entries, 0, &key, seq, value.as_deref());
+        // SAFETY: just written in this MemTable's entry arena, which lives
+        // as long as `self`; published by the insert below.
+        let new = unsafe { NodeRef::new(new) };
+        let edge = Edge::Version(new.parts());
         if !hint.is_some_and(|(leaf, version)| self.insert_in_hinted_leaf(leaf, version, edge, new))
         {
             let mut path = Path::new();
             let (passed, leaf, _) = self.descend(edge, Some(&mut path), |n, passed| {
                 debug_assert!(
                     passed == n.len()
-                        || compare(entry(n.entry(passed)).parts(), entry(new).parts()).is_gt(),
+                        || n.entry_ref(passed)
+                            .is_some_and(|e| compare(e.parts(), new.parts()).is_gt()),
                     "sequence numbers of one key are unique, and grow"
                 );
                 passed
@@ -296,16 +287,19 @@ impl BTreeMemTable {
     }
 
     /// `true` when `new` went into the hinted leaf. Writer only.
-    fn insert_in_hinted_leaf(
-        &self,
+    fn insert_in_hinted_leaf<'a>(
+        &'a self,
         leaf: *const Header,
         version: u64,
         edge: Edge<'_>,
-        new: *mut Node,
+        new: NodeRef<'a>,
     ) -> bool {
+        let Some(leaf) = NonNull::new(leaf.cast_mut()) else {
+            return false;
+        };
         // SAFETY: the hint is this MemTable's (checked by the caller), so
-        // `leaf` is one of its nodes.
-        let leaf = unsafe { &*leaf };
+        // `leaf` is one of its nodes, which live as long as `self`.
+        let leaf = unsafe { NodePtr::new(leaf) };
         // An unchanged leaf still holds the key's range; only the writer
         // changes nodes, and it is here.
         if leaf.version() != version || leaf.is_full() {
@@ -315,7 +309,7 @@ impl BTreeMemTable {
             leaf.route(edge).is_none(),
             "an unchanged leaf keeps its range"
         );
-        leaf.insert_at(leaf.passed(edge), new, std::ptr::null_mut());
+        leaf.insert_at(leaf.passed(edge), new, None);
         true
     }
 
@@ -324,12 +318,12 @@ impl BTreeMemTable {
     fn insert_into<'a>(
         &'a self,
         nodes: &mut Arena,
-        mut node: &'a Header,
+        mut node: NodePtr<'a>,
         mut index: usize,
-        mut new: *mut Node,
+        mut new: NodeRef<'a>,
         mut path: Path<'a>,
     ) {
-        let mut child = std::ptr::null_mut();
+        let mut child = None;
         loop {
             if !node.is_full() {
                 node.insert_at(index, new, child);
@@ -344,14 +338,14 @@ impl BTreeMemTable {
             } else {
                 right.insert_at(index - mid, new, child);
             }
-            let right_ptr = std::ptr::from_ref(right).cast_mut();
             match path.pop() {
                 Some((parent, taken)) => {
-                    (node, index, new, child) = (parent, taken + 1, right.entry(0), right_ptr);
+                    let fence = right.entry_ref(0).expect("a split sibling holds entries");
+                    (node, index, new, child) = (parent, taken + 1, fence, Some(right));
                 }
                 None => {
-                    let root = Header::new_root(nodes, node, right);
-                    self.root.store(root, Ordering::Release);
+                    let root = NodePtr::new_root(nodes, node, right);
+                    self.root.store(root.as_ptr(), Ordering::Release);
                     return;
                 }
             }
@@ -374,7 +368,7 @@ impl MemTable for BTreeMemTable {
         InsertHint::new(
             self.owner(),
             HintAt::Leaf {
-                leaf: found.leaf,
+                leaf: found.leaf.as_ptr(),
                 version: found.version,
             },
         )

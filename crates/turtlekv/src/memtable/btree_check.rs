@@ -5,17 +5,11 @@
 //! level's nodes, in order, each starting at the fence its parent gives
 //! it; and the leaves hold every entry inserted.
 
-use super::btree_node::{Header, entry_prefix, slot_entry as entry};
+use super::btree_node::{Header, NodePtr, entry_prefix};
 use super::node::{NodeRef, compare};
 
-fn node<'a>(ptr: *mut Header) -> Option<&'a Header> {
-    // SAFETY: the writer lock is held (no node changes), and links hold
-    // null or nodes of the MemTable that owns `root`, which outlives this.
-    unsafe { ptr.as_ref() }
-}
-
-pub(super) fn check(root: &Header, len: usize) -> Result<(), String> {
-    if !root.right().is_null() {
+pub(super) fn check(root: NodePtr<'_>, len: usize) -> Result<(), String> {
+    if root.right().is_some() {
         return Err("the root has a right sibling".into());
     }
     let mut first = Some(root);
@@ -29,12 +23,12 @@ pub(super) fn check(root: &Header, len: usize) -> Result<(), String> {
         let mut prev: Option<NodeRef<'_>> = None;
         let mut at = Some(leftmost);
         while let Some(n) = at {
-            nodes.push(std::ptr::from_ref(n).cast_mut());
+            nodes.push(n.as_ptr());
             check_node(n, level, nodes.len() == 1, &mut prev, &mut children)?;
             if level == 0 {
                 entries += n.len();
             }
-            at = node(n.right());
+            at = n.right();
         }
         if let Some(expected) = expected.take()
             && expected != nodes
@@ -43,7 +37,7 @@ pub(super) fn check(root: &Header, len: usize) -> Result<(), String> {
         }
         first = match level {
             0 => None,
-            _ => node(leftmost.child(0)),
+            _ => leftmost.child(0),
         };
         expected = Some(children);
     }
@@ -57,7 +51,7 @@ pub(super) fn check(root: &Header, len: usize) -> Result<(), String> {
 /// the level so far), its fences, and its children (appended to
 /// `children`).
 fn check_node<'a>(
-    n: &'a Header,
+    n: NodePtr<'a>,
     level: u32,
     leftmost: bool,
     prev: &mut Option<NodeRef<'a>>,
@@ -66,14 +60,14 @@ fn check_node<'a>(
     if n.level() != level {
         return Err(format!("a node of level {} at level {level}", n.level()));
     }
-    let empty_root_leaf = level == 0 && leftmost && n.right().is_null();
+    let empty_root_leaf = level == 0 && leftmost && n.right().is_none();
     if n.len() == 0 && !empty_root_leaf {
         return Err(format!("an empty node at level {level}"));
     }
     for i in 0..n.len() {
-        let slot = entry(n.entry(i));
+        let slot = n.entry_ref(i);
         if level > 0 {
-            let child = node(n.child(i)).ok_or(format!("a null child at level {level}"))?;
+            let child = n.child(i).ok_or(format!("a null child at level {level}"))?;
             if child.level() + 1 != level {
                 return Err(format!("a child of level {} under {level}", child.level()));
             }
@@ -84,7 +78,7 @@ fn check_node<'a>(
                     "level {level}: a child's low fence is not its separator"
                 ));
             }
-            children.push(n.child(i));
+            children.push(child.as_ptr());
             if slot.is_none() && (i > 0 || !leftmost) {
                 return Err(format!("level {level}: a separator is missing"));
             }
@@ -92,7 +86,7 @@ fn check_node<'a>(
         let Some(e) = slot else {
             continue;
         };
-        if n.prefix_at(i) != entry_prefix(n.entry(i)) {
+        if n.prefix_at(i) != entry_prefix(slot) {
             return Err(format!(
                 "level {level}: a stored prefix differs from its entry's"
             ));
@@ -114,23 +108,22 @@ fn check_node<'a>(
 }
 
 /// The high fence is the right sibling's first slot, and above the node's.
-fn check_fences(n: &Header, level: u32) -> Result<(), String> {
-    let right = node(n.right());
-    let high = n.high();
-    match right {
-        None if high.is_null() => Ok(()),
+fn check_fences(n: NodePtr<'_>, level: u32) -> Result<(), String> {
+    let high = n.high_ref();
+    match n.right() {
+        None if high.is_none() => Ok(()),
         None => Err(format!(
             "level {level}: a high fence without a right sibling"
         )),
-        Some(r) if r.entry(0) != high || high.is_null() => Err(format!(
+        Some(r) if r.entry(0) != n.high() || high.is_none() => Err(format!(
             "level {level}: a high fence that is not the right's low fence"
         )),
         Some(_) if n.high_prefix() != entry_prefix(high) => Err(format!(
             "level {level}: a high fence's prefix differs from its entry's"
         )),
         Some(_) => {
-            let last = entry(n.entry(n.len().saturating_sub(1)));
-            let high = entry(high).expect("checked not null");
+            let last = n.entry_ref(n.len().saturating_sub(1));
+            let high = high.expect("checked not null");
             match last {
                 Some(l) if !compare(l.parts(), high.parts()).is_lt() => Err(format!(
                     "level {level}: an entry at or above the high fence"

@@ -115,12 +115,19 @@ mod tests {
     use super::*;
     use crate::memtable::BTreeMemTable;
 
+    // Under Miri's default model (Stacked Borrows) rayon's crossbeam-epoch
+    // fails before the MemTable is read (crossbeam-rs/crossbeam#545; it is
+    // sound under Tree Borrows, which crossbeam's own Miri runs use):
+    // `docs/testing.md` gives the Tree Borrows command that runs this test.
     #[test]
+    #[cfg_attr(miri, ignore = "crossbeam-epoch needs Tree Borrows")]
     fn parallel_collection_equals_a_plain_scan() {
+        // Fewer under Miri, which runs the same code far slower.
+        const KEYS: u64 = if cfg!(miri) { 400 } else { 20_000 };
         let memtable = BTreeMemTable::with_capacity(1 << 20);
         let mut seq = 0;
         for round in 0..3u64 {
-            for i in 0..20_000u64 {
+            for i in 0..KEYS {
                 seq += 1;
                 let key = Bytes::from(i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec());
                 let value = (i % 7 != round).then(|| Bytes::from(format!("{round}:{i}")));
@@ -133,7 +140,7 @@ mod tests {
             .unwrap();
         let collected = pool.install(|| collect_latest(&memtable));
         let plain = collect_range(&memtable, Bound::Unbounded, Bound::Unbounded);
-        assert_eq!(collected.len(), 20_000);
+        assert_eq!(collected.len() as u64, KEYS);
         assert_eq!(collected, plain);
         assert!(collected.windows(2).all(|w| w[0].0 < w[1].0));
     }

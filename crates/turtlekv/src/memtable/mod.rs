@@ -16,6 +16,7 @@ mod btree_node;
 mod collect;
 mod node;
 mod search;
+#[cfg(any(test, feature = "sim"))]
 mod skiplist;
 #[cfg(test)]
 mod tests;
@@ -30,6 +31,7 @@ use crate::mem::MappingPool;
 
 pub(crate) use btree::BTreeMemTable;
 pub(crate) use collect::collect_latest;
+#[cfg(any(test, feature = "sim"))]
 pub(crate) use skiplist::SkipListMemTable;
 
 /// The newest visible version of one key: `None` is a tombstone.
@@ -46,6 +48,7 @@ pub(crate) struct InsertHint {
 
 /// A skiplist hint: the last node below the key at each level (null: the
 /// head).
+#[cfg(any(test, feature = "sim"))]
 type HintPreds = [*mut node::Node; node::MAX_HEIGHT];
 
 #[derive(Debug)]
@@ -53,6 +56,7 @@ enum HintAt {
     /// From the skiplist. Nodes are never unlinked, so each stays below the
     /// key and linked at its level; only nodes linked in since may lie
     /// between it and the new version.
+    #[cfg(any(test, feature = "sim"))]
     Preds(HintPreds),
     /// From the B+-tree: the leaf whose range held the key, and its version
     /// then. An unchanged leaf still holds it.

@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicPtr;
 
 use super::arena::{Arena, Place};
 use crate::key::key_prefix;
+#[cfg(any(test, feature = "sim"))]
 use crate::util::prefetch::{Locality, prefetch};
 
 /// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
@@ -80,6 +81,7 @@ pub(crate) fn compare(a: KeyParts<'_>, b: KeyParts<'_>) -> Ordering {
 
 /// Asks for the cache line of `node`'s prefix, which a search compares
 /// first (a hint: any address will do, null included).
+#[cfg(any(test, feature = "sim"))]
 #[inline]
 pub(crate) fn prefetch_search_fields(node: *mut Node) {
     let at = node
@@ -183,6 +185,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// The next-node pointer at `level`; `level < height`.
+    #[cfg(any(test, feature = "sim"))]
     pub fn next(self, level: usize) -> &'a AtomicPtr<Node> {
         assert!(level < self.height(), "level within the tower");
         // SAFETY: the tower follows the header in the same allocation and

@@ -39,6 +39,26 @@ impl Table for BTreeMemTable {
     }
 }
 
+/// `native` in a normal build, `miri` under Miri, which runs the same
+/// code (every unsafe block of the MemTables) a thousand times slower.
+const fn scaled(native: u64, miri: u64) -> u64 {
+    if cfg!(miri) { miri } else { native }
+}
+
+/// Proptest's settings: few cases under Miri, and no regression files
+/// (Miri keeps the file system out of reach).
+fn proptest_config() -> proptest::test_runner::Config {
+    if cfg!(miri) {
+        proptest::test_runner::Config {
+            cases: 4,
+            failure_persistence: None,
+            ..proptest::test_runner::Config::default()
+        }
+    } else {
+        proptest::test_runner::Config::default()
+    }
+}
+
 fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
@@ -112,6 +132,8 @@ fn scan_bounds_cover_all_versions<T: Table>() {
 }
 
 proptest::proptest! {
+    #![proptest_config(proptest_config())]
+
     #[test]
     fn prefix_shortcut_orders_like_plain_comparison(
         a in proptest::collection::vec(proptest::sample::select(vec![0u8, 1, 0xff]), 1..12),
@@ -158,7 +180,7 @@ fn btree_size_counts_every_version_and_its_nodes() {
 #[test]
 fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
     use std::sync::atomic::AtomicBool;
-    const KEYS: u64 = 20_000;
+    const KEYS: u64 = scaled(20_000, 300);
     let t = BTreeMemTable::with_capacity(4 << 20);
     let key = |k: u64| Bytes::from(k.to_be_bytes().to_vec());
     let old = |k: u64| Bytes::from(format!("old {k}"));
@@ -184,7 +206,7 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
             s.spawn(move || {
                 let mut rng = seed;
                 let mut rounds = 0;
-                while writing.load(Ordering::Acquire) || rounds < 500 {
+                while writing.load(Ordering::Acquire) || rounds < scaled(500, 5) {
                     rounds += 1;
                     rng ^= rng << 13;
                     rng ^= rng >> 7;
@@ -362,7 +384,7 @@ fn reads_match_a_model_before_and_after_sealing<T: Table>(
 
 fn readers_see_a_sorted_prefix_while_one_thread_writes<T: Table>() {
     use std::sync::atomic::AtomicU64;
-    const KEYS: u64 = 20_000;
+    const KEYS: u64 = scaled(20_000, 300);
     let t = T::with_capacity(1 << 20);
     // Keys in a scrambled order; `written` says how many are in.
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
@@ -451,7 +473,7 @@ fn prepared_inserts_match_a_model<T: Table>(
 /// while readers check that what they see stays sorted and whole.
 fn prepared_inserts_from_two_writers_beside_readers<T: Table>() {
     use std::sync::atomic::AtomicU64;
-    const KEYS_PER_WRITER: u64 = 10_000;
+    const KEYS_PER_WRITER: u64 = scaled(10_000, 150);
     let t = T::with_capacity(1 << 20);
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let next_seq = parking_lot::Mutex::new(1u64);
@@ -526,7 +548,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     let pool = Arc::new(MappingPool::new(capacity, Arc::new(AtomicU64::new(0))));
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let first = T::with_capacity_in(1 << 20, Some(pool.clone()));
-    for i in 0..6_000 {
+    for i in 0..scaled(6_000, 1_000) {
         first.insert(key(i), i + 1, Some(Bytes::from(vec![0xFF; 100])));
     }
     drop(first);
@@ -535,7 +557,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
 
     let second = T::with_capacity_in(1 << 20, Some(pool.clone()));
     let mut model = BTreeMap::new();
-    for i in (0..3_000u64).rev() {
+    for i in (0..scaled(3_000, 500)).rev() {
         let value = Bytes::from(vec![i as u8; 1 + (i % 90) as usize]);
         second.insert(key(i * 7), i + 1, Some(value.clone()));
         model.insert(key(i * 7), value);
@@ -619,6 +641,8 @@ macro_rules! memtable_tests {
             }
 
             proptest::proptest! {
+                #![proptest_config(proptest_config())]
+
                 #[test]
                 fn reads_match_a_model_before_and_after_sealing(
                     writes in proptest::collection::vec(

@@ -28,6 +28,7 @@
 
 pub(crate) mod check;
 pub(crate) mod format;
+#[cfg(any(test, feature = "sim"))]
 pub(crate) mod fuzz_hook;
 pub(crate) mod read;
 pub(crate) mod shape;

@@ -3,6 +3,7 @@
 
 #[cfg(test)]
 mod compat_tests;
+#[cfg(any(test, feature = "sim"))]
 pub(crate) mod fuzz_hook;
 mod group_commit;
 #[cfg(test)]

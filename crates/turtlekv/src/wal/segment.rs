@@ -203,7 +203,8 @@ impl SegmentWriter {
         // Without a worker the leader reserves every step itself.
         let ahead = mapping
             .as_ref()
-            .and_then(|m| ReserveAhead::start(file.clone(), m.populater()).ok());
+            .and_then(WriteMapping::populater)
+            .and_then(|p| ReserveAhead::start(file.clone(), p).ok());
         let mut writer = SegmentWriter {
             mapping,
             reserved_len_bytes: start_len_bytes,
@@ -432,7 +433,7 @@ pub(crate) fn header_and_marker(id: u64, first_seq: u64, predecessors_synced: bo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::{RealFs, read_all};
+    use crate::io::{FaultFs, RealFs, read_all};
 
     fn writer(dir: &Path, segment_size_bytes: u64) -> SegmentWriter {
         SegmentWriter::create(Arc::new(RealFs), dir, 1, segment_size_bytes, 1, true).unwrap()
@@ -478,6 +479,88 @@ mod tests {
             "finish cuts the reserve"
         );
         assert_eq!(w.synced_len_bytes(), expected.len() as u64);
+    }
+
+    /// On the fault-injecting file system too, appends are copies into a
+    /// (simulated) mapping, in storage the writer reserved itself.
+    #[test]
+    fn appends_on_fault_fs_go_through_its_mapping() {
+        let fs = FaultFs::new();
+        fs.create_dir_all(Path::new("/wal")).unwrap();
+        let mut w = SegmentWriter::create(
+            Arc::new(fs.clone()),
+            Path::new("/wal"),
+            1,
+            64 << 20,
+            1,
+            true,
+        )
+        .unwrap();
+        assert!(
+            w.mapping.is_some() && w.ahead.is_none(),
+            "mapped, no worker"
+        );
+        let mut expected = header_and_marker(1, 1, true);
+        for i in 0..3000u32 {
+            let bytes = pattern(100 + (i % 700) as usize, i as u8);
+            w.append(&bytes).unwrap();
+            expected.extend_from_slice(&bytes);
+        }
+        assert!(w.mapping.is_some(), "no append fell back to write_at");
+        assert_eq!(fs.store_count(), 3000);
+        assert_eq!(fs.op_counts().0, 3, "the header and two steps reserved");
+        let on_file = read_all(&*w.file).unwrap();
+        assert_eq!(on_file.len() as u64, 2 * RESERVE_STEP_BYTES);
+        assert_eq!(&on_file[..expected.len()], &expected[..]);
+        w.finish().unwrap();
+        assert_eq!(read_all(&*w.file).unwrap(), expected);
+    }
+
+    /// The writer copies into the mapping only where the file has storage:
+    /// a store anywhere else would raise SIGBUS, and the simulation aborts
+    /// the process there. With the reserving worker running, and writes
+    /// (reservations, appends the mapping cannot take) failing once now and
+    /// then, as on a nearly full disk, every append lands in reserved
+    /// storage or is written, and the file holds what was appended.
+    #[test]
+    fn appends_stay_in_reserved_storage_while_reservations_fail() {
+        for seed in 0..6u64 {
+            let fs = FaultFs::new();
+            fs.set_mappings(crate::io::Mappings::SimulatedWithWorker);
+            fs.create_dir_all(Path::new("/wal")).unwrap();
+            let mut w = SegmentWriter::create(
+                Arc::new(fs.clone()),
+                Path::new("/wal"),
+                1,
+                12 << 20,
+                1,
+                true,
+            )
+            .unwrap();
+            assert!(w.ahead.is_some(), "the worker runs");
+            let mut rng = crate::io::SplitMix(seed);
+            let mut expected = header_and_marker(1, 1, true);
+            while expected.len() < 10 << 20 {
+                if rng.next().is_multiple_of(200) {
+                    fs.inject(crate::io::Fault {
+                        on: crate::io::FaultOn::Write,
+                        after: rng.next() % 3,
+                        kind: crate::io::FaultKind::NoSpace,
+                        persistent: false,
+                        path_contains: None,
+                    });
+                }
+                let bytes = pattern(20 + (rng.next() % 6000) as usize, rng.next() as u8);
+                match w.append(&bytes) {
+                    Ok(()) => expected.extend_from_slice(&bytes),
+                    Err(e) => assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}"),
+                }
+            }
+            fs.clear_fault();
+            w.finish().unwrap();
+            assert_eq!(read_all(&*w.file).unwrap(), expected, "seed {seed}");
+            assert!(fs.store_count() > 1000, "seed {seed}: appends were mapped");
+        }
     }
 
     /// Waits until the worker has reserved everything asked of it.

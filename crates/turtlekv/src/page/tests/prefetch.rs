@@ -1,28 +1,34 @@
 //! Prefetch reads uncached ranges into the cache together; the reads that
-//! follow are served from memory, and a damaged block is still reported.
-//! Each test runs twice: on the fault-injecting file system, whose files
-//! give no descriptor so prefetch reads on its thread pool, and on real
-//! files, which it reads through io_uring where the kernel has it.
+//! follow are served from memory, and a damaged block or a failed read is
+//! still reported. Each test runs three times: on the fault-injecting file
+//! system, whose files serve a batch through `read_at` (as the real ones
+//! serve it through io_uring); on the same with batches declined, so that
+//! prefetch reads on its thread pool; and on real files, read through
+//! io_uring where the kernel has it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::harness::{DIR, Version, commit, leaf_bytes, open_at, small_options};
 use crate::Error;
-use crate::io::{FaultFs, FileSystem, RealFs, read_exact_batch};
+use crate::io::{Fault, FaultFs, FaultKind, FaultOn, FileSystem, RealFs, read_exact_batch};
 use crate::page::PAGE_FILE_NAMES;
 use crate::page::{CachePriority, PageId, PageIo, PageRange, PageStore};
 
-/// Where a test's store lives.
+/// Where a test's store lives; a fault-injecting file system says
+/// whether its files serve batched reads.
 enum Disk {
-    Fault(FaultFs),
+    Fault(FaultFs, bool),
     Real(tempfile::TempDir),
 }
 
 impl Disk {
-    fn both() -> [Disk; 2] {
+    fn all() -> [Disk; 3] {
+        let unbatched = FaultFs::new();
+        unbatched.set_batched_reads(false);
         [
-            Disk::Fault(FaultFs::new()),
+            Disk::Fault(FaultFs::new(), true),
+            Disk::Fault(unbatched, false),
             Disk::Real(tempfile::tempdir().unwrap()),
         ]
     }
@@ -30,7 +36,7 @@ impl Disk {
     /// The store, opened at `root` committed as `generation`.
     fn open(&self, generation: u64, root: Option<PageId>) -> PageStore {
         let (fs, dir): (Arc<dyn FileSystem>, &Path) = match self {
-            Disk::Fault(fs) => (Arc::new(fs.clone()), Path::new(DIR)),
+            Disk::Fault(fs, _) => (Arc::new(fs.clone()), Path::new(DIR)),
             Disk::Real(dir) => (Arc::new(RealFs), dir.path()),
         };
         open_at(fs, dir, &small_options(), generation, root).unwrap()
@@ -38,14 +44,14 @@ impl Disk {
 
     fn page_file(&self, index: usize) -> PathBuf {
         match self {
-            Disk::Fault(_) => Path::new(DIR).join(PAGE_FILE_NAMES[index]),
+            Disk::Fault(..) => Path::new(DIR).join(PAGE_FILE_NAMES[index]),
             Disk::Real(dir) => dir.path().join(PAGE_FILE_NAMES[index]),
         }
     }
 
     fn flip_bit(&self, path: &Path, bit: u64) {
         match self {
-            Disk::Fault(fs) => fs.flip_bit(path, bit).unwrap(),
+            Disk::Fault(fs, _) => fs.flip_bit(path, bit).unwrap(),
             Disk::Real(_) => {
                 let mut bytes = std::fs::read(path).unwrap();
                 bytes[(bit / 8) as usize] ^= 1 << (bit % 8);
@@ -55,8 +61,11 @@ impl Disk {
     }
 
     /// Whether prefetches on this disk should bypass the thread pool.
-    fn reads_through_io_uring(&self) -> bool {
-        matches!(self, Disk::Real(_)) && read_exact_batch(&mut []).is_some()
+    fn reads_batched(&self) -> bool {
+        match self {
+            Disk::Fault(_, batched) => *batched,
+            Disk::Real(_) => read_exact_batch(&mut []).is_some(),
+        }
     }
 }
 
@@ -74,7 +83,7 @@ fn cold_store(disk: &Disk) -> (PageStore, Version) {
 
 #[test]
 fn prefetched_ranges_are_then_read_from_the_cache() {
-    for disk in Disk::both() {
+    for disk in Disk::all() {
         prefetched_ranges_are_read_from_the_cache_on(&disk);
     }
 }
@@ -93,10 +102,7 @@ fn prefetched_ranges_are_read_from_the_cache_on(disk: &Disk) {
     let after_prefetch = store.stats();
     // Each range is one run of blocks, so one read each.
     assert_eq!(after_prefetch.read_ios - before.read_ios, 4);
-    assert_eq!(
-        store.prefetch_pool.started(),
-        !disk.reads_through_io_uring()
-    );
+    assert_eq!(store.prefetch_pool.started(), !disk.reads_batched());
     for &(id, offset, len) in &ranges {
         let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
         let got = store
@@ -116,7 +122,7 @@ fn prefetched_ranges_are_read_from_the_cache_on(disk: &Disk) {
 
 #[test]
 fn a_single_range_is_read_ahead_in_one_io() {
-    for disk in Disk::both() {
+    for disk in Disk::all() {
         let (store, v) = cold_store(&disk);
         read_ahead_in_one_io(&store, &v);
     }
@@ -138,7 +144,7 @@ fn read_ahead_in_one_io(store: &PageStore, v: &Version) {
 
 #[test]
 fn a_damaged_block_fails_the_prefetch_and_is_not_cached() {
-    for disk in Disk::both() {
+    for disk in Disk::all() {
         a_damaged_block_fails_the_prefetch_on(&disk);
     }
 }
@@ -168,4 +174,56 @@ fn a_damaged_block_fails_the_prefetch_on(disk: &Disk) {
             .read_range(bad, 5000, 100, CachePriority::LeafBlock)
             .is_ok()
     );
+}
+
+/// A read that fails inside a prefetch, whichever of its reads it is, is
+/// the prefetch's error, and nothing it would have read is cached wrong:
+/// every range then reads back its own bytes.
+#[test]
+fn a_failed_read_fails_the_prefetch_and_caches_nothing_wrong() {
+    for disk in Disk::all() {
+        let Disk::Fault(fs, _) = &disk else {
+            continue;
+        };
+        for after in 0..5 {
+            let (store, v) = cold_store(&disk);
+            let ranges: Vec<PageRange> = v
+                .leaves
+                .iter()
+                .map(|l| (l.0, 20_000, 4000))
+                .chain([(v.leaves[0].0, 50_000, 5000)])
+                .collect();
+            fs.inject(Fault {
+                on: FaultOn::Read,
+                after,
+                kind: FaultKind::Eio,
+                persistent: false,
+                path_contains: Some(PAGE_FILE_NAMES[1].to_string()),
+            });
+            let outcome = store.prefetch(&ranges, CachePriority::LeafBlock);
+            let fired = fs.fault_fired();
+            fs.clear_fault();
+            match outcome {
+                Ok(()) => assert!(!fired, "read {after} failed, the prefetch did not"),
+                Err(Error::Io(e)) => {
+                    assert!(fired);
+                    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+                }
+                Err(e) => panic!("read {after}: {e:?}"),
+            }
+            assert_eq!(fired, after < 4, "four reads, one per range");
+            for &(id, offset, len) in &ranges {
+                let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
+                let got = store
+                    .read_range(id, offset, len, CachePriority::LeafBlock)
+                    .unwrap();
+                let want = &leaf_bytes(seed, 60_000)[offset as usize..(offset + len) as usize];
+                assert_eq!(
+                    got, want,
+                    "read {after} failed: range at {offset} of {id:?}"
+                );
+            }
+            store.cache.check().unwrap();
+        }
+    }
 }

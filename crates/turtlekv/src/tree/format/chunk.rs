@@ -155,6 +155,7 @@ impl ChunkItems {
     }
 
     /// Item `i` as slices of the chunk; it must be located.
+    #[cfg(any(test, feature = "sim"))]
     #[inline]
     pub(crate) fn item(&self, i: usize) -> Item {
         self.spans[i].item(&self.bytes)
