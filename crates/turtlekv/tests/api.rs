@@ -24,12 +24,13 @@ fn put_get_delete_and_reopen() {
     let stats = db.stats();
     assert_eq!((stats.puts, stats.deletes, stats.gets), (3, 2, 2));
     assert_eq!(stats.user_bytes_written, 4 + 4 + 5 + 2 + 13);
-    // Segment header and its marker (a record without updates: 12 bytes
+    // Segment header (48 bytes, naming the database) and its marker (a
+    // record without updates: 12 bytes
     // of frame, 3 of payload header), then per record 12 bytes of frame
     // and 3 of payload header (sequence number, synced length and count,
     // one byte each here), 2 (put) or 1 (delete) of entry header, key and
     // value (docs/format.md).
-    assert_eq!(stats.wal_bytes_written, 32 + 15 + 21 + 21 + 22 + 18 + 29);
+    assert_eq!(stats.wal_bytes_written, 48 + 15 + 21 + 21 + 22 + 18 + 29);
     assert_eq!(
         stats.wal_syncs, 1,
         "only the new segment's header and marker were synced"

@@ -317,8 +317,9 @@ fn torn_superblock_slot_falls_back_to_older_slot() {
         // slot never commits, and the handle is poisoned.
         fs.inject(turtlekv::io::Fault {
             on: turtlekv::io::FaultOn::Sync,
-            // The open's own sync of the newest slot succeeds.
-            after: 1,
+            // The open's own syncs of the superblock (the newest slot
+            // again, then the commit of its WAL floor) succeed.
+            after: 2,
             kind: turtlekv::io::FaultKind::Eio,
             persistent: true,
             path_contains: Some("SUPERBLOCK".into()),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::WriteBatch;
 use crate::io::SplitMix;
 use crate::io::{CrashMode, Fault, FaultFs, FileSystem};
+use crate::wal::binding::LogBinding;
 use crate::wal::log::Wal;
 use crate::wal::replay::ReplayOutcome;
 
@@ -35,6 +36,7 @@ fn try_open(fs: &FaultFs, covered: u64, seg: u64) -> crate::Result<(Wal, ReplayO
         Arc::new(fs.clone()),
         Path::new(DIR),
         covered,
+        &LogBinding::new(1),
         seg,
         &mut |first, ops| {
             for (i, op) in ops.iter().enumerate() {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::batch::BatchOp;
 use crate::io::FileSystem;
 use crate::wal::WalPosition;
+use crate::wal::binding::LogBinding;
 use crate::wal::record;
 use crate::wal::replay::{ReplayOutcome, replay};
 use crate::wal::segment::{SEGMENT_HEADER_BYTES, SegmentWriter, WalIo, segment_file_name};
@@ -21,11 +22,25 @@ pub(crate) struct WalVerification {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     segments: Vec<(u64, u64)>,
+    binding: LogBinding,
 }
 
 impl WalVerification {
     pub fn verify(&self) -> Result<WalReport> {
-        verify(&*self.fs, &self.dir, &self.segments)
+        verify(&*self.fs, &self.dir, &self.segments, &self.binding)
+    }
+
+    /// The error for segments that were live and are gone, once the log
+    /// says they are still live (not trimmed meanwhile).
+    pub fn missing(&self, still_live: &[u64]) -> Result<()> {
+        match still_live.first() {
+            None => Ok(()),
+            Some(&id) => Err(crate::Error::corruption(
+                self.dir.join(segment_file_name(id)),
+                0,
+                format!("WAL segment {id} is missing: it holds records no checkpoint covers"),
+            )),
+        }
     }
 }
 
@@ -69,6 +84,8 @@ impl CoveredSegments {
 pub(crate) struct Wal {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// The database the segments belong to, as the superblock says.
+    binding: LogBinding,
     segment_size_bytes: u64,
     writer: SegmentWriter,
     /// Live segments, oldest first: (id, sequence number of its first record).
@@ -94,21 +111,30 @@ pub(crate) struct Wal {
 impl Wal {
     /// Replays every record above `covered_seq` into `apply`, then starts a
     /// fresh segment for new records.
+    /// The log must be the one `binding` describes (`wal::binding`).
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         covered_seq: u64,
+        binding: &LogBinding,
         segment_size_bytes: u64,
         apply: &mut dyn FnMut(u64, &[BatchOp]),
     ) -> Result<(Wal, ReplayOutcome)> {
-        let replayed = replay(&*fs, dir, covered_seq, apply)?;
+        let replayed = replay(&*fs, dir, covered_seq, binding, apply)?;
         let next_seq = replayed.last_seq + 1;
         let id = replayed.next_segment_id;
         // Replay synced every segment it kept; the new one's marker says
         // so before an empty one, whose removal would lose that proof, is
-        // removed.
-        let writer =
-            SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes, next_seq, true)?;
+        // removed. Its id becomes the WAL floor once the caller records it.
+        let writer = SegmentWriter::create(
+            fs.clone(),
+            dir,
+            id,
+            binding.database_id,
+            segment_size_bytes,
+            next_seq,
+            true,
+        )?;
         for &empty in &replayed.empty_segments {
             fs.remove_file(&dir.join(segment_file_name(empty)))?;
         }
@@ -122,6 +148,7 @@ impl Wal {
         let mut wal = Wal {
             fs,
             dir: dir.to_path_buf(),
+            binding: *binding,
             segment_size_bytes,
             writer,
             segments,
@@ -150,6 +177,19 @@ impl Wal {
     /// Sequence number the next entry will get.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Id of the segment being written.
+    pub fn current_segment_id(&self) -> u64 {
+        self.writer.segment_id()
+    }
+
+    /// Those of `ids` that are live segments of the log (not trimmed).
+    pub fn still_live(&self, ids: &[u64]) -> Vec<u64> {
+        ids.iter()
+            .copied()
+            .filter(|id| self.segments.iter().any(|(live, _)| live == id))
+            .collect()
     }
 
     /// Logs the batches as consecutive records with one `write`, and syncs
@@ -307,15 +347,22 @@ impl Wal {
             self.fs.clone(),
             &self.dir,
             id,
+            self.binding.database_id,
             self.segment_size_bytes,
             self.next_seq,
             all_synced,
         )?;
+        // The finished segment names the next one, now that the next one's
+        // header is durable: losing it, or all after it, is then noticed
+        // (`docs/format.md`, "Link"). Not synced here: the next sync syncs
+        // the finished segment, link and all, before the current one.
+        let synced_through = self.synced_through();
+        self.encode_buf.clear();
+        record::encode_link(&mut self.encode_buf, self.next_seq, synced_through, id);
+        self.writer.append_after_cut(&self.encode_buf)?;
         next.add_unreported(self.writer.take_io());
-        if !all_synced {
-            self.unsynced
-                .push((self.writer.segment_id(), self.writer.file()));
-        }
+        self.unsynced
+            .push((self.writer.segment_id(), self.writer.file()));
         // Until a sync, nothing proves the older segments durable: a clean
         // close must seal, even if this segment stays empty. A durable
         // finish is proven by the new marker.
@@ -376,6 +423,7 @@ impl Wal {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             segments: self.segment_lengths()?,
+            binding: self.binding,
         })
     }
 
@@ -406,6 +454,12 @@ mod tests {
     use crate::wal::segment::list_segments;
 
     const DIR: &str = "/db/wal";
+    /// The identity of the database these logs belong to.
+    const DB_ID: u64 = 0xdb;
+
+    fn binding() -> LogBinding {
+        LogBinding::new(DB_ID)
+    }
 
     /// Opens the log on `fs` with `covered_seq`: the log, the sequence
     /// numbers replay found, and what it reported.
@@ -415,6 +469,7 @@ mod tests {
             Arc::new(fs.clone()),
             Path::new(DIR),
             covered_seq,
+            &binding(),
             1 << 20,
             &mut |first, ops| seen.extend(first..first + ops.len() as u64),
         )?;
@@ -530,6 +585,7 @@ mod tests {
                 fs.clone(),
                 dir.path(),
                 covered_seq,
+                &binding(),
                 1 << 20,
                 &mut |first, ops| seen.extend(first..first + ops.len() as u64),
             )
@@ -722,14 +778,24 @@ mod tests {
         assert!(lengths.contains(&0) && lengths.contains(&5), "{lengths:?}");
     }
 
+    /// Flips a bit in the last byte of segment `id`'s last record, the
+    /// link a rotation wrote after it aside.
     fn flip_last_byte(fs: &FaultFs, id: u64) {
         let path = Path::new(DIR).join(segment_file_name(id));
-        let len = fs
-            .open(&path, crate::io::OpenOptions::read_only())
-            .unwrap()
-            .len()
-            .unwrap();
-        fs.flip_bit(&path, (len - 1) * 8).unwrap();
+        let bytes =
+            crate::io::read_all(&*fs.open(&path, crate::io::OpenOptions::read_only()).unwrap())
+                .unwrap();
+        let header = crate::wal::segment::check_header(&bytes, id).unwrap();
+        let (mut offset, mut last_end) = (header.body_start(), 0);
+        while let record::Frame::Valid(rec, len) =
+            record::decode(&bytes[offset..], header.format.payload)
+        {
+            if rec.next_segment.is_none() {
+                last_end = offset + len;
+            }
+            offset += len;
+        }
+        fs.flip_bit(&path, (last_end as u64 - 1) * 8).unwrap();
     }
 
     #[test]
@@ -761,7 +827,8 @@ mod tests {
     fn a_clean_close_gives_the_reserve_back_with_nothing_to_prove() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::RealFs);
-        let (mut wal, _) = Wal::open(fs, dir.path(), 0, 64 << 20, &mut |_, _| {}).unwrap();
+        let (mut wal, _) =
+            Wal::open(fs, dir.path(), 0, &binding(), 64 << 20, &mut |_, _| {}).unwrap();
         let path = dir.path().join(segment_file_name(wal.writer.segment_id()));
         let file_len = || std::fs::metadata(&path).unwrap().len();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -784,7 +851,7 @@ mod tests {
         let path = Path::new(DIR).join(segment_file_name(u64::MAX));
         fs.open(&path, crate::io::OpenOptions::read_write_create())
             .unwrap()
-            .write_at(&crate::wal::segment::encode_header(u64::MAX), 0)
+            .write_at(&crate::wal::segment::encode_header(u64::MAX, DB_ID), 0)
             .unwrap();
         let err = replay_all(&fs, 0).unwrap_err();
         assert!(
@@ -793,9 +860,9 @@ mod tests {
         );
     }
 
-    /// Rewrites segment `id`'s header as a newer build (version 4) would.
+    /// Rewrites segment `id`'s header as a newer build (version 5) would.
     fn set_newer_version(fs: &FaultFs, id: u64) {
-        let header = crate::wal::compat_tests::header_of_version(id, 4);
+        let header = crate::wal::compat_tests::header_of_version(id, 5);
         let path = Path::new(DIR).join(segment_file_name(id));
         let file = fs
             .open(&path, crate::io::OpenOptions::read_write_create())

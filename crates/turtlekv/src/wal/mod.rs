@@ -1,6 +1,7 @@
 //! The write-ahead log: framed, checksummed records in segment files, written
 //! by one group-commit leader at a time and replayed on open.
 
+mod binding;
 #[cfg(test)]
 mod compat_tests;
 pub(crate) mod fuzz_hook;
@@ -17,8 +18,9 @@ mod reserve_ahead;
 mod segment;
 mod verify;
 
+pub(crate) use binding::{LogBinding, log_identity};
 pub(crate) use group_commit::{GroupCommit, Request};
-pub(crate) use log::{Wal, WalVerification};
+pub(crate) use log::Wal;
 pub(crate) use position::WalPosition;
 pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
 
