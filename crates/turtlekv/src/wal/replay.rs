@@ -379,6 +379,9 @@ fn judge_damage(
     if let Some((_, to)) = progress.link
         && !later.contains(&to)
     {
+        if progress.recovery == WalRecovery::PointInTime {
+            progress.outcome.missing_segments += 1;
+        }
         return Err(Damage::Corrupt(
             "records are missing after a segment whose link names a segment that is gone",
         ));
