@@ -409,8 +409,12 @@ impl Wal {
                     return Ok((id, self.writer.len_bytes()));
                 }
                 let path = self.dir.join(segment_file_name(id));
-                let file = self.fs.open(&path, crate::io::OpenOptions::read_only())?;
-                Ok((id, file.len()?))
+                match self.fs.open(&path, crate::io::OpenOptions::read_only()) {
+                    Ok(file) => Ok((id, file.len()?)),
+                    // Trimmed meanwhile, or lost: the check tells which.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((id, 0)),
+                    Err(e) => Err(e),
+                }
             })
             .collect()
     }
