@@ -1,6 +1,8 @@
 //! The database handle: opening and recovery, the write path, reads.
 
 mod check;
+#[cfg(test)]
+mod compat_tests;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;

@@ -3,7 +3,7 @@
 
 mod binding;
 #[cfg(test)]
-mod compat_tests;
+pub(crate) mod compat_tests;
 pub(crate) mod fuzz_hook;
 mod group_commit;
 #[cfg(test)]
@@ -23,6 +23,8 @@ pub(crate) use group_commit::{GroupCommit, Request};
 pub(crate) use log::Wal;
 pub(crate) use position::WalPosition;
 pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
+#[cfg(test)]
+pub(crate) use segment::{check_header, list_segments, segment_file_name};
 
 /// Sub-directory of the database that holds the segments.
 pub(crate) const WAL_DIR: &str = "wal";
