@@ -178,8 +178,8 @@ fn lock_holder_child() {
     std::thread::sleep(std::time::Duration::from_secs(60));
 }
 
-/// Removing `LOCK` while the database is open let a second open in: it
-/// locked the new file. The directory's lock keeps it out.
+/// Removing `LOCK` while the database is open must not let a second open
+/// in (it would lock the new file): the directory's lock keeps it out.
 #[test]
 fn removing_lock_does_not_let_a_second_open_in() {
     let dir = tempfile::tempdir().unwrap();
@@ -220,10 +220,9 @@ fn lock_writer_child() {
     }
 }
 
-/// With another process writing, `rm DB/LOCK` and an open from here got
-/// in, replayed and cut the writer's log under it (it died of SIGBUS, its
-/// data failed to verify). The open is refused; the writer's data stays
-/// whole.
+/// With another process writing, `rm DB/LOCK` and an open from here must
+/// be refused: one that got in would replay and cut the writer's log
+/// under it. The writer's data stays whole.
 #[test]
 fn removing_lock_does_not_let_another_process_in() {
     use std::io::BufRead;
@@ -270,9 +269,9 @@ fn removing_lock_does_not_let_another_process_in() {
     assert!(keys.iter().enumerate().all(|(i, &k)| k == i as u64));
 }
 
-/// `turtlekv put db/wal/x ...` created a database inside another one's
-/// directory. Creation anywhere below a database is refused, and creates
-/// nothing; the outer database is untouched.
+/// `turtlekv put db/wal/x ...` must not create a database inside another
+/// one's directory: creation anywhere below a database is refused, and
+/// creates nothing; the outer database is untouched.
 #[test]
 fn creating_a_database_inside_another_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! Lost WAL segments, files of another database and damaged superblock
 //! slots or stored options are reported, never taken for a database that
-//! simply ends earlier (`docs/durability.md`, promises 7 and 9). The first
-//! tests replay the reproducers of the issue that found them.
+//! simply ends earlier (`docs/durability.md`, promises 7 and 9). Each test
+//! loses, swaps or damages files one way.
 
 mod common;
 
@@ -61,9 +61,8 @@ fn three_synced_commands(dir: &Path) {
     drop(db);
 }
 
-/// The issue's first reproducer: after three synced commands, the two
-/// newest segments are removed. The open reported nothing and `a` came
-/// back; the synced delete must not be undone silently.
+/// After three synced commands, the two newest segments are removed: the
+/// open must report it, not answer `a` from before the synced delete.
 #[test]
 fn removing_the_two_newest_segments_after_three_synced_commands_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,8 +91,8 @@ fn removing_the_two_newest_segments_after_three_synced_commands_is_corruption() 
     db.check().unwrap();
 }
 
-/// Removing all of `wal/`, before and after a checkpoint: the open went
-/// back to the last checkpoint (or to nothing) silently.
+/// Removing all of `wal/`, before and after a checkpoint: the open must
+/// not go back to the last checkpoint (or to nothing) silently.
 #[test]
 fn removing_all_of_wal_is_corruption_with_or_without_a_checkpoint() {
     for checkpoint in [false, true] {
@@ -122,7 +121,7 @@ fn removing_all_of_wal_is_corruption_with_or_without_a_checkpoint() {
 }
 
 /// Deleting the last segment and truncating the one before, at 15 cuts
-/// across it: wrong answers in 13 of 15 trials before.
+/// across it: every one is reported.
 #[test]
 fn deleting_the_last_segment_and_truncating_the_one_before_is_corruption_at_every_cut() {
     let build = || {
@@ -253,7 +252,7 @@ fn losing_a_middle_segment_is_corruption_even_after_unsynced_writes() {
 }
 
 /// A live segment removed while the database is open is reported by
-/// `check()`, which used to skip it as if a checkpoint had trimmed it.
+/// `check()`, not skipped as if a checkpoint had trimmed it.
 #[test]
 fn a_live_segment_removed_while_open_is_reported_by_check() {
     let fs = FaultFs::new();
@@ -321,9 +320,9 @@ fn older_slot(fs: &FaultFs) -> u64 {
     }
 }
 
-/// `check` passed with the older slot damaged: it is reported while the
-/// database is open, and counted by the open that finds it (which may be
-/// a torn commit's, and rewrites it).
+/// A damaged older slot is reported by `check()` while the database is
+/// open, and counted by the open that finds it (which may be a torn
+/// commit's, and rewrites it).
 #[test]
 fn check_reports_a_damaged_older_superblock_slot() {
     let fs = FaultFs::new();
@@ -383,8 +382,8 @@ fn a_zeroed_older_superblock_slot_is_corruption() {
 }
 
 /// The newest slot rots after its checkpoint trimmed the WAL: the older
-/// slot's checkpoint is short of the log, which was reported as a WAL
-/// sequence gap; it is the superblock that is damaged.
+/// slot's checkpoint is short of the log, and what is reported is the
+/// damaged superblock slot, not a WAL sequence gap.
 #[test]
 fn a_rotten_newest_slot_is_reported_as_superblock_damage() {
     let fs = FaultFs::new();
@@ -412,9 +411,9 @@ fn a_rotten_newest_slot_is_reported_as_superblock_damage() {
     }
 }
 
-/// A stored `OPTIONS` cut so that a valid number remains changed a knob
-/// silently; its checksum now tells. One copied from another database is
-/// refused too.
+/// A stored `OPTIONS` cut so that a valid number remains must not change
+/// a knob silently: its checksum tells. One copied from another database
+/// is refused too.
 #[test]
 fn a_truncated_or_foreign_options_file_is_corruption() {
     let dir = tempfile::tempdir().unwrap();

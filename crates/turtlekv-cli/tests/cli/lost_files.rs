@@ -1,5 +1,5 @@
-//! The command sequences of the issue on lost and foreign files: each was
-//! accepted silently (exit 0, older data) and is now reported.
+//! Command sequences that lose or swap files of a database: each must be
+//! reported (exit 6), never answered from an older state.
 
 use std::path::{Path, PathBuf};
 
@@ -155,8 +155,8 @@ fn creating_a_database_inside_another_is_refused() {
     ok(&["check", path(&db)]);
 }
 
-/// The engine's I/O errors carry the operating system's text; the error
-/// chain printed it a second time as the error's source.
+/// The engine's I/O errors carry the operating system's text; printing
+/// the error chain must not repeat it as the error's source.
 #[test]
 fn an_os_error_is_printed_once() {
     let (_dir, db) = temp_db();

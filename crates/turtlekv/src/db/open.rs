@@ -16,7 +16,7 @@ use crate::stats::{Counters, bump};
 use crate::store::superblock::{MAGIC as SUPERBLOCK_MAGIC, SUPERBLOCK_FILE_NAME};
 use crate::store::{State, TreeStore, VersionSet};
 use crate::util::identity::new_database_id;
-use crate::wal::{GroupCommit, LogBinding, WAL_DIR, Wal, log_identity};
+use crate::wal::{GroupCommit, LogBinding, WAL_DIR, Wal, falls_short, log_identity};
 use crate::{Error, Options, Result};
 
 /// Builds the tree store once the directory is locked.
@@ -157,10 +157,10 @@ pub(crate) fn open(
             }
         },
     )
-    .map_err(|e| match (&e, &damage) {
+    .map_err(|e| match &damage {
         // The WAL does not reach back to the valid slot's checkpoint: the
         // damaged slot held a durable commit, which is what to report.
-        (Error::Corruption { .. }, Some(damage)) => damage.with_wal_error(&e),
+        Some(damage) if falls_short(&e) => damage.with_wal_error(&e),
         _ => e,
     })?;
     if let Some(trees) = &trees {

@@ -156,8 +156,10 @@ impl DurablePages {
 
     fn check_superblock_at(&self, generation: u64) -> Result<()> {
         let newest = self.superblock.check()?;
-        if newest.identity.map(|i| i.id) != Some(self.identity.id)
-            || newest.generation != generation
+        // A newer slot than this handle committed is a commit whose sync
+        // failed (the handle is poisoned), not damage; an older one lost a
+        // commit.
+        if newest.identity.map(|i| i.id) != Some(self.identity.id) || newest.generation < generation
         {
             return Err(Error::corruption(
                 self.superblock.path(),

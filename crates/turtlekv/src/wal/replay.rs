@@ -104,6 +104,20 @@ enum SegmentEnd {
     Corrupt { offset: u64, reason: String },
 }
 
+/// Whether `err`, from replay, says the log does not reach back to the
+/// checkpoint or on to the segments it must: a sequence gap, or a missing
+/// segment. With a damaged superblock slot, that is what a durable commit
+/// in it, since rotted, leaves (`db::open` reports the slot then).
+pub(crate) fn falls_short(err: &Error) -> bool {
+    matches!(err, Error::Corruption { reason, .. }
+        if reason.starts_with(GAP) || reason.contains(MISSING) || reason == LINK_GONE)
+}
+
+const GAP: &str = "sequence gap";
+const MISSING: &str = " is missing";
+const LINK_GONE: &str =
+    "records are missing after a segment whose link names a segment that is gone";
+
 /// Replays records above `covered_seq` (older ones are already in the tree)
 /// in sequence order, cuts a torn tail, and syncs every segment it keeps
 /// (after a `kill -9` their records may be only in the OS's cache, and the
@@ -133,7 +147,7 @@ pub(crate) fn replay(
             &dir.join(segment_file_name(binding.floor)),
             0,
             format!(
-                "WAL segment {} is missing: the superblock names it as the newest segment an \
+                "WAL segment {}{MISSING}: the superblock names it as the newest segment an \
                  open started (its WAL floor), and no segment from it on is left{}",
                 binding.floor,
                 ids.last()
@@ -177,7 +191,7 @@ pub(crate) fn replay(
             &dir.join(segment_file_name(from)),
             0,
             format!(
-                "WAL segment {to} is missing: segment {from}, the newest left, names it as the \
+                "WAL segment {to}{MISSING}: segment {from}, the newest left, names it as the \
                  one that follows"
             ),
         )?;
@@ -382,9 +396,7 @@ fn judge_damage(
         if progress.recovery == WalRecovery::PointInTime {
             progress.outcome.missing_segments += 1;
         }
-        return Err(Damage::Corrupt(
-            "records are missing after a segment whose link names a segment that is gone",
-        ));
+        return Err(Damage::Corrupt(LINK_GONE));
     }
     // Frames after damage can only be found by their magic, which a value
     // may hold too. A record claims only bytes before itself as synced,
@@ -568,7 +580,7 @@ fn apply_record(
     if gap {
         return Err(SegmentEnd::Corrupt {
             offset: offset as u64,
-            reason: format!("sequence gap before record starting at {first}"),
+            reason: format!("{GAP} before record starting at {first}"),
         });
     }
     progress.expected_next_seq = Some(next);
