@@ -56,9 +56,10 @@ impl DurablePages {
         fs.create_dir_all(dir)?;
         let mut superblock = Superblock::open(&**fs, dir, options.direct_io)?;
         let mut pages = PageStore::open(fs.clone(), dir, options)?;
-        // An earlier build's database gets its identity now: the one its
-        // log already names if an open of this build started a segment
-        // before it could record it, else a new one.
+        // A database without a recorded identity (an earlier build's, or
+        // a creation cut short) takes the one its log already names, if an
+        // open of this build started a segment before the superblock could
+        // record it, else a new one.
         let legacy_identity = || match crate::wal::log_identity(&**fs, &dir.join(WAL_DIR))? {
             Some(id) => Ok(id),
             None => Ok(new_database_id()?),

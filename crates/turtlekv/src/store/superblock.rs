@@ -402,8 +402,8 @@ impl Superblock {
     /// The newest committed slot, made durable, and whether some slot held
     /// bytes that failed to validate. A file without a valid slot is an
     /// interrupted creation while `pages` holds nothing: generation 0 (the
-    /// empty tree) is then written, under a new identity; otherwise it is
-    /// corruption. Page sizes that differ from `options` are
+    /// empty tree) is then written, under `legacy_identity` (the log's, or
+    /// a new one); otherwise it is corruption. Page sizes that differ from `options` are
     /// `InvalidOptions`. A version-1 slot (an earlier build's) gets
     /// `legacy_identity` in the slot returned; the next commit makes it
     /// durable.
@@ -427,7 +427,7 @@ impl Superblock {
                 self.write_version(&slot, slot.version())?;
                 slot
             }
-            None => self.initialise(fs, dir, pages, options)?,
+            None => self.initialise(fs, dir, pages, options, legacy_identity()?)?,
         };
         if let Some((index, SlotState::Empty)) = state.other_slot()
             && slot.generation > 0
@@ -481,13 +481,16 @@ impl Superblock {
     /// Writes generation 0 (empty tree) into a new store, or one whose
     /// creation was interrupted before its first slot was durable:
     /// recognised by empty page files, so a damaged superblock over real
-    /// data is never overwritten.
+    /// data is never overwritten. `id` is the identity the log already
+    /// names, if it names one, so that its records stay readable, else a
+    /// new one.
     fn initialise(
         &self,
         fs: &dyn FileSystem,
         dir: &Path,
         pages: &PageStore,
         options: &PageStoreOptions,
+        id: u64,
     ) -> Result<Slot> {
         if !pages.is_empty()? {
             return Err(Error::corruption(
@@ -501,7 +504,7 @@ impl Superblock {
             node_size_bytes: options.node_size_bytes,
             leaf_size_bytes: options.leaf_size_bytes,
             identity: Some(Identity {
-                id: crate::util::identity::new_database_id()?,
+                id,
                 upgraded: false,
             }),
             wal_floor: 0,
