@@ -336,4 +336,16 @@ mod tests {
         ));
         validate_entry(&vec![1u8; MAX_KEY_SIZE], Some(&vec![0u8; MAX_VALUE_SIZE])).unwrap();
     }
+
+    #[test]
+    fn wal_recovery_modes_parse_and_print_back() {
+        for mode in [WalRecovery::Strict, WalRecovery::PointInTime] {
+            assert_eq!(mode.to_string().parse::<WalRecovery>().unwrap(), mode);
+        }
+        assert_eq!(Options::default().wal_recovery, WalRecovery::Strict);
+        assert!(matches!(
+            "lenient".parse::<WalRecovery>(),
+            Err(Error::InvalidOptions(_))
+        ));
+    }
 }

@@ -532,6 +532,34 @@ mod tests {
             .collect()
     }
 
+    /// A version-4 header names the database under a second checksum,
+    /// while its first 28 bytes mean what they did in version 3: a build
+    /// reading only versions 1 to 3 finds a newer version, not damage.
+    #[test]
+    fn a_version_4_header_names_its_database() {
+        let header = encode_header(7, DB);
+        let read = check_header(&header, 7).unwrap();
+        assert_eq!(read.format, SegmentFormat::CURRENT);
+        assert_eq!(read.database_id, Some(DB));
+        assert_eq!(read.body_start(), 48);
+        assert_eq!(
+            u32::from_le_bytes(header[24..28].try_into().unwrap()),
+            crc32c::crc32c(&header[..24]),
+            "the first checksum covers bytes 0..24 as before"
+        );
+        for bit in 0..44 * 8 {
+            let mut bad = header;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let named = check_header(&bad, 7).ok().and_then(|h| h.database_id);
+            assert_ne!(named, Some(DB), "bit {bit}");
+        }
+        assert!(check_header(&header[..40], 7).is_err(), "cut short");
+        assert!(
+            check_header(&encode_header(7, 0), 7).is_err(),
+            "no database"
+        );
+    }
+
     #[test]
     fn appends_through_the_mapping_reach_the_file() {
         let dir = tempfile::tempdir().unwrap();
