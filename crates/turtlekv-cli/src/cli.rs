@@ -33,6 +33,18 @@ use crate::size::parse_size;
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// What an open does with a WAL that is not whole (segments missing,
+    /// synced records damaged): `strict` reports it as corruption (exit
+    /// 6); `point-in-time` opens at the last consistent point and drops
+    /// what follows, which `check` then reports. Applies to every command
+    /// that opens the database.
+    #[arg(long, global = true, value_name = "MODE", default_value = "strict",
+          value_parser = parse_wal_recovery)]
+    pub wal_recovery: turtlekv::WalRecovery,
+}
+
+fn parse_wal_recovery(s: &str) -> Result<turtlekv::WalRecovery, String> {
+    s.parse().map_err(|e: turtlekv::Error| e.to_string())
 }
 
 #[derive(Debug, Subcommand)]

@@ -2,9 +2,10 @@
 //! in it (`Options::load`), and never creating one by accident.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use anyhow::{Context as _, Result};
-use turtlekv::{Db, LOCK_FILE_NAME, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options};
+use turtlekv::{Db, LOCK_FILE_NAME, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery};
 
 use crate::error::NoDatabase;
 
@@ -15,6 +16,15 @@ pub enum Create {
     No,
     /// `put`, `load`: create the directory and an empty database.
     IfMissing,
+}
+
+/// The `--wal-recovery` mode of this run, for every open.
+static WAL_RECOVERY: OnceLock<WalRecovery> = OnceLock::new();
+
+/// Sets the WAL recovery mode every open of this run uses (once, from the
+/// command line).
+pub fn set_wal_recovery(mode: WalRecovery) {
+    let _ = WAL_RECOVERY.set(mode);
 }
 
 /// Opens the database at `path` with its stored options.
@@ -32,6 +42,7 @@ pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
     let mut options = Options::load(path)
         .with_context(|| format!("reading the stored options of {}", path.display()))?;
     options.create_if_missing = create == Create::IfMissing;
+    options.wal_recovery = WAL_RECOVERY.get().copied().unwrap_or_default();
     let db = Db::open(path, options.clone())
         .with_context(|| format!("opening the database at {}", path.display()))?;
     Ok((db, options))

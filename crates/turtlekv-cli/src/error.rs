@@ -18,7 +18,8 @@ pub enum Exit {
     Usage = 2,
     /// `get` found no value for the key.
     NotFound = 3,
-    /// No database at the path given.
+    /// No database at the path given (or, for `put` and `load`, a path
+    /// where none may be created).
     NoDatabase = 4,
     /// Another handle, in this or another process, holds the database.
     Locked = 5,
@@ -86,6 +87,7 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
         }
         match cause.downcast_ref::<turtlekv::Error>() {
             Some(turtlekv::Error::Locked(_)) => return Exit::Locked,
+            Some(turtlekv::Error::NestedDatabase { .. }) => return Exit::NoDatabase,
             Some(turtlekv::Error::Corruption { .. }) => return Exit::Corruption,
             _ => {}
         }

@@ -22,6 +22,7 @@ fn main() -> ExitCode {
     // clap prints its own message and exits with 2 for bad arguments (0
     // for --help and --version).
     let cli = Cli::parse();
+    db::set_wal_recovery(cli.wal_recovery);
     let stdout = std::io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     let result = run(&cli.command, &mut out).and_then(|()| Ok(out.flush()?));

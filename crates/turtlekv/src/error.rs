@@ -9,9 +9,11 @@ use std::path::PathBuf;
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The operating system reported an I/O failure.
+    /// The operating system reported an I/O failure. The message includes
+    /// the operating system's, so the error is not also its `source()`:
+    /// printing the chain (`{:#}` of `anyhow`) would repeat it.
     #[error("I/O error: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
 
     /// Stored bytes failed a checksum or a structural check. Never returned as data.
     #[error("corruption in {} at offset {offset}: {reason}", file.display())]
@@ -68,6 +70,21 @@ pub enum Error {
     #[error("database at {} is locked by another handle", .0.display())]
     Locked(PathBuf),
 
+    /// Creating a database was refused: the directory lies inside another
+    /// database's (some ancestor holds a TurtleKV `SUPERBLOCK`). Nothing
+    /// was created.
+    #[error(
+        "refusing to create a database at {}: it lies inside the database at {}",
+        path.display(),
+        outer.display()
+    )]
+    NestedDatabase {
+        /// The directory asked for.
+        path: PathBuf,
+        /// The database directory it lies in.
+        outer: PathBuf,
+    },
+
     /// An earlier write or fsync failed, so the handle refuses further writes.
     /// Reads keep working. Reopen the database to recover.
     #[error("database refuses writes after an earlier I/O failure: {cause}")]
@@ -75,6 +92,12 @@ pub enum Error {
         /// The failure that poisoned the handle.
         cause: String,
     },
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
 }
 
 /// `Result` with [`Error`].

@@ -42,9 +42,15 @@ pub fn node_page(bytes: &[u8]) -> Result<usize, String> {
 pub fn superblock(bytes: &[u8]) -> Result<u64, String> {
     let mut fixed = bytes.to_vec();
     for slot in fixed.chunks_mut(SLOT_BYTES).take(2) {
-        if slot.len() >= 76 {
-            let crc = crc32c::crc32c(&slot[..72]);
-            slot[72..76].copy_from_slice(&crc.to_le_bytes());
+        // Version 1 has its checksum at 72, later ones at 88.
+        let checked = if slot.get(8..12) == Some(&1u32.to_le_bytes()[..]) {
+            72
+        } else {
+            88
+        };
+        if slot.len() >= checked + 4 {
+            let crc = crc32c::crc32c(&slot[..checked]);
+            slot[checked..checked + 4].copy_from_slice(&crc.to_le_bytes());
         }
     }
     let _ = newest_slot(&fixed);

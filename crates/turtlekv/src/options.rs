@@ -94,6 +94,57 @@ pub struct Options {
     pub direct_io: bool,
     /// A WAL segment is closed and a new one started past this size.
     pub wal_segment_size_bytes: u64,
+    /// What an open does when the WAL is not whole: WAL segments missing
+    /// (the newest ones, one in the middle, all of `wal/`), records
+    /// damaged after a later one proves them synced, a gap after the
+    /// checkpoint. Not stored in `OPTIONS`: recovering is a choice made
+    /// for one open.
+    pub wal_recovery: WalRecovery,
+}
+
+/// How an open treats a WAL that is not whole (`docs/format.md`,
+/// "Recovery rules"), as RocksDB's WAL recovery modes do. A torn tail of
+/// unsynced writes, which a power cut leaves, is cut in either mode: it
+/// is no corruption.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WalRecovery {
+    /// Missing segments and damage to records that were synced are
+    /// `Error::Corruption`, naming what is missing or damaged; nothing is
+    /// changed.
+    #[default]
+    Strict,
+    /// Opens at the last consistent point: the log ends at the first
+    /// missing segment or damaged record, and what follows is dropped
+    /// (the damaged segment cut there, later segments removed), counted
+    /// in `Stats::wal_missing_segments` and
+    /// `Stats::wal_recovery_bytes_dropped`. Segments of another database
+    /// or of a newer format, and I/O errors, are still reported.
+    PointInTime,
+}
+
+impl std::str::FromStr for WalRecovery {
+    type Err = Error;
+
+    /// `strict` or `point-in-time`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "strict" => Ok(WalRecovery::Strict),
+            "point-in-time" => Ok(WalRecovery::PointInTime),
+            other => Err(Error::InvalidOptions(format!(
+                "wal_recovery = {other:?}: expected \"strict\" or \"point-in-time\""
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for WalRecovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WalRecovery::Strict => "strict",
+            WalRecovery::PointInTime => "point-in-time",
+        })
+    }
 }
 
 impl Default for Options {
@@ -113,6 +164,7 @@ impl Default for Options {
             filter_bits_per_key: 10,
             direct_io: false,
             wal_segment_size_bytes: 64 * MIB,
+            wal_recovery: WalRecovery::Strict,
         }
     }
 }
@@ -283,5 +335,17 @@ mod tests {
             Err(Error::ValueTooLarge { .. })
         ));
         validate_entry(&vec![1u8; MAX_KEY_SIZE], Some(&vec![0u8; MAX_VALUE_SIZE])).unwrap();
+    }
+
+    #[test]
+    fn wal_recovery_modes_parse_and_print_back() {
+        for mode in [WalRecovery::Strict, WalRecovery::PointInTime] {
+            assert_eq!(mode.to_string().parse::<WalRecovery>().unwrap(), mode);
+        }
+        assert_eq!(Options::default().wal_recovery, WalRecovery::Strict);
+        assert!(matches!(
+            "lenient".parse::<WalRecovery>(),
+            Err(Error::InvalidOptions(_))
+        ));
     }
 }

@@ -6,11 +6,19 @@
 use std::path::Path;
 
 use crate::io::{FileSystem, OpenOptions, RealFs, read_all};
-use crate::store::superblock::{SUPERBLOCK_FILE_NAME, read_newest};
+use crate::store::superblock::{SUPERBLOCK_FILE_NAME, Slot, read_newest};
 use crate::{Error, Options, Result};
 
 /// Name of the stored-options file in the database directory.
 pub const OPTIONS_FILE_NAME: &str = "OPTIONS";
+
+/// The first line of a version-2 file, up to the identity; the rest of
+/// the line is `<16 hex digits>, crc32c <8 hex digits>` (`docs/format.md`,
+/// "Stored options").
+const VERSION_2_PREFIX: &str = "# TurtleKV OPTIONS 2, database ";
+/// How a version-2 line starts, cut anywhere: a file whose first line
+/// starts so is never taken for version 1.
+const VERSION_PREFIX: &str = "# TurtleKV OPTIONS ";
 
 const HEADER: &str = "# TurtleKV stored options: read by Options::load, written by Options::store\n# (`turtlekv tune`). One `name = value` per line; sizes in bytes.\n";
 
@@ -39,34 +47,102 @@ pub(crate) fn load_with_fs(fs: &dyn FileSystem, dir: &Path) -> Result<Options> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(options),
         Err(e) => return Err(e.into()),
     };
-    apply_page_sizes(fs, dir, &names, &mut options)?;
+    let slot = newest_slot(fs, dir, &names)?;
+    if let Some(slot) = slot {
+        options.node_size_bytes = slot.node_size_bytes;
+        options.leaf_size_bytes = slot.leaf_size_bytes;
+    }
     if names.iter().any(|n| n == OPTIONS_FILE_NAME) {
-        let path = dir.join(OPTIONS_FILE_NAME);
-        let bytes = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
-        let text = String::from_utf8(bytes)
-            .map_err(|_| Error::InvalidOptions(format!("{} is not UTF-8", path.display())))?;
-        parse_into(&text, &mut options)
-            .map_err(|msg| Error::InvalidOptions(format!("{}: {msg}", path.display())))?;
+        let database_id = slot.and_then(|s| s.identity).map(|i| i.id);
+        read_stored(fs, dir, database_id, &mut options)?;
         options.validate()?;
     }
     Ok(options)
 }
 
-/// Takes the page sizes the database at `dir` was created with, if any.
-fn apply_page_sizes(
+/// Checks the stored options of the database at `dir` (`Db::check`): the
+/// file's checksum and identity hold and its knobs parse. `Ok(false)`
+/// when there is no file.
+pub(crate) fn check_stored(fs: &dyn FileSystem, dir: &Path, database_id: u64) -> Result<bool> {
+    if !fs.list_dir(dir)?.iter().any(|n| n == OPTIONS_FILE_NAME) {
+        return Ok(false);
+    }
+    read_stored(fs, dir, Some(database_id), &mut Options::default())?;
+    Ok(true)
+}
+
+/// Reads `OPTIONS` into `options`, verifying its version line.
+fn read_stored(
     fs: &dyn FileSystem,
     dir: &Path,
-    names: &[String],
+    database_id: Option<u64>,
     options: &mut Options,
 ) -> Result<()> {
-    if names.iter().any(|n| n == SUPERBLOCK_FILE_NAME) {
-        let file = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only())?;
-        if let Some(slot) = read_newest(&*file)?.newest {
-            options.node_size_bytes = slot.node_size_bytes;
-            options.leaf_size_bytes = slot.leaf_size_bytes;
-        }
+    let path = dir.join(OPTIONS_FILE_NAME);
+    let bytes = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Error::InvalidOptions(format!("{} is not UTF-8", path.display())))?;
+    let body =
+        verified_body(&text, database_id).map_err(|reason| Error::corruption(&path, 0, reason))?;
+    parse_into(body, options)
+        .map_err(|msg| Error::InvalidOptions(format!("{}: {msg}", path.display())))
+}
+
+/// The part of a stored-options text to parse, once its version line's
+/// checksum and identity hold; a text without one (version 1, an earlier
+/// build's) must at least not be cut inside a line.
+fn verified_body(text: &str, database_id: Option<u64>) -> Result<&str, String> {
+    if text.is_empty() {
+        return Err("the stored options file is empty".into());
     }
-    Ok(())
+    let first_line_len = text.find('\n').unwrap_or(text.len());
+    if !text[..first_line_len].starts_with(VERSION_PREFIX) {
+        if !text.ends_with('\n') {
+            return Err("the stored options end inside a line: the file was cut short".into());
+        }
+        return Ok(text);
+    }
+    let (line, body) = text
+        .split_once('\n')
+        .ok_or("the stored options end inside their version line")?;
+    let (named, crc) = line
+        .strip_prefix(VERSION_2_PREFIX)
+        .and_then(|rest| rest.split_once(", crc32c "))
+        .and_then(|(id, crc)| {
+            let parse = |hex: &str, digits| {
+                (hex.len() == digits)
+                    .then(|| u64::from_str_radix(hex, 16).ok())
+                    .flatten()
+            };
+            Some((parse(id, 16)?, parse(crc, 8)?))
+        })
+        .ok_or_else(|| format!("unreadable version line {line:?}"))?;
+    let computed = crc32c::crc32c(body.as_bytes());
+    if u64::from(computed) != crc {
+        return Err(format!(
+            "checksum mismatch: the version line says {crc:08x}, the text after it has \
+             {computed:08x} (cut short or changed)"
+        ));
+    }
+    if let Some(id) = database_id
+        && named != 0
+        && named != id
+    {
+        return Err(format!(
+            "the stored options belong to another database (identity {named:#018x}; this \
+             database is {id:#018x})"
+        ));
+    }
+    Ok(body)
+}
+
+/// The newest valid superblock slot of the database at `dir`, if any.
+fn newest_slot(fs: &dyn FileSystem, dir: &Path, names: &[String]) -> Result<Option<Slot>> {
+    if !names.iter().any(|n| n == SUPERBLOCK_FILE_NAME) {
+        return Ok(None);
+    }
+    let file = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only())?;
+    Ok(read_newest(&*file)?.newest)
 }
 
 /// [`Options::store`] through a chosen file layer: write a temporary file,
@@ -75,9 +151,14 @@ pub(crate) fn store_with_fs(fs: &dyn FileSystem, dir: &Path, options: &Options) 
     options.validate()?;
     // What `load` will give: the knobs with the database's own page sizes.
     let mut as_loaded = options.clone();
-    apply_page_sizes(fs, dir, &fs.list_dir(dir)?, &mut as_loaded)?;
+    let slot = newest_slot(fs, dir, &fs.list_dir(dir)?)?;
+    if let Some(slot) = slot {
+        as_loaded.node_size_bytes = slot.node_size_bytes;
+        as_loaded.leaf_size_bytes = slot.leaf_size_bytes;
+    }
     as_loaded.validate()?;
-    let text = format(options);
+    let database_id = slot.and_then(|s| s.identity).map_or(0, |i| i.id);
+    let text = format(options, database_id);
     let temp = dir.join(temp_file_name());
     let file = fs.open(&temp, OpenOptions::read_write_create())?;
     // Truncated first: a file left by a crashed store of a process with
@@ -107,7 +188,14 @@ fn temp_file_name() -> String {
     format!("{OPTIONS_FILE_NAME}.tmp.{}.{store}", std::process::id())
 }
 
-fn format(o: &Options) -> String {
+/// The file's text: the version line, then the body it checksums.
+fn format(o: &Options, database_id: u64) -> String {
+    let body = format_body(o);
+    let crc = crc32c::crc32c(body.as_bytes());
+    format!("{VERSION_2_PREFIX}{database_id:016x}, crc32c {crc:08x}\n{body}")
+}
+
+fn format_body(o: &Options) -> String {
     format!(
         "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,

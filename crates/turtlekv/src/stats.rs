@@ -37,6 +37,16 @@ pub struct Stats {
     pub wal_records_replayed: u64,
     /// Bytes of torn WAL tail discarded when the database was opened.
     pub wal_tail_bytes_dropped: u64,
+    /// WAL segments found missing when the database was opened, which
+    /// `WalRecovery::PointInTime` opened without (`Strict` reports them).
+    pub wal_missing_segments: u64,
+    /// Bytes of WAL records after the last consistent point that
+    /// `WalRecovery::PointInTime` dropped when the database was opened.
+    pub wal_recovery_bytes_dropped: u64,
+    /// Superblock slots that failed to validate when the database was
+    /// opened (a commit torn by a crash, or damage), which the open's own
+    /// commit rewrote.
+    pub superblock_slots_damaged: u64,
     /// WAL segments removed because a checkpoint covered them.
     pub wal_segments_trimmed: u64,
     /// MemTables frozen for a checkpoint.
@@ -212,6 +222,9 @@ pub(crate) struct Counters {
     pub wal_group_commits: AtomicU64,
     pub wal_records_replayed: AtomicU64,
     pub wal_tail_bytes_dropped: AtomicU64,
+    pub wal_missing_segments: AtomicU64,
+    pub wal_recovery_bytes_dropped: AtomicU64,
+    pub superblock_slots_damaged: AtomicU64,
     pub wal_segments_trimmed: AtomicU64,
     pub memtables_frozen: AtomicU64,
     pub checkpoints: AtomicU64,
@@ -250,6 +263,9 @@ impl Counters {
             wal_group_commits: read(&self.wal_group_commits),
             wal_records_replayed: read(&self.wal_records_replayed),
             wal_tail_bytes_dropped: read(&self.wal_tail_bytes_dropped),
+            wal_missing_segments: read(&self.wal_missing_segments),
+            wal_recovery_bytes_dropped: read(&self.wal_recovery_bytes_dropped),
+            superblock_slots_damaged: read(&self.superblock_slots_damaged),
             wal_segments_trimmed: read(&self.wal_segments_trimmed),
             memtables_frozen: read(&self.memtables_frozen),
             checkpoints: read(&self.checkpoints),

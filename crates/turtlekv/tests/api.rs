@@ -24,12 +24,13 @@ fn put_get_delete_and_reopen() {
     let stats = db.stats();
     assert_eq!((stats.puts, stats.deletes, stats.gets), (3, 2, 2));
     assert_eq!(stats.user_bytes_written, 4 + 4 + 5 + 2 + 13);
-    // Segment header and its marker (a record without updates: 12 bytes
+    // Segment header (48 bytes, naming the database) and its marker (a
+    // record without updates: 12 bytes
     // of frame, 3 of payload header), then per record 12 bytes of frame
     // and 3 of payload header (sequence number, synced length and count,
     // one byte each here), 2 (put) or 1 (delete) of entry header, key and
     // value (docs/format.md).
-    assert_eq!(stats.wal_bytes_written, 32 + 15 + 21 + 21 + 22 + 18 + 29);
+    assert_eq!(stats.wal_bytes_written, 48 + 15 + 21 + 21 + 22 + 18 + 29);
     assert_eq!(
         stats.wal_syncs, 1,
         "only the new segment's header and marker were synced"
@@ -196,6 +197,139 @@ fn lock_holder_child() {
     let _db = Db::open(&path, Options::default()).unwrap();
     println!("locked");
     std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
+/// Removing `LOCK` while the database is open must not let a second open
+/// in (it would lock the new file): the directory's lock keeps it out.
+#[test]
+fn removing_lock_does_not_let_a_second_open_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.put(b"k", b"v").unwrap();
+    let lock = dir.path().join(turtlekv::LOCK_FILE_NAME);
+    std::fs::remove_file(&lock).unwrap();
+    let err = Db::open(dir.path(), Options::default()).unwrap_err();
+    assert!(matches!(err, Error::Locked(_)), "{err}");
+    // Nor does a replaced one.
+    std::fs::write(&lock, b"").unwrap();
+    assert!(matches!(
+        Db::open(dir.path(), Options::default()),
+        Err(Error::Locked(_))
+    ));
+    db.check().unwrap();
+    drop(db);
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}
+
+/// The child side of `removing_lock_does_not_let_another_process_in`:
+/// writes synced keys 0, 1, 2, ... until it is killed.
+#[test]
+fn lock_writer_child() {
+    let Ok(path) = std::env::var("TURTLEKV_LOCK_WRITER_DIR") else {
+        return;
+    };
+    let db = Db::open(&path, Options::default()).unwrap();
+    println!("locked");
+    for i in 0u64.. {
+        db.put_opt(
+            i.to_be_bytes(),
+            [7u8; 100],
+            &WriteOptions { sync: i % 16 == 0 },
+        )
+        .unwrap();
+    }
+}
+
+/// With another process writing, `rm DB/LOCK` and an open from here must
+/// be refused: one that got in would replay and cut the writer's log
+/// under it. The writer's data stays whole.
+#[test]
+fn removing_lock_does_not_let_another_process_in() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "lock_writer_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("TURTLEKV_LOCK_WRITER_DIR", dir.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    for line in stdout.lines() {
+        if line.unwrap().contains("locked") {
+            break;
+        }
+    }
+    std::fs::remove_file(dir.path().join(turtlekv::LOCK_FILE_NAME)).unwrap();
+    let mut refused = 0;
+    for _ in 0..10 {
+        match Db::open(dir.path(), Options::default()) {
+            Err(Error::Locked(_)) => refused += 1,
+            other => panic!("an open got in beside the writer: {other:?}"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let still_running = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(refused, 10);
+    assert!(still_running, "the writer died beside the refused opens");
+    // What the writer wrote is a whole prefix of its keys.
+    let db = Db::open(dir.path(), Options::default()).unwrap();
+    db.check().unwrap();
+    let keys: Vec<u64> = contents(&db)
+        .keys()
+        .map(|k| u64::from_be_bytes(k[..].try_into().unwrap()))
+        .collect();
+    assert!(!keys.is_empty());
+    assert!(keys.iter().enumerate().all(|(i, &k)| k == i as u64));
+}
+
+/// `turtlekv put db/wal/x ...` must not create a database inside another
+/// one's directory: creation anywhere below a database is refused, and
+/// creates nothing; the outer database is untouched.
+#[test]
+fn creating_a_database_inside_another_is_refused_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let outer = dir.path().join("outer");
+    let db = Db::open(&outer, Options::default()).unwrap();
+    db.put_opt(b"k", b"v", &WriteOptions { sync: true })
+        .unwrap();
+    drop(db);
+    let listing = |p: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let (outer_files, wal_files) = (listing(&outer), listing(&outer.join("wal")));
+    for inner in [
+        outer.join("wal/x"),
+        outer.join("wal"),
+        outer.join("sub"),
+        outer.join("sub/deeper/still"),
+    ] {
+        match Db::open(&inner, Options::default()) {
+            Err(Error::NestedDatabase { path, outer: found }) => {
+                assert_eq!(path, inner);
+                assert_eq!(found, outer);
+            }
+            other => panic!("{}: {other:?}", inner.display()),
+        }
+    }
+    assert_eq!(listing(&outer), outer_files);
+    assert_eq!(listing(&outer.join("wal")), wal_files);
+    // A sibling is no nesting; the outer database opens as before.
+    drop(Db::open(dir.path().join("sibling"), Options::default()).unwrap());
+    let db = Db::open(&outer, Options::default()).unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
 }
 
 /// The child side of `a_relative_path_survives_a_change_of_directory`:

@@ -10,7 +10,8 @@ use turtlekv::io::{CrashMode, FaultFs, FileSystem, Mappings, OpenOptions, read_a
 use turtlekv::{Error, WriteOptions};
 
 const SYNC: WriteOptions = WriteOptions { sync: true };
-const SEGMENT_HEADER_BYTES: u64 = 32;
+/// A version-4 header, naming the database (docs/format.md).
+const SEGMENT_HEADER_BYTES: u64 = 48;
 const FRAME_HEADER_BYTES: u64 = 12;
 /// The marker after the header (docs/format.md): a frame of 12 bytes and
 /// a 3-byte payload (first sequence number, synced length, count 0).
@@ -41,6 +42,24 @@ fn frames(fs: &FaultFs) -> Vec<(u64, u64)> {
         offset += len;
     }
     frames
+}
+
+/// End of the last record of segment `id`, a segment with a later one:
+/// its last frame is the link to that one (docs/format.md, "Link"), and
+/// the record before it is the last one written for the segment itself.
+fn end_of_last_record(fs: &FaultFs, id: u64) -> u64 {
+    let file = fs.open(Path::new(&segment(id)), OpenOptions::read_only());
+    let bytes = read_all(file.unwrap().as_ref()).unwrap();
+    let mut ends = Vec::new();
+    let mut offset = SEGMENT_HEADER_BYTES;
+    while offset < bytes.len() as u64 {
+        let at = offset as usize + 4;
+        let payload = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        offset += FRAME_HEADER_BYTES + u64::from(payload);
+        ends.push(offset);
+    }
+    assert!(ends.len() >= 3, "a marker, a record and a link");
+    ends[ends.len() - 2]
 }
 
 /// Writes `n` equal-sized synced records into segment 1 and closes.
@@ -236,10 +255,9 @@ fn damage_in_an_older_segment_is_corruption() {
     drop(db);
     let ids = fs.list_dir(Path::new("/db/wal")).unwrap();
     assert!(ids.len() >= 3);
-    // The last record of segment 1 is followed by nothing in its segment,
-    // but the segment is not the newest, so it was synced: corruption.
-    let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
-    let len = f.len().unwrap();
+    // The last record of segment 1 is followed only by its link, but the
+    // segment is not the newest, so it was synced: corruption.
+    let len = end_of_last_record(&fs, 1);
     fs.flip_bit(Path::new(&segment(1)), (len - 5) * 8).unwrap();
     assert!(matches!(
         open_fault(&fs, small_options()),
@@ -304,11 +322,7 @@ fn rot_in_an_older_segment_made_durable_by_flush_wal_is_corruption() {
     db.flush_wal().unwrap();
     let crashed = fs.crash(CrashMode::DropUnsynced);
     drop(db);
-    let len = crashed
-        .open(Path::new(&segment(1)), Default::default())
-        .unwrap()
-        .len()
-        .unwrap();
+    let len = end_of_last_record(&crashed, 1);
     crashed
         .flip_bit(Path::new(&segment(1)), (len - 5) * 8)
         .unwrap();

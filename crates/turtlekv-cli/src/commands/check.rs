@@ -33,6 +33,19 @@ struct Verified {
     /// it; nothing acknowledged as synced is lost): the evidence is gone
     /// afterwards, so the check says so.
     wal_tail_bytes_dropped: u64,
+    /// WAL segments this check's own open found missing and opened
+    /// without (only with `--wal-recovery point-in-time`).
+    wal_missing_segments: u64,
+    /// Bytes of WAL records after the last consistent point that this
+    /// check's own open dropped (only with `--wal-recovery point-in-time`).
+    wal_recovery_bytes_dropped: u64,
+    /// Superblock slots that failed to validate at this check's own open
+    /// (a commit torn by a crash, or damage), which the open rewrote.
+    superblock_slots_damaged: u64,
+    /// Both superblock slots were read and agree.
+    superblock: bool,
+    /// A stored `OPTIONS` file was read and its checksum held.
+    options_file: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -51,11 +64,11 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
     // node page), so that is part of the check too.
     let (stage, outcome) = match open(&args.db, Create::No) {
         Ok(db) => {
-            let dropped = db.stats().wal_tail_bytes_dropped;
+            let recovered = db.stats();
             (
                 "check",
                 db.check()
-                    .map(|r| (r, dropped))
+                    .map(|r| (r, recovered))
                     .map_err(anyhow::Error::from),
             )
         }
@@ -63,10 +76,10 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
         Err(err) => return Err(err),
     };
     let report = match &outcome {
-        Ok((r, dropped)) => Report {
+        Ok((r, recovered)) => Report {
             path: path.clone(),
             ok: true,
-            verified: Some(verified(r, *dropped)),
+            verified: Some(verified(r, recovered)),
             corruption: None,
         },
         Err(err) => Report {
@@ -91,7 +104,9 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
         .with_context(|| format!("the check of {path} found corruption"))
 }
 
-fn verified(r: &CheckReport, wal_tail_bytes_dropped: u64) -> Verified {
+/// What the check verified, and what its own open recovered (`stats`
+/// of the open handle).
+fn verified(r: &CheckReport, recovered: &turtlekv::Stats) -> Verified {
     Verified {
         wal_segments: r.wal_segments,
         wal_records: r.wal_records,
@@ -99,7 +114,12 @@ fn verified(r: &CheckReport, wal_tail_bytes_dropped: u64) -> Verified {
         memtable_keys: r.memtable_keys,
         tree_pages: r.tree_pages,
         tree_keys: r.tree_keys,
-        wal_tail_bytes_dropped,
+        wal_tail_bytes_dropped: recovered.wal_tail_bytes_dropped,
+        wal_missing_segments: recovered.wal_missing_segments,
+        wal_recovery_bytes_dropped: recovered.wal_recovery_bytes_dropped,
+        superblock_slots_damaged: recovered.superblock_slots_damaged,
+        superblock: r.superblock,
+        options_file: r.options_file,
     }
 }
 
@@ -138,6 +158,28 @@ fn write_text(r: &Report, out: &mut dyn Write) -> std::io::Result<()> {
                 "  recovery   cut a torn WAL tail ({} bytes): unsynced writes a crash cut short",
                 v.wal_tail_bytes_dropped
             )?;
+        }
+        if v.wal_missing_segments > 0 || v.wal_recovery_bytes_dropped > 0 {
+            writeln!(
+                out,
+                "  recovery   point in time: {} missing WAL segments opened without, {} bytes of \
+                 WAL records after the last consistent point dropped",
+                v.wal_missing_segments, v.wal_recovery_bytes_dropped
+            )?;
+        }
+        if v.superblock_slots_damaged > 0 {
+            writeln!(
+                out,
+                "  recovery   {} superblock slot failed to validate (a commit torn by a crash, \
+                 or damage); the open used the other and rewrote it",
+                v.superblock_slots_damaged
+            )?;
+        }
+        if v.superblock {
+            writeln!(out, "  superblock both slots verified")?;
+        }
+        if v.options_file {
+            writeln!(out, "  OPTIONS    checksum verified")?;
         }
         writeln!(out, "  MemTables  {} keys, in order", v.memtable_keys)?;
         writeln!(

@@ -6,6 +6,7 @@ mod errors;
 mod inspect;
 mod kv;
 mod load_dump;
+mod lost_files;
 mod regressions;
 mod tune;
 

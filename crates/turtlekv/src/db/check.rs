@@ -4,9 +4,8 @@ use std::ops::Bound;
 
 use bytes::Bytes;
 
+use crate::db::DbInner;
 use crate::memtable::{Direction, MemTable};
-use crate::store::ReadView;
-use crate::wal::WalVerification;
 use crate::{Error, Result};
 
 /// What [`crate::Db::check`] verified. A failed check returns an error
@@ -26,18 +25,35 @@ pub struct CheckReport {
     pub tree_keys: u64,
     /// Tree pages read and verified.
     pub tree_pages: u64,
+    /// Both superblock slots were read and agree (`false` for a database
+    /// without a tree store).
+    pub superblock: bool,
+    /// A stored `OPTIONS` file was read and its checksum held.
+    pub options_file: bool,
 }
 
 const CHUNK_KEYS: usize = 4096;
 
-pub(crate) fn check(view: &ReadView, wal: WalVerification) -> Result<CheckReport> {
-    let wal = wal.verify()?;
-    let mut report = CheckReport {
-        wal_segments: wal.segments,
-        wal_records: wal.records,
-        wal_bytes: wal.bytes,
-        ..CheckReport::default()
-    };
+pub(crate) fn check(inner: &DbInner) -> Result<CheckReport> {
+    let mut report = CheckReport::default();
+    let trees = inner.versions.trees();
+    if let Some(trees) = trees {
+        trees.check_durable_metadata()?;
+        report.superblock = true;
+    }
+    if let Some((identity, _)) = trees.and_then(|t| t.identity()) {
+        report.options_file =
+            crate::options_file::check_stored(&*inner.fs, &inner.path, identity.id)?;
+    }
+    let view = inner.versions.read_view();
+    let verification = inner.versions.wal().verification()?;
+    let wal = verification.verify()?;
+    // Segments gone since their lengths were taken were trimmed by a
+    // checkpoint, unless the log still holds them: then they were lost.
+    verification.missing(&inner.versions.wal().still_live(&wal.gone))?;
+    report.wal_segments = wal.segments;
+    report.wal_records = wal.records;
+    report.wal_bytes = wal.bytes;
     for memtable in view.state.memtables() {
         report.memtable_keys += check_memtable(&**memtable, view.seq)?;
     }

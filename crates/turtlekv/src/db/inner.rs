@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::checkpoint::{Checkpoints, PanicIsFailure, Pipeline};
 use crate::error::Poison;
-use crate::io::LockGuard;
+use crate::io::{FileSystem, LockGuard};
 use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
 use crate::stats::{Counters, bump};
@@ -19,6 +19,8 @@ use crate::{Error, Result};
 #[derive(Debug)]
 pub(crate) struct DbInner {
     pub path: PathBuf,
+    /// The file layer every file of the database goes through.
+    pub fs: Arc<dyn FileSystem>,
     /// The store layer: the published State, the visible sequence number,
     /// the WAL and the tree store.
     pub versions: VersionSet,

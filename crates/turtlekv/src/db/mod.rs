@@ -1,6 +1,8 @@
 //! The database handle: opening and recovery, the write path, reads.
 
 mod check;
+#[cfg(test)]
+mod compat_tests;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
@@ -315,14 +317,14 @@ impl Db {
         Ok(())
     }
 
-    /// Verifies every WAL record, the order of the MemTables and every page
-    /// and invariant of the tree. Corruption is returned as
+    /// Verifies both superblock slots, the stored options' checksum, every
+    /// WAL segment's identity and record (a live segment that is missing
+    /// is corruption), the order of the MemTables and every page and
+    /// invariant of the tree. Corruption is returned as
     /// `Error::Corruption`; the check reads everything, so it takes a while
     /// on a large database.
     pub fn check(&self) -> Result<CheckReport> {
-        let view = self.inner.versions.read_view();
-        let wal = self.inner.versions.wal().verification()?;
-        check::check(&view, wal)
+        check::check(&self.inner)
     }
 
     /// A copy of the engine's counters.

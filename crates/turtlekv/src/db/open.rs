@@ -8,14 +8,15 @@ use crate::checkpoint::{Checkpoints, WorkerGuard};
 use crate::db::inner::{DbInner, EntryLimits};
 use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
 use crate::error::Poison;
-use crate::io::FileSystem;
+use crate::io::{FileSystem, OpenOptions, read_exact_at};
 use crate::memtable::new_memtable;
 use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
 use crate::stats::{Counters, bump};
-use crate::store::superblock::SUPERBLOCK_FILE_NAME;
+use crate::store::superblock::{MAGIC as SUPERBLOCK_MAGIC, SUPERBLOCK_FILE_NAME};
 use crate::store::{State, TreeStore, VersionSet};
-use crate::wal::{GroupCommit, WAL_DIR, Wal};
+use crate::util::identity::new_database_id;
+use crate::wal::{GroupCommit, LogBinding, WAL_DIR, Wal, falls_short, log_identity};
 use crate::{Error, Options, Result};
 
 /// Builds the tree store once the directory is locked.
@@ -65,6 +66,32 @@ fn refuse_non_database(fs: &dyn FileSystem, path: &Path) -> Result<()> {
     )))
 }
 
+/// Refuses to create a database inside another one's directory (its
+/// `wal/` included): a mistyped path there would scatter engine files
+/// among the outer database's, which its own opens and checks then trip
+/// over. Only a directory without a superblock of its own is a creation;
+/// every proper ancestor up to the root is looked at for a TurtleKV
+/// superblock (its magic, not only its name).
+fn refuse_nested(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+    let holds_superblock = |dir: &Path| {
+        let Ok(file) = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only()) else {
+            return false;
+        };
+        let mut magic = [0u8; 8];
+        read_exact_at(&*file, &mut magic, 0).is_ok() && &magic == SUPERBLOCK_MAGIC
+    };
+    if holds_superblock(path) {
+        return Ok(());
+    }
+    match path.ancestors().skip(1).find(|dir| holds_superblock(dir)) {
+        Some(outer) => Err(Error::NestedDatabase {
+            path: path.to_path_buf(),
+            outer: outer.to_path_buf(),
+        }),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn open(
     path: &Path,
     options: Options,
@@ -77,6 +104,7 @@ pub(crate) fn open(
     // the process's working directory wherever it moves.
     let path = std::path::absolute(path)?;
     if options.create_if_missing {
+        refuse_nested(&*fs, &path)?;
         create_dir_durably(&*fs, &path)?;
     } else {
         refuse_non_database(&*fs, &path)?;
@@ -98,23 +126,60 @@ pub(crate) fn open(
             .min(options.cache_capacity_bytes / 4),
         trees.as_ref().and_then(|t| t.mapping_pool()),
     );
+    let binding = match trees.as_ref().and_then(|t| t.identity()) {
+        Some((identity, floor)) => LogBinding {
+            database_id: identity.id,
+            legacy_segments: identity.upgraded,
+            floor,
+            recovery: options.wal_recovery,
+        },
+        // A store that keeps no identity: the log's own, or a new one.
+        None => LogBinding {
+            database_id: match log_identity(&*fs, &wal_dir)? {
+                Some(id) => id,
+                None => new_database_id()?,
+            },
+            legacy_segments: true,
+            floor: 0,
+            recovery: options.wal_recovery,
+        },
+    };
+    let damage = trees.as_ref().and_then(|t| t.open_damage());
     let (mut wal, replayed) = Wal::open(
         fs.clone(),
         &wal_dir,
         covered_seq,
+        &binding,
         options.wal_segment_size_bytes,
         &mut |first_seq, ops| {
             for (seq, op) in (first_seq..).zip(ops) {
                 memtable.insert(op.key.clone(), seq, op.value.clone());
             }
         },
-    )?;
+    )
+    .map_err(|e| match &damage {
+        // The WAL does not reach back to the valid slot's checkpoint: the
+        // damaged slot held a durable commit, which is what to report.
+        Some(damage) if falls_short(&e) => damage.with_wal_error(&e),
+        _ => e,
+    })?;
+    if let Some(trees) = &trees {
+        // The new segment's header is durable: from now on it, or a later
+        // one, must exist (`docs/format.md`, "Superblock", "The WAL floor").
+        trees.record_wal_floor(wal.current_segment_id())?;
+    }
     let stats = Counters::default();
     let io = wal.take_io();
     bump(&stats.wal_bytes_written, io.bytes_written);
     bump(&stats.wal_syncs, io.syncs);
     bump(&stats.wal_records_replayed, replayed.records_applied);
     bump(&stats.wal_tail_bytes_dropped, replayed.tail_bytes_dropped);
+    bump(&stats.wal_missing_segments, replayed.missing_segments);
+    bump(
+        &stats.wal_recovery_bytes_dropped,
+        replayed.recovery_bytes_dropped,
+    );
+    bump(&stats.superblock_slots_damaged, u64::from(damage.is_some()));
     let state = State {
         active: memtable,
         frozen: Vec::new(),
@@ -123,6 +188,7 @@ pub(crate) fn open(
     let memory = options.memory_config();
     let inner = Arc::new(DbInner {
         path,
+        fs,
         limits: EntryLimits::of(trees.as_ref()),
         versions: VersionSet::new(state, replayed.last_seq, wal, trees),
         commit: GroupCommit::default(),

@@ -277,17 +277,21 @@ struct FaultFile {
     direct: bool,
 }
 
+/// Holds the lock of a file and of its directory, as `RealFs` does.
 #[derive(Debug)]
 struct FaultLock {
     fs: FaultFs,
-    path: PathBuf,
+    paths: [PathBuf; 2],
 }
 
 impl LockGuard for FaultLock {}
 
 impl Drop for FaultLock {
     fn drop(&mut self) {
-        self.fs.state.lock().locks.remove(&self.path);
+        let mut s = self.fs.state.lock();
+        for path in &self.paths {
+            s.locks.remove(path);
+        }
     }
 }
 
@@ -811,12 +815,15 @@ impl FileSystem for FaultFs {
 
     fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>> {
         let mut s = self.state.lock();
-        if !s.locks.insert(path.to_path_buf()) {
+        let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        let paths = [path.to_path_buf(), dir];
+        if paths.iter().any(|p| s.locks.contains(p)) {
             return Ok(None);
         }
+        s.locks.extend(paths.iter().cloned());
         Ok(Some(Box::new(FaultLock {
             fs: self.clone(),
-            path: path.to_path_buf(),
+            paths,
         })))
     }
 }

@@ -81,8 +81,10 @@ pub trait FileSystem: Send + Sync + Debug {
     fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
     /// Makes the directory's entries (created, removed files) durable.
     fn sync_dir(&self, path: &Path) -> io::Result<()>;
-    /// Takes an exclusive lock on `path` (creating it). `Ok(None)` means that
-    /// another handle holds it. The lock is held until the guard is dropped.
+    /// Takes an exclusive lock on `path` (creating it) and on the directory
+    /// that holds it, so that removing or replacing the file does not free
+    /// the lock. `Ok(None)` means that another handle holds either. The
+    /// lock is held until the guard is dropped.
     fn lock(&self, path: &Path) -> io::Result<Option<Box<dyn LockGuard>>>;
 }
 

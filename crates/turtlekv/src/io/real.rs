@@ -17,13 +17,15 @@ pub struct RealFs;
 #[derive(Debug)]
 struct RealFile(fs::File);
 
+/// The two locks of one database: on the lock file and on the directory
+/// that holds it.
 #[derive(Debug)]
 struct FlockGuard(
     #[expect(
         dead_code,
-        reason = "held only so that the flock lives as long as the guard"
+        reason = "held only so that the flocks live as long as the guard"
     )]
-    fs::File,
+    [fs::File; 2],
 );
 
 impl LockGuard for FlockGuard {}
@@ -72,19 +74,19 @@ impl FileSystem for RealFs {
             .create(true)
             .truncate(false)
             .open(path)?;
-        // flock locks belong to the open file description, so a second open
-        // in the same process conflicts too (unlike fcntl locks).
-        // SAFETY: the descriptor is valid for the duration of the call.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc == 0 {
-            return Ok(Some(Box::new(FlockGuard(file))));
+        if !try_flock(&file)? {
+            return Ok(None);
         }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            Ok(None)
-        } else {
-            Err(err)
+        // The file alone can be removed or replaced while held, and the
+        // next open would lock the new one: the directory cannot be, while
+        // it holds the database. The file's lock comes first, so a build
+        // that locks only the file still excludes this one.
+        let dir = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = fs::File::open(dir.unwrap_or(Path::new(".")))?;
+        if !try_flock(&dir)? {
+            return Ok(None);
         }
+        Ok(Some(Box::new(FlockGuard([file, dir]))))
     }
 }
 
@@ -142,6 +144,24 @@ impl File for RealFile {
             return Ok(None);
         }
         crate::io::WriteMapping::new(self.0.as_raw_fd(), len_bytes).map(Some)
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting; `false` when
+/// another open file description holds one. `flock` locks belong to the
+/// open file description, so a second open in the same process conflicts
+/// too (unlike `fcntl` locks).
+fn try_flock(file: &fs::File) -> io::Result<bool> {
+    // SAFETY: the descriptor is valid for the duration of the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(err)
     }
 }
 
@@ -231,6 +251,23 @@ mod tests {
         if let Some(shm) = fd_of("/dev/shm") {
             assert!(mapped_writes_cannot_need_space(shm.as_raw_fd()));
         }
+    }
+
+    /// Removing or replacing the lock file while it is held does not free
+    /// the database: the directory's lock still holds.
+    #[test]
+    fn a_lock_survives_removing_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("LOCK");
+        let held = RealFs.lock(&path).unwrap().expect("free");
+        assert!(RealFs.lock(&path).unwrap().is_none(), "the same file");
+        std::fs::remove_file(&path).unwrap();
+        assert!(RealFs.lock(&path).unwrap().is_none(), "a new file");
+        std::fs::write(&path, b"").unwrap();
+        assert!(RealFs.lock(&path).unwrap().is_none(), "a replaced file");
+        drop(held);
+        let again = RealFs.lock(&path).unwrap();
+        assert!(again.is_some(), "released with the guard");
     }
 
     #[test]

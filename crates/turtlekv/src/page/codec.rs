@@ -20,11 +20,20 @@ pub(crate) struct BadBlock {
     pub reason: String,
 }
 
-/// Block and slot sizes of one page kind.
+/// Block and slot sizes of one page kind, and how its block checksums
+/// are seeded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Geometry {
     pub block_bytes: usize,
     pub slot_bytes: u64,
+    /// The CRC32C state every block checksum starts from: that of the
+    /// database identity's bytes (`util::identity::checksum_seed`), so a
+    /// block of another database never verifies; 0 starts from nothing.
+    pub checksum_seed: u32,
+    /// A block whose seeded checksum fails may verify unseeded: blocks a
+    /// database upgraded from an earlier build wrote before it had an
+    /// identity.
+    pub accept_unseeded: bool,
 }
 
 impl Geometry {
@@ -39,6 +48,18 @@ impl Geometry {
         Geometry {
             block_bytes,
             slot_bytes,
+            checksum_seed: 0,
+            accept_unseeded: false,
+        }
+    }
+
+    /// The same geometry with block checksums seeded by `checksum_seed`,
+    /// also accepting unseeded ones with `accept_unseeded`.
+    pub fn with_checksum_seed(self, checksum_seed: u32, accept_unseeded: bool) -> Geometry {
+        Geometry {
+            checksum_seed,
+            accept_unseeded,
+            ..self
         }
     }
 
@@ -90,7 +111,7 @@ impl Geometry {
             payload[filled..used].copy_from_slice(&data[data_start..data_end]);
             payload[used..].fill(0);
             trailer[..4].copy_from_slice(&(used as u32).to_le_bytes());
-            let crc = block_crc(id, index as u32, payload, used as u32);
+            let crc = block_crc(self.checksum_seed, id, index as u32, payload, used as u32);
             trailer[4..].copy_from_slice(&crc.to_le_bytes());
         }
     }
@@ -111,8 +132,10 @@ impl Geometry {
         let (payload, trailer) = block.split_at(self.payload_bytes());
         let used = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
         let stored_crc = u32::from_le_bytes(trailer[4..].try_into().expect("4 bytes"));
-        let crc = block_crc(id, index, payload, used);
-        if crc != stored_crc {
+        let crc = block_crc(self.checksum_seed, id, index, payload, used);
+        if crc != stored_crc
+            && !(self.accept_unseeded && block_crc(0, id, index, payload, used) == stored_crc)
+        {
             return Err(bad(format!(
                 "checksum mismatch in block {index} of page {:#x}: stored {stored_crc:#010x}, computed {crc:#010x}",
                 id.to_raw()
@@ -199,13 +222,14 @@ fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result
     Ok(())
 }
 
-/// CRC32C over page id, block index, payload and used-byte count, so a block
-/// only verifies at the place it was written for.
-fn block_crc(id: PageId, index: u32, payload: &[u8], used: u32) -> u32 {
+/// CRC32C, continued from `checksum_seed` (the database identity's), over
+/// page id, block index, payload and used-byte count, so a block only
+/// verifies in the database and at the place it was written for.
+fn block_crc(checksum_seed: u32, id: PageId, index: u32, payload: &[u8], used: u32) -> u32 {
     let mut seed = [0u8; 12];
     seed[..8].copy_from_slice(&id.to_raw().to_le_bytes());
     seed[8..].copy_from_slice(&index.to_le_bytes());
-    let crc = crc32c::crc32c(&seed);
+    let crc = crc32c::crc32c_append(checksum_seed, &seed);
     let crc = crc32c::crc32c_append(crc, payload);
     crc32c::crc32c_append(crc, &used.to_le_bytes())
 }
@@ -254,6 +278,8 @@ mod tests {
         let g = Geometry {
             block_bytes: 512,
             slot_bytes: 4096,
+            checksum_seed: crate::util::identity::checksum_seed(77),
+            accept_unseeded: false,
         };
         let (id, image) = encoded(&g, 0, &[0x5Au8; 1000]);
         for bit in 0..image.len() * 8 {
@@ -291,10 +317,30 @@ mod tests {
             let block = &mut image[g.block_bytes..];
             let (payload, trailer) = block.split_at_mut(g.payload_bytes());
             trailer[..4].copy_from_slice(&claimed.to_le_bytes());
-            let crc = block_crc(id, 1, payload, claimed);
+            let crc = block_crc(g.checksum_seed, id, 1, payload, claimed);
             trailer[4..].copy_from_slice(&crc.to_le_bytes());
             let err = g.decode(id, &image).unwrap_err();
             assert_eq!(err.offset_in_page, 4096, "{}", err.reason);
         }
+    }
+
+    /// A block written for one database fails in another; an unseeded
+    /// block (an earlier build's) verifies only where that is allowed.
+    #[test]
+    fn a_block_is_bound_to_its_database() {
+        use crate::util::identity::checksum_seed;
+        let ours = leaf_geometry().with_checksum_seed(checksum_seed(1), false);
+        let theirs = leaf_geometry().with_checksum_seed(checksum_seed(2), false);
+        let (id, image) = encoded(&ours, 4, &vec![3u8; 9000]);
+        assert!(ours.decode(id, &image).is_ok());
+        let err = theirs.decode(id, &image).unwrap_err();
+        assert!(err.reason.contains("checksum mismatch"), "{}", err.reason);
+        let (id, unseeded) = encoded(&leaf_geometry(), 4, &vec![3u8; 9000]);
+        assert!(ours.decode(id, &unseeded).is_err());
+        let upgraded = ours.with_checksum_seed(checksum_seed(1), true);
+        assert!(upgraded.decode(id, &unseeded).is_ok());
+        assert!(upgraded.decode(id, &image).is_ok());
+        let (id, foreign) = encoded(&theirs, 4, &vec![3u8; 9000]);
+        assert!(upgraded.decode(id, &foreign).is_err());
     }
 }

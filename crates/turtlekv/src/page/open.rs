@@ -77,6 +77,17 @@ impl PageStore {
         Ok(true)
     }
 
+    /// Seeds every block checksum with `checksum_seed` (the database
+    /// identity's, `docs/format.md`, "Blocks"), accepting unseeded blocks
+    /// too with `accept_unseeded`. Set before the first page is read.
+    pub fn set_checksum_seed(&mut self, checksum_seed: u32, accept_unseeded: bool) {
+        for pf in &mut self.files {
+            pf.geometry = pf
+                .geometry
+                .with_checksum_seed(checksum_seed, accept_unseeded);
+        }
+    }
+
     /// Syncs both page files (their creation, before the first root).
     pub fn sync_files(&self) -> Result<()> {
         for pf in &self.files {

@@ -154,6 +154,13 @@ impl PageStore {
         self.versions.current()
     }
 
+    /// Calls `f` with the newest committed generation while no commit
+    /// runs (a check of what the commits write).
+    pub fn without_commits<T>(&self, f: impl FnOnce(u64) -> T) -> T {
+        let _serial = self.commit_lock.lock();
+        f(self.versions.current().0)
+    }
+
     /// Makes `root` the committed root: syncs the pages written so far,
     /// then has `make_durable` record the root durably as the next
     /// generation (the store layer writes and syncs its superblock: that is

@@ -16,7 +16,7 @@ use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
 use super::stored_version::StoredVersion;
-use super::superblock::SuperblockRecord;
+use super::superblock::{Identity, SlotDamage, SuperblockRecord};
 use super::{Coverage, StoreStats, TreeStore, TreeVersion};
 use crate::Result;
 use crate::io::FileSystem;
@@ -109,6 +109,30 @@ impl TreeStore for PagedTreeStore {
             progress.1 = shape;
         }
         Ok(version)
+    }
+
+    fn identity(&self) -> Option<(Identity, u64)> {
+        Some((self.pages.identity(), self.pages.wal_floor()))
+    }
+
+    fn record_wal_floor(&self, segment_id: u64) -> Result<()> {
+        let current = self.current.load();
+        let coverage = current.coverage();
+        let record = SuperblockRecord {
+            root: current.root(),
+            covered_seq: coverage.covered_seq,
+            wal_replay_from: coverage.wal_replay_from,
+        };
+        self.pages.commit_wal_floor(record, segment_id)?;
+        Ok(())
+    }
+
+    fn check_durable_metadata(&self) -> Result<()> {
+        self.pages.check_superblock()
+    }
+
+    fn open_damage(&self) -> Option<SlotDamage> {
+        self.pages.damage().cloned()
     }
 
     fn stats(&self) -> StoreStats {

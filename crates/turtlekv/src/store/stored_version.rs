@@ -38,6 +38,10 @@ impl StoredVersion {
     }
 
     /// The pinned root; `None` for an empty tree.
+    pub fn coverage(&self) -> Coverage {
+        self.coverage
+    }
+
     pub fn root(&self) -> Option<PageId> {
         self.pin.root()
     }

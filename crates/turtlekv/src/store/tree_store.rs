@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use super::TreeVersion;
+use super::superblock::{Identity, SlotDamage};
 use crate::Result;
 use crate::memtable::MemTable;
 use crate::page::PageStoreStats;
@@ -52,6 +53,31 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
         coverage: Coverage,
         workers: &rayon::ThreadPool,
     ) -> Result<Arc<dyn TreeVersion>>;
+
+    /// The database's identity and the WAL floor of the newest commit
+    /// (`docs/format.md`, "Superblock"); `None` when the store keeps
+    /// neither.
+    fn identity(&self) -> Option<(Identity, u64)> {
+        None
+    }
+
+    /// Records durably that segment `segment_id` of the log exists (the
+    /// open that started it calls this once its header is durable), and
+    /// with it the identity assigned at this open, if any.
+    fn record_wal_floor(&self, _segment_id: u64) -> Result<()> {
+        Ok(())
+    }
+
+    /// Checks what the store keeps durable beside the tree (both
+    /// superblock slots), for `Db::check`.
+    fn check_durable_metadata(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// A superblock slot that failed to validate when the store opened.
+    fn open_damage(&self) -> Option<SlotDamage> {
+        None
+    }
 
     /// Counters and gauges; a store without pages reports zeros.
     fn stats(&self) -> StoreStats {

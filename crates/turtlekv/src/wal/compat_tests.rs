@@ -1,5 +1,7 @@
-//! A database whose log an earlier build wrote (format version 1) opens,
-//! replays it, checks clean and logs on in the current format.
+//! A database whose log an earlier build wrote (format versions 1 to 3)
+//! opens, replays it, checks clean and logs on in the current format.
+//! Such a database has a version-1 superblock too (no identity), which
+//! these tests write as well; `db::compat_tests` rewrites every file.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,7 +10,8 @@ use std::sync::Arc;
 use crate::io::{FaultFs, FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, Frame, PayloadFormat};
 use crate::wal::segment::{
-    SEGMENT_HEADER_BYTES, SegmentFormat, check_header, encode_header, list_segments,
+    SEGMENT_HEADER_BYTES, SEGMENT_HEADER_BYTES_V3, SegmentFormat, check_header, encode_header,
+    list_segments,
 };
 use crate::{Db, Options};
 
@@ -44,39 +47,78 @@ fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
 }
 
 /// Rewrites segment `id` as an earlier build would have written it in
-/// format `version` (1 or 2): no marker, and each record claiming what
-/// precedes it as synced (as a log synced per write does).
-fn downgrade(fs: &FaultFs, id: u64, version: u32) {
-    let bytes = segment_bytes(fs, id);
-    assert_eq!(check_header(&bytes, id), Ok(SegmentFormat::CURRENT));
-    let payload = PayloadFormat::from_version(version).expect("a payload format");
+/// format `version` (1 to 3): the 32-byte header, no link, a marker only
+/// from version 3 on, and each record claiming what precedes it as synced
+/// (as a log synced per write does).
+pub(crate) fn downgrade(fs: &FaultFs, id: u64, version: u32) {
+    downgrade_at(fs, &segment_path(id), id, version);
+}
+
+/// [`downgrade`] of the segment at `path`.
+pub(crate) fn downgrade_at(fs: &FaultFs, path: &Path, id: u64, version: u32) {
+    let bytes = read_all(&*fs.open(path, OpenOptions::read_only()).unwrap()).unwrap();
+    let header = check_header(&bytes, id).expect("a segment of this build");
+    assert_eq!(header.format, SegmentFormat::CURRENT);
+    let payload = SegmentFormat::from_version(version)
+        .expect("a segment format")
+        .payload;
     let mut out = header_of_version(id, version).to_vec();
-    let mut offset = SEGMENT_HEADER_BYTES as usize;
+    let mut offset = header.body_start();
     while offset < bytes.len() {
         let Frame::Valid(rec, len) = record::decode(&bytes[offset..], PayloadFormat::V2) else {
             panic!("segment {id}: no valid record at {offset}");
         };
-        let is_marker = offset == SEGMENT_HEADER_BYTES as usize && rec.ops.is_empty();
-        if !is_marker {
-            let synced = out.len() as u64;
+        let is_marker = offset == header.body_start() && rec.ops.is_empty();
+        let keep = if is_marker {
+            version >= 3
+        } else {
+            rec.next_segment.is_none()
+        };
+        if keep {
+            let synced = if is_marker {
+                rec.synced_through.min(SEGMENT_HEADER_BYTES_V3)
+            } else {
+                out.len() as u64
+            };
             record::encode_as(payload, &mut out, rec.first_seq, synced, &rec.ops);
         }
         offset += len;
     }
-    let path = segment_path(id);
-    let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
+    let file = fs.open(path, OpenOptions::read_write_create()).unwrap();
     file.set_len(0).unwrap();
     file.write_at(&out, 0).unwrap();
     file.sync_data().unwrap();
 }
 
-/// Segment `id`'s header as format `version` would have it.
-pub(super) fn header_of_version(id: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES as usize] {
-    let mut header = encode_header(id);
+/// Segment `id`'s 32-byte header as format `version` would have it (a
+/// version above 4 plays a newer build's).
+pub(crate) fn header_of_version(id: u64, version: u32) -> [u8; SEGMENT_HEADER_BYTES_V3 as usize] {
+    let mut header = [0u8; SEGMENT_HEADER_BYTES_V3 as usize];
+    header.copy_from_slice(&encode_header(id, 1)[..SEGMENT_HEADER_BYTES_V3 as usize]);
     header[8..12].copy_from_slice(&version.to_le_bytes());
     let crc = crc32c::crc32c(&header[0..24]);
     header[24..28].copy_from_slice(&crc.to_le_bytes());
     header
+}
+
+/// Rewrites the superblock at `path` as an earlier build wrote it
+/// (version 1: no identity, no WAL floor).
+pub(crate) fn downgrade_superblock(fs: &FaultFs, path: &Path) {
+    use crate::store::superblock::{SLOT_BYTES, Slot};
+    let file = fs.open(path, OpenOptions::read_write_create()).unwrap();
+    let bytes = read_all(&*file).unwrap();
+    for (i, slot) in bytes.chunks(SLOT_BYTES).enumerate() {
+        if let Ok(slot) = Slot::decode(slot, i as u64) {
+            let old = Slot {
+                identity: None,
+                wal_floor: 0,
+                ..slot
+            };
+            file.write_at(&old.encode_version(1), (i * SLOT_BYTES) as u64)
+                .unwrap();
+        }
+    }
+    file.sync_data().unwrap();
 }
 
 /// A closed database of 50 puts, all in segment 1.
@@ -93,6 +135,7 @@ fn fifty_puts() -> FaultFs {
 fn version(fs: &FaultFs, id: u64) -> u32 {
     check_header(&segment_bytes(fs, id), id)
         .expect("valid header")
+        .format
         .version()
 }
 
@@ -127,6 +170,7 @@ fn a_log_of_an_earlier_version_replays(old_version: u32) {
     for &id in &old {
         downgrade(&fs, id, old_version);
     }
+    downgrade_superblock(&fs, Path::new("/db/SUPERBLOCK"));
 
     let db = open(&fs);
     assert_eq!(contents(&db), model);
@@ -152,13 +196,15 @@ fn a_log_of_an_earlier_version_replays(old_version: u32) {
 fn rot_in_a_version_1_segment_is_still_found() {
     let fs = fifty_puts();
     downgrade(&fs, 1, 1);
+    downgrade_superblock(&fs, Path::new("/db/SUPERBLOCK"));
     // A flipped bit in the first record, before records that say it was
     // synced: corruption, not a torn tail.
     let path = segment_path(1);
-    fs.flip_bit(&path, (SEGMENT_HEADER_BYTES + 30) * 8).unwrap();
+    fs.flip_bit(&path, (SEGMENT_HEADER_BYTES_V3 + 30) * 8)
+        .unwrap();
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
-        matches!(err, crate::Error::Corruption { offset, .. } if offset == SEGMENT_HEADER_BYTES),
+        matches!(err, crate::Error::Corruption { offset, .. } if offset == SEGMENT_HEADER_BYTES_V3),
         "{err}"
     );
 }
@@ -176,10 +222,10 @@ fn a_segment_of_an_unknown_version_is_an_error_and_is_kept() {
     // not be taken for a torn creation and removed.
     let fs = fifty_puts();
     let before = segment_bytes(&fs, 1);
-    set_version(&fs, 1, 4);
+    set_version(&fs, 1, 5);
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
-        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 4")),
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 5")),
         "{err}"
     );
     assert_eq!(
@@ -197,10 +243,10 @@ fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
     // A newer build's header naming another segment id: still its version
     // that is reported.
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
-    file.write_at(&header_of_version(77, 4), 0).unwrap();
+    file.write_at(&header_of_version(77, 5), 0).unwrap();
     let err = Db::open_with_fs("/db", options(), Arc::new(fs.clone())).unwrap_err();
     assert!(
-        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 4")),
+        matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("version 5")),
         "{err}"
     );
     // A rotted header, then a frame whose checksum holds but whose
@@ -211,7 +257,7 @@ fn a_newer_segment_is_kept_even_when_its_header_is_damaged() {
     let crc = crc32c::crc32c_append(crc32c::crc32c(&frame[4..8]), &payload);
     frame.extend_from_slice(&crc.to_le_bytes());
     frame.extend_from_slice(&payload);
-    let mut header = header_of_version(1, 4);
+    let mut header = header_of_version(1, 5);
     header[20] ^= 1; // in the segment id, under the header checksum
     let mut bytes = header.to_vec();
     bytes.extend_from_slice(&frame);

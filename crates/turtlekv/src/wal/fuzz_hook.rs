@@ -23,13 +23,7 @@ fn decode_as(bytes: &[u8], format: PayloadFormat) -> Result<usize, String> {
     match record::decode(bytes, format) {
         Frame::Valid(rec, len) => {
             let mut again = Vec::with_capacity(len);
-            record::encode_as(
-                format,
-                &mut again,
-                rec.first_seq,
-                rec.synced_through,
-                &rec.ops,
-            );
+            record::encode_record(format, &mut again, &rec);
             assert_eq!(
                 &again[..],
                 &bytes[..len],

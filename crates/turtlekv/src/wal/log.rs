@@ -9,6 +9,7 @@ use std::sync::Arc;
 use crate::batch::BatchOp;
 use crate::io::FileSystem;
 use crate::wal::WalPosition;
+use crate::wal::binding::LogBinding;
 use crate::wal::record;
 use crate::wal::replay::{ReplayOutcome, replay};
 use crate::wal::segment::{SEGMENT_HEADER_BYTES, SegmentWriter, WalIo, segment_file_name};
@@ -21,11 +22,25 @@ pub(crate) struct WalVerification {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     segments: Vec<(u64, u64)>,
+    binding: LogBinding,
 }
 
 impl WalVerification {
     pub fn verify(&self) -> Result<WalReport> {
-        verify(&*self.fs, &self.dir, &self.segments)
+        verify(&*self.fs, &self.dir, &self.segments, &self.binding)
+    }
+
+    /// The error for segments that were live and are gone, once the log
+    /// says they are still live (not trimmed meanwhile).
+    pub fn missing(&self, still_live: &[u64]) -> Result<()> {
+        match still_live.first() {
+            None => Ok(()),
+            Some(&id) => Err(crate::Error::corruption(
+                self.dir.join(segment_file_name(id)),
+                0,
+                format!("WAL segment {id} is missing: it holds records no checkpoint covers"),
+            )),
+        }
     }
 }
 
@@ -69,6 +84,8 @@ impl CoveredSegments {
 pub(crate) struct Wal {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
+    /// The database the segments belong to, as the superblock says.
+    binding: LogBinding,
     segment_size_bytes: u64,
     writer: SegmentWriter,
     /// Live segments, oldest first: (id, sequence number of its first record).
@@ -94,21 +111,30 @@ pub(crate) struct Wal {
 impl Wal {
     /// Replays every record above `covered_seq` into `apply`, then starts a
     /// fresh segment for new records.
+    /// The log must be the one `binding` describes (`wal::binding`).
     pub fn open(
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         covered_seq: u64,
+        binding: &LogBinding,
         segment_size_bytes: u64,
         apply: &mut dyn FnMut(u64, &[BatchOp]),
     ) -> Result<(Wal, ReplayOutcome)> {
-        let replayed = replay(&*fs, dir, covered_seq, apply)?;
+        let replayed = replay(&*fs, dir, covered_seq, binding, apply)?;
         let next_seq = replayed.last_seq + 1;
         let id = replayed.next_segment_id;
         // Replay synced every segment it kept; the new one's marker says
         // so before an empty one, whose removal would lose that proof, is
-        // removed.
-        let writer =
-            SegmentWriter::create(fs.clone(), dir, id, segment_size_bytes, next_seq, true)?;
+        // removed. Its id becomes the WAL floor once the caller records it.
+        let writer = SegmentWriter::create(
+            fs.clone(),
+            dir,
+            id,
+            binding.database_id,
+            segment_size_bytes,
+            next_seq,
+            true,
+        )?;
         for &empty in &replayed.empty_segments {
             fs.remove_file(&dir.join(segment_file_name(empty)))?;
         }
@@ -122,6 +148,7 @@ impl Wal {
         let mut wal = Wal {
             fs,
             dir: dir.to_path_buf(),
+            binding: *binding,
             segment_size_bytes,
             writer,
             segments,
@@ -150,6 +177,19 @@ impl Wal {
     /// Sequence number the next entry will get.
     pub fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Id of the segment being written.
+    pub fn current_segment_id(&self) -> u64 {
+        self.writer.segment_id()
+    }
+
+    /// Those of `ids` that are live segments of the log (not trimmed).
+    pub fn still_live(&self, ids: &[u64]) -> Vec<u64> {
+        ids.iter()
+            .copied()
+            .filter(|id| self.segments.iter().any(|(live, _)| live == id))
+            .collect()
     }
 
     /// Logs the batches as consecutive records with one `write`, and syncs
@@ -307,15 +347,22 @@ impl Wal {
             self.fs.clone(),
             &self.dir,
             id,
+            self.binding.database_id,
             self.segment_size_bytes,
             self.next_seq,
             all_synced,
         )?;
+        // The finished segment names the next one, now that the next one's
+        // header is durable: losing it, or all after it, is then noticed
+        // (`docs/format.md`, "Link"). Not synced here: the next sync syncs
+        // the finished segment, link and all, before the current one.
+        let synced_through = self.synced_through();
+        self.encode_buf.clear();
+        record::encode_link(&mut self.encode_buf, self.next_seq, synced_through, id);
+        self.writer.append_after_cut(&self.encode_buf)?;
         next.add_unreported(self.writer.take_io());
-        if !all_synced {
-            self.unsynced
-                .push((self.writer.segment_id(), self.writer.file()));
-        }
+        self.unsynced
+            .push((self.writer.segment_id(), self.writer.file()));
         // Until a sync, nothing proves the older segments durable: a clean
         // close must seal, even if this segment stays empty. A durable
         // finish is proven by the new marker.
@@ -362,8 +409,12 @@ impl Wal {
                     return Ok((id, self.writer.len_bytes()));
                 }
                 let path = self.dir.join(segment_file_name(id));
-                let file = self.fs.open(&path, crate::io::OpenOptions::read_only())?;
-                Ok((id, file.len()?))
+                match self.fs.open(&path, crate::io::OpenOptions::read_only()) {
+                    Ok(file) => Ok((id, file.len()?)),
+                    // Trimmed meanwhile, or lost: the check tells which.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok((id, 0)),
+                    Err(e) => Err(e),
+                }
             })
             .collect()
     }
@@ -376,6 +427,7 @@ impl Wal {
             fs: self.fs.clone(),
             dir: self.dir.clone(),
             segments: self.segment_lengths()?,
+            binding: self.binding,
         })
     }
 
@@ -406,6 +458,12 @@ mod tests {
     use crate::wal::segment::list_segments;
 
     const DIR: &str = "/db/wal";
+    /// The identity of the database these logs belong to.
+    const DB_ID: u64 = 0xdb;
+
+    fn binding() -> LogBinding {
+        LogBinding::new(DB_ID)
+    }
 
     /// Opens the log on `fs` with `covered_seq`: the log, the sequence
     /// numbers replay found, and what it reported.
@@ -415,6 +473,7 @@ mod tests {
             Arc::new(fs.clone()),
             Path::new(DIR),
             covered_seq,
+            &binding(),
             1 << 20,
             &mut |first, ops| seen.extend(first..first + ops.len() as u64),
         )?;
@@ -530,6 +589,7 @@ mod tests {
                 fs.clone(),
                 dir.path(),
                 covered_seq,
+                &binding(),
                 1 << 20,
                 &mut |first, ops| seen.extend(first..first + ops.len() as u64),
             )
@@ -722,14 +782,24 @@ mod tests {
         assert!(lengths.contains(&0) && lengths.contains(&5), "{lengths:?}");
     }
 
+    /// Flips a bit in the last byte of segment `id`'s last record, the
+    /// link a rotation wrote after it aside.
     fn flip_last_byte(fs: &FaultFs, id: u64) {
         let path = Path::new(DIR).join(segment_file_name(id));
-        let len = fs
-            .open(&path, crate::io::OpenOptions::read_only())
-            .unwrap()
-            .len()
-            .unwrap();
-        fs.flip_bit(&path, (len - 1) * 8).unwrap();
+        let bytes =
+            crate::io::read_all(&*fs.open(&path, crate::io::OpenOptions::read_only()).unwrap())
+                .unwrap();
+        let header = crate::wal::segment::check_header(&bytes, id).unwrap();
+        let (mut offset, mut last_end) = (header.body_start(), 0);
+        while let record::Frame::Valid(rec, len) =
+            record::decode(&bytes[offset..], header.format.payload)
+        {
+            if rec.next_segment.is_none() {
+                last_end = offset + len;
+            }
+            offset += len;
+        }
+        fs.flip_bit(&path, (last_end as u64 - 1) * 8).unwrap();
     }
 
     #[test]
@@ -761,7 +831,8 @@ mod tests {
     fn a_clean_close_gives_the_reserve_back_with_nothing_to_prove() {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::RealFs);
-        let (mut wal, _) = Wal::open(fs, dir.path(), 0, 64 << 20, &mut |_, _| {}).unwrap();
+        let (mut wal, _) =
+            Wal::open(fs, dir.path(), 0, &binding(), 64 << 20, &mut |_, _| {}).unwrap();
         let path = dir.path().join(segment_file_name(wal.writer.segment_id()));
         let file_len = || std::fs::metadata(&path).unwrap().len();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -784,7 +855,7 @@ mod tests {
         let path = Path::new(DIR).join(segment_file_name(u64::MAX));
         fs.open(&path, crate::io::OpenOptions::read_write_create())
             .unwrap()
-            .write_at(&crate::wal::segment::encode_header(u64::MAX), 0)
+            .write_at(&crate::wal::segment::encode_header(u64::MAX, DB_ID), 0)
             .unwrap();
         let err = replay_all(&fs, 0).unwrap_err();
         assert!(
@@ -793,9 +864,9 @@ mod tests {
         );
     }
 
-    /// Rewrites segment `id`'s header as a newer build (version 4) would.
+    /// Rewrites segment `id`'s header as a newer build (version 5) would.
     fn set_newer_version(fs: &FaultFs, id: u64) {
-        let header = crate::wal::compat_tests::header_of_version(id, 4);
+        let header = crate::wal::compat_tests::header_of_version(id, 5);
         let path = Path::new(DIR).join(segment_file_name(id));
         let file = fs
             .open(&path, crate::io::OpenOptions::read_write_create())
@@ -970,5 +1041,253 @@ mod tests {
             replay_all(&fs, 0),
             Err(crate::Error::Corruption { .. })
         ));
+    }
+
+    /// Replays `fs` as an open with `binding` would; the sequence numbers
+    /// found and what replay reported.
+    fn replay_bound(
+        fs: &FaultFs,
+        covered_seq: u64,
+        binding: &LogBinding,
+    ) -> crate::Result<(Vec<u64>, ReplayOutcome)> {
+        let mut seen = Vec::new();
+        let (_, outcome) = Wal::open(
+            Arc::new(fs.clone()),
+            Path::new(DIR),
+            covered_seq,
+            binding,
+            1 << 20,
+            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+        )?;
+        Ok((seen, outcome))
+    }
+
+    fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
+        let path = Path::new(DIR).join(segment_file_name(id));
+        crate::io::read_all(&*fs.open(&path, crate::io::OpenOptions::read_only()).unwrap()).unwrap()
+    }
+
+    /// The records of segment `id`, in order.
+    fn records_of(fs: &FaultFs, id: u64) -> Vec<(usize, record::Record)> {
+        let bytes = segment_bytes(fs, id);
+        let header = crate::wal::segment::check_header(&bytes, id).unwrap();
+        let mut offset = header.body_start();
+        let mut records = Vec::new();
+        while let record::Frame::Valid(rec, len) =
+            record::decode(&bytes[offset..], header.format.payload)
+        {
+            records.push((offset, rec));
+            offset += len;
+        }
+        records
+    }
+
+    fn remove_segment(fs: &FaultFs, id: u64) {
+        fs.remove_file(&Path::new(DIR).join(segment_file_name(id)))
+            .unwrap();
+    }
+
+    fn point_in_time() -> LogBinding {
+        LogBinding {
+            recovery: crate::WalRecovery::PointInTime,
+            ..binding()
+        }
+    }
+
+    fn assert_missing(err: &crate::Error, id: u64) {
+        let named = format!("segment {id} is missing");
+        assert!(
+            matches!(err, crate::Error::Corruption { reason, .. } if reason.contains(&named)),
+            "{err}"
+        );
+    }
+
+    /// Three segments of records, 1-3, 4-5 and 6, the first two finished
+    /// by rotations: synced throughout, or never synced at all. Abandoned
+    /// as a `kill -9` leaves it (everything written is readable).
+    fn three_linked_segments(synced: bool) -> FaultFs {
+        let (fs, mut wal) = new_log();
+        wal.append_group([batch(3)].iter(), synced).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(2)].iter(), synced).unwrap();
+        wal.rotate().unwrap();
+        wal.append_group([batch(1)].iter(), synced).unwrap();
+        std::mem::forget(wal);
+        fs
+    }
+
+    /// A rotation ends the finished segment with a link naming the next,
+    /// after its own records; the newest segment has none.
+    #[test]
+    fn a_rotation_links_the_finished_segment_to_the_next() {
+        let fs = three_linked_segments(false);
+        for (id, next) in [(1, Some(2)), (2, Some(3)), (3, None)] {
+            let records = records_of(&fs, id);
+            let last = &records.last().unwrap().1;
+            assert_eq!(last.next_segment, next, "segment {id}");
+            let links = records.iter().filter(|(_, r)| r.next_segment.is_some());
+            assert_eq!(links.count(), usize::from(next.is_some()));
+        }
+        assert_eq!(replay_all(&fs, 0).unwrap().0, (1..=6).collect::<Vec<_>>());
+    }
+
+    /// The link is written after the next segment's header is durable and
+    /// is not synced at the rotation: a power cut may tear it while the
+    /// next segment survives. Its marker starts right after the records
+    /// read, so nothing was lost: the link is cut and replay goes on.
+    #[test]
+    fn a_torn_link_loses_nothing_and_replay_goes_on() {
+        for synced in [false, true] {
+            let fs = three_linked_segments(synced);
+            let (at, _) = *records_of(&fs, 1).last().unwrap();
+            let path = Path::new(DIR).join(segment_file_name(1));
+            fs.flip_bit(&path, (at as u64 + 14) * 8).unwrap();
+            let (seen, outcome) = replay_all(&fs, 0)
+                .unwrap_or_else(|e| panic!("synced {synced}: a torn link reported as {e}"));
+            assert_eq!(seen, (1..=6).collect::<Vec<_>>(), "synced {synced}");
+            assert!(outcome.tail_bytes_dropped > 0);
+            assert_eq!(segment_bytes(&fs, 1).len(), at, "cut at the link");
+            // And the log stays whole for the next open.
+            assert_eq!(replay_all(&fs, 0).unwrap().0.len(), 6);
+        }
+    }
+
+    /// Without a link to tell, losing the newest segments would look like
+    /// a log that ends there.
+    #[test]
+    fn a_link_to_a_missing_segment_is_corruption() {
+        for synced in [false, true] {
+            // The newest segment lost: the one before names it.
+            let fs = three_linked_segments(synced);
+            remove_segment(&fs, 3);
+            let err = replay_all(&fs, 0).unwrap_err();
+            assert_missing(&err, 3);
+            assert_eq!(list_segments(&fs, Path::new(DIR)).unwrap(), vec![1, 2]);
+            // The two newest lost.
+            remove_segment(&fs, 2);
+            assert_missing(&replay_all(&fs, 0).unwrap_err(), 2);
+            // A middle one lost, its records with it: even with nothing
+            // synced after it (no proof), the link before the gap tells.
+            let fs = three_linked_segments(synced);
+            remove_segment(&fs, 2);
+            let err = replay_all(&fs, 0).unwrap_err();
+            assert!(
+                matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("link")),
+                "{err}"
+            );
+            assert_eq!(list_segments(&fs, Path::new(DIR)).unwrap(), vec![1, 3]);
+        }
+    }
+
+    /// A segment that held no update, removed by an open after it started
+    /// a newer one, is named by a link but was not lost.
+    #[test]
+    fn an_empty_segment_removed_by_an_open_is_no_loss() {
+        let (fs, mut wal) = new_log();
+        wal.append_group([batch(3)].iter(), true).unwrap();
+        wal.rotate().unwrap();
+        wal.seal().unwrap();
+        drop(wal);
+        assert_eq!(records_of(&fs, 1).last().unwrap().1.next_segment, Some(2));
+        let (wal, seen) = open(&fs, 0);
+        assert_eq!(seen, vec![1, 2, 3]);
+        drop(wal);
+        assert_eq!(list_segments(&fs, Path::new(DIR)).unwrap(), vec![1, 3]);
+        assert_eq!(replay_all(&fs, 0).unwrap().0, vec![1, 2, 3]);
+    }
+
+    /// The superblock's WAL floor names the segment the last open started:
+    /// losing it, and every segment after it, leaves nothing to reach it.
+    #[test]
+    fn a_floor_no_segment_reaches_is_corruption() {
+        let fs = three_linked_segments(true);
+        let with_floor = |floor| LogBinding { floor, ..binding() };
+        assert_eq!(replay_bound(&fs, 0, &with_floor(3)).unwrap().0.len(), 6);
+        let fs = three_linked_segments(true);
+        assert_missing(&replay_bound(&fs, 0, &with_floor(4)).unwrap_err(), 4);
+        // All of the log gone.
+        for id in 1..=3 {
+            remove_segment(&fs, id);
+        }
+        assert_missing(&replay_bound(&fs, 0, &with_floor(1)).unwrap_err(), 1);
+        // Nothing was created in its place.
+        assert!(list_segments(&fs, Path::new(DIR)).unwrap().is_empty());
+    }
+
+    /// Point-in-time recovery opens where strict recovery reports: the log
+    /// ends at the first missing segment, what follows is removed, and both
+    /// are counted; the new segment's id is above every id named.
+    #[test]
+    fn point_in_time_recovery_ends_the_log_at_the_first_missing_segment() {
+        // The newest lost.
+        let fs = three_linked_segments(true);
+        remove_segment(&fs, 3);
+        let (seen, outcome) = replay_bound(&fs, 0, &point_in_time()).unwrap();
+        assert_eq!(seen, (1..=5).collect::<Vec<_>>());
+        assert_eq!(outcome.missing_segments, 1);
+        assert_eq!(outcome.next_segment_id, 4, "segment 3's id is not reused");
+        // The open's new segment is newer: strict opens go on.
+        assert_eq!(replay_all(&fs, 0).unwrap().0.len(), 5);
+        // A middle one lost: the segment after the gap is dropped.
+        let fs = three_linked_segments(true);
+        remove_segment(&fs, 2);
+        let (seen, outcome) = replay_bound(&fs, 0, &point_in_time()).unwrap();
+        assert_eq!(seen, vec![1, 2, 3]);
+        assert_eq!(outcome.missing_segments, 1);
+        assert!(outcome.recovery_bytes_dropped > 0);
+        assert_eq!(list_segments(&fs, Path::new(DIR)).unwrap(), vec![1, 4]);
+        assert_eq!(replay_all(&fs, 0).unwrap().0, vec![1, 2, 3]);
+        // Damage a later segment proves was synced: the log ends before it.
+        let fs = three_linked_segments(true);
+        flip_last_byte(&fs, 2);
+        assert!(matches!(
+            replay_all(&fs, 0),
+            Err(crate::Error::Corruption { .. })
+        ));
+        let (seen, outcome) = replay_bound(&fs, 0, &point_in_time()).unwrap();
+        assert_eq!(seen, vec![1, 2, 3]);
+        assert_eq!(outcome.missing_segments, 0);
+        assert!(outcome.recovery_bytes_dropped > 0);
+        assert_eq!(replay_all(&fs, 0).unwrap().0, vec![1, 2, 3]);
+    }
+
+    /// Segments of another database, or without identity in a database
+    /// that names itself, are refused in every recovery mode and left as
+    /// they are.
+    #[test]
+    fn segments_of_another_database_are_refused_and_kept() {
+        let fs = three_linked_segments(true);
+        let before: Vec<Vec<u8>> = (1..=3).map(|id| segment_bytes(&fs, id)).collect();
+        for recovery in [crate::WalRecovery::Strict, crate::WalRecovery::PointInTime] {
+            let other = LogBinding {
+                recovery,
+                ..LogBinding::new(DB_ID + 1)
+            };
+            let err = replay_bound(&fs, 0, &other).unwrap_err();
+            assert!(
+                matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("another database")),
+                "{err}"
+            );
+        }
+        let after: Vec<Vec<u8>> = (1..=3).map(|id| segment_bytes(&fs, id)).collect();
+        assert_eq!(before, after);
+        // An earlier build's segment after one that names the database.
+        crate::wal::compat_tests::downgrade_at(
+            &fs,
+            &Path::new(DIR).join(segment_file_name(3)),
+            3,
+            3,
+        );
+        let legacy = LogBinding {
+            legacy_segments: true,
+            ..binding()
+        };
+        for binding in [binding(), legacy] {
+            let err = replay_bound(&fs, 0, &binding).unwrap_err();
+            assert!(
+                matches!(&err, crate::Error::Corruption { reason, .. } if reason.contains("names no database")),
+                "{err}"
+            );
+        }
     }
 }

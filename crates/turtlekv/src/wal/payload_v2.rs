@@ -10,7 +10,16 @@ use crate::wal::record::{Record, copy_field};
 /// Low bit of an entry's tag: set for a put, clear for a delete.
 const TAG_PUT: u64 = 1;
 
-pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops: &[BatchOp]) {
+/// Appends the payload; `next_segment` makes a record without updates a
+/// link (`docs/format.md`, "Link").
+pub(crate) fn encode(
+    out: &mut Vec<u8>,
+    first_seq: u64,
+    synced_through: u64,
+    ops: &[BatchOp],
+    next_segment: Option<u64>,
+) {
+    debug_assert!(next_segment.is_none() || ops.is_empty());
     varint::put(out, first_seq);
     varint::put(out, synced_through);
     varint::put(out, ops.len() as u64);
@@ -28,6 +37,9 @@ pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops
                 out.extend_from_slice(&op.key);
             }
         }
+    }
+    if let Some(next) = next_segment {
+        varint::put(out, next);
     }
 }
 
@@ -62,10 +74,22 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record, &'static str> {
     for _ in 0..count {
         ops.push(decode_entry(&mut rest)?);
     }
+    // A record without updates may end in the id of the next segment: a
+    // link. Zero names no segment, so a link has one encoding.
+    let mut next_segment = None;
+    if count == 0 && !rest.is_empty() {
+        let next = take_int(&mut rest)?;
+        if next == 0 {
+            return Err("link to segment 0");
+        }
+        next_segment = Some(next);
+    }
     if !rest.is_empty() {
         return Err("trailing bytes after entries");
     }
-    Record::checked(first_seq, synced_through, ops)
+    let mut record = Record::checked(first_seq, synced_through, ops)?;
+    record.next_segment = next_segment;
+    Ok(record)
 }
 
 fn decode_entry(rest: &mut &[u8]) -> Result<BatchOp, &'static str> {

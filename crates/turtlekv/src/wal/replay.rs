@@ -1,28 +1,43 @@
 //! Recovery: reads every segment in order and hands valid records to the caller.
 //!
+//! Before any record, the log's files must be its database's: every
+//! segment header names the database's identity, some segment reaches
+//! the superblock's WAL floor, and the newest segment names no successor
+//! (`wal::binding`; `docs/format.md`, "Recovery rules", rule 0).
+//!
 //! A rotation does not sync the segment it finishes (`Wal`), so after a
 //! power cut any segment may end in a torn tail, not only the newest. An
 //! invalid frame at offset `X` of a segment is, in this order:
 //! - *covered*: the next segment's marker (synced with its header when it
 //!   was created) starts at or below the checkpoint, so the damaged records
 //!   are in the tree; the rest of the segment is skipped;
-//! - *corruption*: a later valid frame of the same segment says the bytes
-//!   at `X` had been synced when it was written, or a later segment proves
-//!   every earlier one it needed durable (a frame claiming more than its
-//!   header as synced, or a header of a build that synced every segment
-//!   before creating the next);
+//! - *nothing lost*: the next segment's marker starts right after the
+//!   records read, so the damaged bytes held no update (a torn link, seal
+//!   or proof); the segment is cut at `X` and replay goes on;
+//! - *corruption*: the segment links to a segment that is missing; or a
+//!   later valid frame of the same segment says the bytes at `X` had been
+//!   synced when it was written, or a later segment proves every earlier
+//!   one it needed durable (a frame claiming more than its header as
+//!   synced, or a header of a build that synced every segment before
+//!   creating the next);
 //! - else a *torn tail*: the log ends there. The segment is cut at `X` and
 //!   every later segment removed, since their records follow a gap; none
 //!   of them was acknowledged as synced, or a proof would be there.
+//!
+//! With `WalRecovery::PointInTime`, corruption of this database's log
+//! ends the log there instead of failing the open: what follows is cut
+//! and removed, and counted.
 
 use std::path::Path;
 
+use crate::WalRecovery;
 use crate::batch::BatchOp;
 use crate::io::{FileSystem, OpenOptions, read_all};
+use crate::wal::binding::{LogBinding, check_identities};
 use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
 use crate::wal::segment::{
-    HeaderError, SEGMENT_HEADER_BYTES, SegmentFormat, check_header, list_segments,
-    segment_file_name,
+    HeaderError, SEGMENT_HEADER_BYTES, SEGMENT_HEADER_BYTES_V3, SegmentHeader, check_header,
+    list_segments, segment_file_name,
 };
 use crate::{Error, Result};
 
@@ -43,12 +58,38 @@ pub(crate) struct ReplayOutcome {
     /// Ids of segments that hold no update (each open starts a segment;
     /// those of opens that wrote nothing are removed).
     pub empty_segments: Vec<u64>,
+    /// Segments found missing (the floor's, a link's) that
+    /// `WalRecovery::PointInTime` opened without.
+    pub missing_segments: u64,
+    /// Bytes of records `WalRecovery::PointInTime` dropped after the last
+    /// consistent point.
+    pub recovery_bytes_dropped: u64,
 }
 
 struct Progress {
     covered_seq: u64,
     expected_next_seq: Option<u64>,
+    recovery: WalRecovery,
+    /// The link the last segment kept ends in, read in order: (segment,
+    /// the segment it names).
+    link: Option<(u64, u64)>,
+    /// The last segment read to its end and kept.
+    last_kept: Option<u64>,
     outcome: ReplayOutcome,
+}
+
+impl Progress {
+    /// A segment `missing` was named (by the floor or a link): corruption,
+    /// or counted when recovering to a point in time.
+    fn missing(&mut self, path: &Path, offset: u64, reason: String) -> Result<()> {
+        match self.recovery {
+            WalRecovery::PointInTime => {
+                self.outcome.missing_segments += 1;
+                Ok(())
+            }
+            _ => Err(Error::corruption(path, offset, reason)),
+        }
+    }
 }
 
 /// How the reading of one segment ended.
@@ -58,7 +99,24 @@ enum SegmentEnd {
     Read,
     /// The log ends in this segment: later ones are to be removed.
     TornTail,
+    /// Corruption at `offset`: reported, or the end of the log when
+    /// recovering to a point in time.
+    Corrupt { offset: u64, reason: String },
 }
+
+/// Whether `err`, from replay, says the log does not reach back to the
+/// checkpoint or on to the segments it must: a sequence gap, or a missing
+/// segment. With a damaged superblock slot, that is what a durable commit
+/// in it, since rotted, leaves (`db::open` reports the slot then).
+pub(crate) fn falls_short(err: &Error) -> bool {
+    matches!(err, Error::Corruption { reason, .. }
+        if reason.starts_with(GAP) || reason.contains(MISSING) || reason == LINK_GONE)
+}
+
+const GAP: &str = "sequence gap";
+const MISSING: &str = " is missing";
+const LINK_GONE: &str =
+    "records are missing after a segment whose link names a segment that is gone";
 
 /// Replays records above `covered_seq` (older ones are already in the tree)
 /// in sequence order, cuts a torn tail, and syncs every segment it keeps
@@ -68,31 +126,90 @@ pub(crate) fn replay(
     fs: &dyn FileSystem,
     dir: &Path,
     covered_seq: u64,
+    binding: &LogBinding,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
 ) -> Result<ReplayOutcome> {
     let ids = list_segments(fs, dir)?;
-    let next_segment_id = match ids.last() {
-        None => 1,
-        Some(&id) => id.checked_add(1).ok_or_else(|| {
-            Error::corruption(dir.join(segment_file_name(id)), 0, "segment id too large")
-        })?,
-    };
+    check_identities(fs, dir, &ids, binding)?;
     let mut progress = Progress {
         covered_seq,
         expected_next_seq: None,
+        recovery: binding.recovery,
+        link: None,
+        last_kept: None,
         outcome: ReplayOutcome {
             last_seq: covered_seq,
-            next_segment_id,
             ..ReplayOutcome::default()
         },
     };
+    if binding.floor > 0 && ids.last().is_none_or(|&newest| newest < binding.floor) {
+        progress.missing(
+            &dir.join(segment_file_name(binding.floor)),
+            0,
+            format!(
+                "WAL segment {}{MISSING}: the superblock names it as the newest segment an \
+                 open started (its WAL floor), and no segment from it on is left{}",
+                binding.floor,
+                ids.last()
+                    .map_or(String::new(), |n| format!(" (the newest is {n})"))
+            ),
+        )?;
+    }
+    let mut newest_link = 0;
+    let mut read_to_the_end = true;
     for (i, &id) in ids.iter().enumerate() {
         let later = &ids[i + 1..];
-        if replay_segment(fs, dir, id, later, &mut progress, apply)? == SegmentEnd::TornTail {
-            remove_after_tail(fs, dir, later, &mut progress)?;
-            break;
+        let path = dir.join(segment_file_name(id));
+        let end = replay_segment(fs, dir, id, later, &mut progress, apply)?;
+        newest_link = newest_link.max(progress.link.map_or(0, |(_, to)| to));
+        match end {
+            SegmentEnd::Read => {}
+            SegmentEnd::TornTail => {
+                remove_after_tail(fs, dir, later, &mut progress.outcome.tail_bytes_dropped)?;
+                read_to_the_end = false;
+                break;
+            }
+            SegmentEnd::Corrupt { offset, reason } => {
+                if progress.recovery != WalRecovery::PointInTime {
+                    return Err(Error::corruption(&path, offset, reason));
+                }
+                end_log_at(fs, dir, &path, offset, &mut progress.outcome)?;
+                remove_after_tail(fs, dir, later, &mut progress.outcome.recovery_bytes_dropped)?;
+                read_to_the_end = false;
+                break;
+            }
         }
     }
+    // The newest segment kept ends in a link: the segment it names, and
+    // any after it, are gone (one removed as a torn creation is never
+    // named: see `replay_segment`).
+    if read_to_the_end
+        && let Some((from, to)) = progress.link
+        && progress.last_kept == Some(from)
+    {
+        progress.missing(
+            &dir.join(segment_file_name(from)),
+            0,
+            format!(
+                "WAL segment {to}{MISSING}: segment {from}, the newest left, names it as the \
+                 one that follows"
+            ),
+        )?;
+    }
+    // Ids are never reused, not even those of missing segments.
+    let highest = ids
+        .last()
+        .copied()
+        .unwrap_or(0)
+        .max(binding.floor)
+        .max(newest_link);
+    progress.outcome.next_segment_id = highest.checked_add(1).ok_or_else(|| {
+        Error::corruption(
+            dir.join(segment_file_name(highest)),
+            0,
+            "segment id too large",
+        )
+    })?;
     Ok(progress.outcome)
 }
 
@@ -106,37 +223,52 @@ fn replay_segment(
 ) -> Result<SegmentEnd> {
     let path = dir.join(segment_file_name(id));
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
-    let format = match check_header(&buf, id) {
-        Ok(format) => format.payload,
+    let previous_link = progress.link.take();
+    let header = match check_header(&buf, id) {
+        Ok(header) => header,
         Err(e @ HeaderError::UnknownVersion(_)) => {
             // Its records cannot be read, and must not be dropped.
             return Err(Error::corruption(&path, 8, e.reason()));
         }
         Err(HeaderError::Damaged(reason)) => {
+            let corrupt = |reason: String| Ok(SegmentEnd::Corrupt { offset: 0, reason });
             // A header is synced before the segment's first record and
             // before any later segment exists.
             if !later.is_empty() {
-                return Err(Error::corruption(&path, 0, reason));
+                return corrupt(reason.into());
             }
             // A crash while the newest segment was being created leaves no
             // record behind it: a frame whose checksum holds after a
             // damaged header proves rot (whatever its payload's layout,
             // which the header no longer tells).
             if checksummed_frame_after(&buf, 0) {
-                return Err(Error::corruption(&path, 0, reason));
+                return corrupt(reason.into());
+            }
+            // Nor does it leave a link to it: the link is written once the
+            // header is durable.
+            if previous_link.is_some_and(|(_, to)| to == id) {
+                return corrupt(format!(
+                    "{reason}, and the segment before names it, so its header was durable"
+                ));
             }
             fs.remove_file(&path)?;
             fs.sync_dir(dir)?;
             progress.outcome.tail_bytes_dropped += buf.len() as u64;
+            progress.link = previous_link;
             return Ok(SegmentEnd::Read);
         }
     };
-    let first_seq = match record::decode(&buf[SEGMENT_HEADER_BYTES as usize..], format) {
+    let body = header.body_start();
+    let format = header.format.payload;
+    let first_seq = match record::decode(&buf[body..], format) {
         Frame::Valid(rec, _) => rec.first_seq,
         _ => expected_after(progress),
     };
     progress.outcome.segments.push((id, first_seq));
-    let (mut damaged_at, holds_updates) = apply_records(&buf, format, &path, progress, apply)?;
+    let (mut damaged_at, holds_updates) = match apply_records(&buf, &header, id, progress, apply) {
+        Ok(read) => read,
+        Err(end) => return Ok(end),
+    };
     let next_first_seq = later.first().and_then(|&id| first_seq_of(fs, dir, id));
     if damaged_at.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
         // Records the next segment's marker says were written here are
@@ -145,9 +277,19 @@ fn replay_segment(
     }
     let mut end = SegmentEnd::Read;
     if let Some(at) = damaged_at {
-        end = judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress)
-            .map_err(|damage| damage.into_error(&path, at as u64))?;
-        if end == SegmentEnd::TornTail {
+        end = match judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress) {
+            Ok(end) => end,
+            Err(Damage::Corrupt(reason)) => SegmentEnd::Corrupt {
+                offset: at as u64,
+                reason: reason.into(),
+            },
+            Err(Damage::Fatal(reason)) => return Err(Error::corruption(&path, at as u64, reason)),
+            Err(Damage::Io(e)) => return Err(Error::Io(e)),
+        };
+        let nothing_lost = matches!(end, SegmentEnd::Read)
+            && next_first_seq == Some(expected_after(progress))
+            && progress.expected_next_seq.is_some();
+        if end == SegmentEnd::TornTail || nothing_lost {
             cut_torn_tail(fs, &path, at as u64)?;
             progress.outcome.tail_bytes_dropped += written_len(&buf[at..]);
         }
@@ -158,31 +300,44 @@ fn replay_segment(
     if end == SegmentEnd::Read {
         fs.open(&path, OpenOptions::read_write_create())?
             .sync_data()?;
+        progress.last_kept = Some(id);
     }
     Ok(end)
 }
 
 /// Applies the segment's records up to its end or its first frame that
 /// does not verify; returns that frame's offset, if any, and whether a
-/// record held updates.
+/// record held updates. Remembers the link the records end in. A frame
+/// that does not parse, or a gap in the numbering, ends the segment as
+/// corrupt.
 fn apply_records(
     buf: &[u8],
-    format: PayloadFormat,
-    path: &Path,
+    header: &SegmentHeader,
+    id: u64,
     progress: &mut Progress,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> Result<(Option<usize>, bool)> {
+) -> std::result::Result<(Option<usize>, bool), SegmentEnd> {
+    let format = header.format.payload;
     let mut holds_updates = false;
-    let mut offset = SEGMENT_HEADER_BYTES as usize;
+    let mut offset = header.body_start();
     while offset < buf.len() {
         match record::decode(&buf[offset..], format) {
             Frame::Valid(rec, len) => {
                 holds_updates |= !rec.ops.is_empty();
-                apply_record(progress, rec, path, offset, apply)?;
+                // A link is the last record of its segment; only one read
+                // in order counts.
+                progress.link = rec
+                    .next_segment
+                    .filter(|&to| to > id && header.format.names_database)
+                    .map(|to| (id, to));
+                apply_record(progress, rec, offset, apply)?;
                 offset += len;
             }
             Frame::Malformed(reason) => {
-                return Err(Error::corruption(path, offset as u64, reason));
+                return Err(SegmentEnd::Corrupt {
+                    offset: offset as u64,
+                    reason: reason.into(),
+                });
             }
             Frame::Truncated | Frame::Invalid(_) => return Ok((Some(offset), holds_updates)),
         }
@@ -192,8 +347,9 @@ fn apply_records(
 
 /// A segment's bytes after its header and, if its first frame is a
 /// marker (no updates), after that: what a removal loses.
-fn records_after_marker(buf: &[u8]) -> &[u8] {
-    let body = buf.get(SEGMENT_HEADER_BYTES as usize..).unwrap_or(&[]);
+fn records_after_marker(buf: &[u8], id: u64) -> &[u8] {
+    let start = check_header(buf, id).map_or(SEGMENT_HEADER_BYTES_V3 as usize, |h| h.body_start());
+    let body = buf.get(start..).unwrap_or(&[]);
     match record::decode(body, PayloadFormat::CURRENT) {
         Frame::Valid(rec, len) if rec.ops.is_empty() => &body[len..],
         _ => body,
@@ -208,8 +364,9 @@ fn expected_after(progress: &Progress) -> u64 {
 }
 
 /// What an invalid frame at `damaged_at` is (see the module's comment).
-/// `Ok(Read)` when the checkpoint covers it, `Ok(TornTail)` for a torn
-/// tail, `Err(reason)` for corruption.
+/// `Ok(Read)` when the checkpoint covers it or nothing was lost (the
+/// caller tells which), `Ok(TornTail)` for a torn tail, `Err` for
+/// corruption.
 #[expect(
     clippy::too_many_arguments,
     reason = "the damaged segment and what is known of the later ones"
@@ -228,6 +385,19 @@ fn judge_damage(
         progress.expected_next_seq = None;
         return Ok(SegmentEnd::Read);
     }
+    if next_first_seq == Some(expected_after(progress)) {
+        // The next segment starts where the records read end: the damaged
+        // bytes held no update (a link a power cut tore, a seal, a proof).
+        return Ok(SegmentEnd::Read);
+    }
+    if let Some((_, to)) = progress.link
+        && !later.contains(&to)
+    {
+        if progress.recovery == WalRecovery::PointInTime {
+            progress.outcome.missing_segments += 1;
+        }
+        return Err(Damage::Corrupt(LINK_GONE));
+    }
     // Frames after damage can only be found by their magic, which a value
     // may hold too. A record claims only bytes before itself as synced,
     // and follows the damaged one in sequence: a frame inside a value that
@@ -243,10 +413,10 @@ fn judge_damage(
         ));
     }
     for (i, &id) in later.iter().enumerate() {
-        let Some((buf, format)) = read_later_segment(fs, dir, id, i + 1 == later.len())? else {
+        let Some((buf, header)) = read_later_segment(fs, dir, id, i + 1 == later.len())? else {
             continue;
         };
-        if proves_predecessors_synced(&buf, format) {
+        if proves_predecessors_synced(&buf, &header) {
             return Err(Damage::Corrupt(
                 "damaged record in a segment that a later one proves was synced",
             ));
@@ -255,24 +425,18 @@ fn judge_damage(
     Ok(SegmentEnd::TornTail)
 }
 
-/// Why a damaged record is not a torn tail: corruption, or a later segment
-/// that could not be read to tell.
+/// Why a damaged record is not a torn tail: corruption of this log (which
+/// point-in-time recovery may cut), corruption that no recovery may drop
+/// (a newer build's segment behind it), or a later segment that could not
+/// be read to tell.
 #[derive(Debug)]
 enum Damage {
     Corrupt(&'static str),
+    Fatal(&'static str),
     Io(std::io::Error),
 }
 
-impl Damage {
-    fn into_error(self, path: &Path, offset: u64) -> Error {
-        match self {
-            Damage::Corrupt(reason) => Error::corruption(path, offset, reason),
-            Damage::Io(e) => Error::Io(e),
-        }
-    }
-}
-
-/// A later segment's bytes and format, read to see whether it proves the
+/// A later segment's bytes and header, read to see whether it proves the
 /// damaged one was synced; `None` when it cannot tell: its header is
 /// damaged, and it is the newest segment (a crash while it was created).
 /// A failed read is an error, not "no proof": the damaged segment would
@@ -285,15 +449,15 @@ fn read_later_segment(
     dir: &Path,
     id: u64,
     newest: bool,
-) -> std::result::Result<Option<(Vec<u8>, SegmentFormat)>, Damage> {
+) -> std::result::Result<Option<(Vec<u8>, SegmentHeader)>, Damage> {
     let path = dir.join(segment_file_name(id));
     let buf = fs
         .open(&path, OpenOptions::read_only())
         .and_then(|f| read_all(&*f))
         .map_err(Damage::Io)?;
     match check_header(&buf, id) {
-        Ok(format) => Ok(Some((buf, format))),
-        Err(HeaderError::UnknownVersion(_)) => Err(Damage::Corrupt(
+        Ok(header) => Ok(Some((buf, header))),
+        Err(HeaderError::UnknownVersion(_)) => Err(Damage::Fatal(
             "damaged record before a segment of a newer format",
         )),
         Err(HeaderError::Damaged(_)) if newest => Ok(None),
@@ -314,12 +478,13 @@ fn first_seq_of(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<u64> {
     let len = file.len().ok()?;
     let mut start = vec![0u8; len.min(START_BYTES) as usize];
     crate::io::read_exact_at(&*file, &mut start, 0).ok()?;
-    let format = check_header(&start, id).ok()?;
-    match record::decode(&start[SEGMENT_HEADER_BYTES as usize..], format.payload) {
+    let header = check_header(&start, id).ok()?;
+    let body = header.body_start();
+    match record::decode(&start[body..], header.format.payload) {
         Frame::Valid(rec, _) => Some(rec.first_seq),
         Frame::Truncated if len > START_BYTES => {
             let whole = read_all(&*file).ok()?;
-            match record::decode(&whole[SEGMENT_HEADER_BYTES as usize..], format.payload) {
+            match record::decode(&whole[body..], header.format.payload) {
                 Frame::Valid(rec, _) => Some(rec.first_seq),
                 _ => None,
             }
@@ -329,18 +494,18 @@ fn first_seq_of(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<u64> {
 }
 
 /// Builds before format version 3 synced a segment before creating the
-/// next; from version 3 on, a record claiming more than the header as
+/// next; from version 3 on, a record claiming at least the header as
 /// synced was written once every earlier segment still needed was synced.
 /// Records are read in order from the marker, up to the first that does
 /// not verify: a frame found by its magic alone may lie inside a value,
 /// and a proof is never written after bytes that were not synced with it.
-fn proves_predecessors_synced(buf: &[u8], format: SegmentFormat) -> bool {
-    if !format.opens_with_marker {
+fn proves_predecessors_synced(buf: &[u8], header: &SegmentHeader) -> bool {
+    if !header.format.opens_with_marker {
         return true;
     }
-    let mut offset = SEGMENT_HEADER_BYTES as usize;
-    while let Frame::Valid(rec, len) = record::decode(&buf[offset..], format.payload) {
-        if rec.synced_through >= SEGMENT_HEADER_BYTES {
+    let mut offset = header.body_start();
+    while let Frame::Valid(rec, len) = record::decode(&buf[offset..], header.format.payload) {
+        if rec.synced_through >= header.format.header_bytes() {
             return true;
         }
         offset += len;
@@ -348,17 +513,18 @@ fn proves_predecessors_synced(buf: &[u8], format: SegmentFormat) -> bool {
     false
 }
 
-/// Removes the segments after a torn tail: their records follow a gap.
+/// Removes the segments after the end of the log: their records follow a
+/// gap. Their bytes are added to `dropped`.
 fn remove_after_tail(
     fs: &dyn FileSystem,
     dir: &Path,
     later: &[u64],
-    progress: &mut Progress,
+    dropped: &mut u64,
 ) -> Result<()> {
     for &id in later {
         let path = dir.join(segment_file_name(id));
         let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
-        progress.outcome.tail_bytes_dropped += written_len(records_after_marker(&buf));
+        *dropped += written_len(records_after_marker(&buf, id));
         fs.remove_file(&path)?;
     }
     if !later.is_empty() {
@@ -367,13 +533,36 @@ fn remove_after_tail(
     Ok(())
 }
 
+/// Ends the log at `offset` of the segment at `path` (point-in-time
+/// recovery): cut there, or removed when the damage is in its header.
+fn end_log_at(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    path: &Path,
+    offset: u64,
+    outcome: &mut ReplayOutcome,
+) -> Result<()> {
+    let buf = read_all(&*fs.open(path, OpenOptions::read_only())?)?;
+    let at = (offset as usize).min(buf.len());
+    if at < SEGMENT_HEADER_BYTES_V3 as usize {
+        outcome.recovery_bytes_dropped += written_len(&buf);
+        fs.remove_file(path)?;
+        fs.sync_dir(dir)?;
+        outcome
+            .segments
+            .retain(|&(id, _)| dir.join(segment_file_name(id)) != path);
+        return Ok(());
+    }
+    outcome.recovery_bytes_dropped += written_len(&buf[at..]);
+    cut_torn_tail(fs, path, at as u64)
+}
+
 fn apply_record(
     progress: &mut Progress,
     rec: record::Record,
-    path: &Path,
     offset: usize,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> Result<()> {
+) -> std::result::Result<(), SegmentEnd> {
     let first = rec.first_seq;
     let next = first + rec.ops.len() as u64;
     if next <= progress.covered_seq + 1 {
@@ -389,15 +578,14 @@ fn apply_record(
         None => first > progress.covered_seq + 1,
     };
     if gap {
-        return Err(Error::corruption(
-            path,
-            offset as u64,
-            format!("sequence gap before record starting at {first}"),
-        ));
+        return Err(SegmentEnd::Corrupt {
+            offset: offset as u64,
+            reason: format!("{GAP} before record starting at {first}"),
+        });
     }
     progress.expected_next_seq = Some(next);
     if rec.ops.is_empty() {
-        // A seal (`Wal::seal`): proof of what was synced, no updates.
+        // A marker, seal, proof or link: no updates.
         return Ok(());
     }
     // A record straddling the checkpoint cannot occur (a MemTable holds
@@ -409,13 +597,17 @@ fn apply_record(
 }
 
 /// Whether a frame whose checksum holds (its payload parsing or not)
-/// starts at or after `from`, other than a marker right after the header:
-/// the marker is written with the header, so a torn creation can leave it
-/// beside a damaged header.
+/// starts at or after `from`, other than a marker right after the header
+/// (of either length): the marker is written with the header, so a torn
+/// creation can leave it beside a damaged header.
 fn checksummed_frame_after(buf: &[u8], from: usize) -> bool {
     frame_starts(buf, from).any(
         |at| match record::decode(&buf[at..], PayloadFormat::CURRENT) {
-            Frame::Valid(rec, _) => !(at == SEGMENT_HEADER_BYTES as usize && rec.ops.is_empty()),
+            Frame::Valid(rec, _) => {
+                let after_header =
+                    at == SEGMENT_HEADER_BYTES_V3 as usize || at == SEGMENT_HEADER_BYTES as usize;
+                !(after_header && rec.ops.is_empty())
+            }
             Frame::Malformed(_) => true,
             Frame::Truncated | Frame::Invalid(_) => false,
         },

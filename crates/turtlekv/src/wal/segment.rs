@@ -9,7 +9,11 @@ use crate::io::{File, FileSystem, OpenOptions, WriteMapping};
 use crate::wal::record::PayloadFormat;
 
 pub(crate) const SEGMENT_MAGIC: &[u8; 8] = b"TKVWAL\0\x01";
-pub(crate) const SEGMENT_HEADER_BYTES: u64 = 32;
+/// Header length of the segments this build writes (version 4).
+pub(crate) const SEGMENT_HEADER_BYTES: u64 = 48;
+/// Header length of versions 1 to 3, and the part of a version-4 header
+/// that means the same in every version.
+pub(crate) const SEGMENT_HEADER_BYTES_V3: u64 = 32;
 const SEGMENT_SUFFIX: &str = ".wal";
 /// Storage is reserved ahead of appends through the mapping in steps of
 /// this size: one `fallocate` per about 6,000 records of the load. A
@@ -40,18 +44,24 @@ pub(crate) fn list_segments(fs: &dyn FileSystem, dir: &Path) -> io::Result<Vec<u
     Ok(ids)
 }
 
-pub(crate) fn encode_header(id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
+/// The header of segment `id` of database `database_id`, in the current
+/// version (`docs/format.md`, "Segment header").
+pub(crate) fn encode_header(id: u64, database_id: u64) -> [u8; SEGMENT_HEADER_BYTES as usize] {
     let mut h = [0u8; SEGMENT_HEADER_BYTES as usize];
     h[0..8].copy_from_slice(SEGMENT_MAGIC);
     h[8..12].copy_from_slice(&SegmentFormat::CURRENT.version().to_le_bytes());
     h[16..24].copy_from_slice(&id.to_le_bytes());
     let crc = crc32c::crc32c(&h[0..24]);
     h[24..28].copy_from_slice(&crc.to_le_bytes());
+    h[32..40].copy_from_slice(&database_id.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..40]);
+    h[40..44].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
 /// What a segment's header version says about the segment: how its
-/// records are laid out, and whether it opens with a marker.
+/// records are laid out, whether it opens with a marker, and whether its
+/// header names the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct SegmentFormat {
     pub payload: PayloadFormat,
@@ -61,35 +71,71 @@ pub(crate) struct SegmentFormat {
     /// not have been synced when it was created. Earlier builds synced a
     /// segment before creating the next and wrote no marker.
     pub opens_with_marker: bool,
+    /// Version 4: a 48-byte header naming the database's identity, and a
+    /// link at the end of every segment but the newest.
+    pub names_database: bool,
 }
 
 impl SegmentFormat {
     pub(crate) const CURRENT: Self = Self {
         payload: PayloadFormat::V2,
         opens_with_marker: true,
+        names_database: true,
     };
-    const ALL: [Self; 3] = [
+    const ALL: [Self; 4] = [
         Self {
             payload: PayloadFormat::V1,
             opens_with_marker: false,
+            names_database: false,
         },
         Self {
             payload: PayloadFormat::V2,
             opens_with_marker: false,
+            names_database: false,
+        },
+        Self {
+            payload: PayloadFormat::V2,
+            opens_with_marker: true,
+            names_database: false,
         },
         Self::CURRENT,
     ];
 
     pub(crate) fn version(self) -> u32 {
-        match (self.payload, self.opens_with_marker) {
-            (PayloadFormat::V1, _) => 1,
-            (PayloadFormat::V2, false) => 2,
-            (PayloadFormat::V2, true) => 3,
+        match (self.payload, self.opens_with_marker, self.names_database) {
+            (PayloadFormat::V1, _, _) => 1,
+            (PayloadFormat::V2, false, _) => 2,
+            (PayloadFormat::V2, true, false) => 3,
+            (PayloadFormat::V2, true, true) => 4,
         }
     }
 
-    fn from_version(version: u32) -> Option<Self> {
+    pub(crate) fn from_version(version: u32) -> Option<Self> {
         Self::ALL.into_iter().find(|f| f.version() == version)
+    }
+
+    /// Bytes of the header; the marker, if any, follows it.
+    pub(crate) fn header_bytes(self) -> u64 {
+        if self.names_database {
+            SEGMENT_HEADER_BYTES
+        } else {
+            SEGMENT_HEADER_BYTES_V3
+        }
+    }
+}
+
+/// A segment header that verified.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SegmentHeader {
+    pub format: SegmentFormat,
+    /// The database it names (version 4); `None` before.
+    pub database_id: Option<u64>,
+}
+
+impl SegmentHeader {
+    /// Where the marker (or the first record) starts.
+    pub(crate) fn body_start(&self) -> usize {
+        self.format.header_bytes() as usize
     }
 }
 
@@ -114,9 +160,11 @@ impl HeaderError {
     }
 }
 
-/// Checks a segment header and gives the segment's format.
-pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentFormat, HeaderError> {
-    if header.len() < SEGMENT_HEADER_BYTES as usize {
+/// Checks a segment header and gives the segment's format and the
+/// database it names. Whether that is the right database is the
+/// caller's to judge (`wal::binding`).
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentHeader, HeaderError> {
+    if header.len() < SEGMENT_HEADER_BYTES_V3 as usize {
         return Err(HeaderError::Damaged("segment header cut short"));
     }
     if crc32c::crc32c(&header[0..24]).to_le_bytes() != header[24..28] {
@@ -135,7 +183,26 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentFormat, Head
             "segment id does not match its file name",
         ));
     }
-    Ok(format)
+    if !format.names_database {
+        return Ok(SegmentHeader {
+            format,
+            database_id: None,
+        });
+    }
+    if header.len() < SEGMENT_HEADER_BYTES as usize {
+        return Err(HeaderError::Damaged("segment header cut short"));
+    }
+    if crc32c::crc32c(&header[0..40]).to_le_bytes() != header[40..44] {
+        return Err(HeaderError::Damaged("segment header checksum mismatch"));
+    }
+    let database_id = u64::from_le_bytes(header[32..40].try_into().expect("8 bytes"));
+    if database_id == 0 {
+        return Err(HeaderError::Damaged("segment header names no database"));
+    }
+    Ok(SegmentHeader {
+        format,
+        database_id: Some(database_id),
+    })
 }
 
 /// Appends records to one segment.
@@ -180,6 +247,7 @@ impl SegmentWriter {
         fs: Arc<dyn FileSystem>,
         dir: &Path,
         id: u64,
+        database_id: u64,
         segment_size_bytes: u64,
         first_seq: u64,
         predecessors_synced: bool,
@@ -191,7 +259,7 @@ impl SegmentWriter {
             ..OpenOptions::default()
         };
         let file = fs.open(&path, options)?;
-        let start = header_and_marker(id, first_seq, predecessors_synced);
+        let start = header_and_marker(id, database_id, first_seq, predecessors_synced);
         let start_len_bytes = start.len() as u64;
         file.write_at(&start, 0)?;
         file.sync_data()?;
@@ -413,14 +481,31 @@ impl SegmentWriter {
         self.cut_reserve()?;
         self.sync()
     }
+
+    /// Appends `bytes` after the reserve was cut (a link at the end of a
+    /// finished segment): a `write`, so that no storage is reserved past
+    /// them again. Not synced.
+    pub fn append_after_cut(&mut self, bytes: &[u8]) -> io::Result<()> {
+        debug_assert!(self.ahead.is_none(), "the reserve is cut first");
+        self.file.write_at(bytes, self.len_bytes)?;
+        self.len_bytes += bytes.len() as u64;
+        self.reserved_len_bytes = self.reserved_len_bytes.max(self.len_bytes);
+        self.unreported.bytes_written += bytes.len() as u64;
+        Ok(())
+    }
 }
 
 /// A new segment's first bytes: its header, then the marker that gives
 /// its first sequence number. The marker's `synced_through` is the
 /// header's length when every earlier segment was durable at creation (a
 /// proof replay relies on, `wal::replay`), else zero.
-pub(crate) fn header_and_marker(id: u64, first_seq: u64, predecessors_synced: bool) -> Vec<u8> {
-    let mut out = encode_header(id).to_vec();
+pub(crate) fn header_and_marker(
+    id: u64,
+    database_id: u64,
+    first_seq: u64,
+    predecessors_synced: bool,
+) -> Vec<u8> {
+    let mut out = encode_header(id, database_id).to_vec();
     let synced_through = if predecessors_synced {
         SEGMENT_HEADER_BYTES
     } else {
@@ -435,8 +520,11 @@ mod tests {
     use super::*;
     use crate::io::{FaultFs, RealFs, read_all};
 
+    /// The identity of the database these segments belong to.
+    const DB: u64 = 0xdb;
+
     fn writer(dir: &Path, segment_size_bytes: u64) -> SegmentWriter {
-        SegmentWriter::create(Arc::new(RealFs), dir, 1, segment_size_bytes, 1, true).unwrap()
+        SegmentWriter::create(Arc::new(RealFs), dir, 1, DB, segment_size_bytes, 1, true).unwrap()
     }
 
     fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -445,12 +533,40 @@ mod tests {
             .collect()
     }
 
+    /// A version-4 header names the database under a second checksum,
+    /// while its first 28 bytes mean what they did in version 3: a build
+    /// reading only versions 1 to 3 finds a newer version, not damage.
+    #[test]
+    fn a_version_4_header_names_its_database() {
+        let header = encode_header(7, DB);
+        let read = check_header(&header, 7).unwrap();
+        assert_eq!(read.format, SegmentFormat::CURRENT);
+        assert_eq!(read.database_id, Some(DB));
+        assert_eq!(read.body_start(), 48);
+        assert_eq!(
+            u32::from_le_bytes(header[24..28].try_into().unwrap()),
+            crc32c::crc32c(&header[..24]),
+            "the first checksum covers bytes 0..24 as before"
+        );
+        for bit in 0..44 * 8 {
+            let mut bad = header;
+            bad[bit / 8] ^= 1 << (bit % 8);
+            let named = check_header(&bad, 7).ok().and_then(|h| h.database_id);
+            assert_ne!(named, Some(DB), "bit {bit}");
+        }
+        assert!(check_header(&header[..40], 7).is_err(), "cut short");
+        assert!(
+            check_header(&encode_header(7, 0), 7).is_err(),
+            "no database"
+        );
+    }
+
     #[test]
     fn appends_through_the_mapping_reach_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let mut w = writer(dir.path(), 64 << 20);
         assert!(w.mapping.is_some(), "a real file is mapped");
-        let mut expected = header_and_marker(1, 1, true);
+        let mut expected = header_and_marker(1, DB, 1, true);
         for i in 0..20_000u32 {
             let bytes = pattern(100 + (i % 150) as usize, i as u8);
             w.append(&bytes).unwrap();
@@ -491,6 +607,7 @@ mod tests {
             Arc::new(fs.clone()),
             Path::new("/wal"),
             1,
+            DB,
             64 << 20,
             1,
             true,
@@ -500,7 +617,7 @@ mod tests {
             w.mapping.is_some() && w.ahead.is_none(),
             "mapped, no worker"
         );
-        let mut expected = header_and_marker(1, 1, true);
+        let mut expected = header_and_marker(1, DB, 1, true);
         for i in 0..3000u32 {
             let bytes = pattern(100 + (i % 700) as usize, i as u8);
             w.append(&bytes).unwrap();
@@ -532,6 +649,7 @@ mod tests {
                 Arc::new(fs.clone()),
                 Path::new("/wal"),
                 1,
+                DB,
                 12 << 20,
                 1,
                 true,
@@ -539,7 +657,7 @@ mod tests {
             .unwrap();
             assert!(w.ahead.is_some(), "the worker runs");
             let mut rng = crate::io::SplitMix(seed);
-            let mut expected = header_and_marker(1, 1, true);
+            let mut expected = header_and_marker(1, DB, 1, true);
             while expected.len() < 10 << 20 {
                 if rng.next().is_multiple_of(200) {
                     fs.inject(crate::io::Fault {
@@ -587,7 +705,7 @@ mod tests {
         wait_for_worker(&w);
         assert_eq!(file_len(&w), (1 + RESERVE_AHEAD_STEPS) * MIB);
         let record = pattern(1000, 7);
-        let mut expected = header_and_marker(1, 1, true);
+        let mut expected = header_and_marker(1, DB, 1, true);
         for step in 1..=2 * RESERVE_AHEAD_STEPS {
             // Into the next step: the appends take it from the worker.
             while (expected.len() as u64) < (step - 1) * MIB + 10_000 {
@@ -616,7 +734,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // The mapping covers 64 KiB + 4 MiB.
         let mut w = writer(dir.path(), 64 << 10);
-        let mut expected = header_and_marker(1, 1, true);
+        let mut expected = header_and_marker(1, DB, 1, true);
         let sizes = [1000, 5 << 20, 300, (4 << 20) - 100, 2000];
         for (i, size) in sizes.into_iter().enumerate() {
             let bytes = pattern(size, i as u8);
@@ -685,7 +803,7 @@ mod tests {
         let backed = Arc::new(std::sync::Mutex::new(Vec::new()));
         let failed = Arc::new(std::sync::atomic::AtomicU64::new(0));
         // The worker's first request: from the marker's end to 5 MiB.
-        let start = header_and_marker(1, 1, true).len() as u64;
+        let start = header_and_marker(1, DB, 1, true).len() as u64;
         let first_request = (start, (1 + RESERVE_AHEAD_STEPS) * MIB - start);
         let (file_backed, file_failed) = (backed.clone(), failed.clone());
         let fs = Arc::new(crate::io::WrapFs {
@@ -699,7 +817,7 @@ mod tests {
                 })
             },
         });
-        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20, 1, true).unwrap();
+        let mut w = SegmentWriter::create(fs, dir.path(), 1, DB, 64 << 20, 1, true).unwrap();
         while failed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
@@ -787,9 +905,9 @@ mod tests {
                 })
             },
         });
-        let mut w = SegmentWriter::create(fs, dir.path(), 1, 64 << 20, 1, true).unwrap();
+        let mut w = SegmentWriter::create(fs, dir.path(), 1, DB, 64 << 20, 1, true).unwrap();
         assert!(w.mapping.is_some(), "a real file is mapped");
-        let mut expected = header_and_marker(1, 1, true);
+        let mut expected = header_and_marker(1, DB, 1, true);
         for i in 0..50u8 {
             let bytes = pattern(300, i);
             w.append(&bytes).unwrap();
