@@ -1,5 +1,8 @@
-//! The one error type of the engine.
+//! The one error type of the engine, and the one error type of its
+//! decoders, which the layer that knows where the decoded bytes live turns
+//! into the first.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in TurtleKV.
@@ -91,6 +94,47 @@ impl Error {
             offset,
             reason: reason.into(),
         }
+    }
+}
+
+/// Bytes that break a rule of their format, as a decoder reports them:
+/// what failed, and where, as a byte offset within the unit the decoder
+/// was given (a page's contents, a WAL record, a superblock slot, a
+/// filter). The offset is that of the field that failed a structural check,
+/// or the start of the bytes a failed checksum covers (which byte of them
+/// changed, a checksum cannot tell). Decoders know nothing of files: the
+/// layer that knows where the unit lies turns the error into
+/// [`Error::Corruption`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeError {
+    /// What check failed.
+    pub what: Cow<'static, str>,
+    /// Byte offset within the decoded unit.
+    pub offset: u64,
+}
+
+impl DecodeError {
+    pub(crate) fn new(offset: usize, what: impl Into<Cow<'static, str>>) -> Self {
+        DecodeError {
+            what: what.into(),
+            offset: offset as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (at byte {})", self.what, self.offset)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// For the fuzzing entry points and tests, which report decode failures
+/// as text.
+impl From<DecodeError> for String {
+    fn from(e: DecodeError) -> String {
+        e.to_string()
     }
 }
 

@@ -10,3 +10,4 @@ pub(crate) mod leaf;
 pub(crate) mod leaf_head;
 pub(crate) mod node;
 pub(crate) mod node_codec;
+pub(crate) mod node_reader;
