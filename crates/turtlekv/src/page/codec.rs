@@ -5,6 +5,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{PageId, PageKind};
+use crate::error::DecodeError;
 use crate::io::DIRECT_IO_ALIGN_BYTES;
 
 /// Bytes at the end of every block: `used_bytes` and the CRC32C.
@@ -12,13 +13,6 @@ pub(crate) const BLOCK_TRAILER_BYTES: usize = 8;
 /// Bytes at the start of every page stream: magic, length, page id.
 pub(crate) const PAGE_HEADER_BYTES: usize = 16;
 const PAGE_MAGIC: &[u8; 4] = b"TKPG";
-
-/// Where a check failed: byte offset within the page image, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BadBlock {
-    pub offset_in_page: u64,
-    pub reason: String,
-}
 
 /// Block and slot sizes of one page kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +49,15 @@ impl Geometry {
     /// Largest page content, in bytes, that fits one slot.
     pub fn capacity_bytes(&self) -> usize {
         self.slot_blocks() as usize * self.payload_bytes() - PAGE_HEADER_BYTES
+    }
+
+    /// Where byte `offset` of a page's contents lies in the page's image:
+    /// past the page header, in block `(16 + offset) / payload`, before
+    /// that block's trailer (`docs/format.md`, "Page payload").
+    pub fn content_offset_in_image(&self, offset: u64) -> u64 {
+        let stream = offset.saturating_add(PAGE_HEADER_BYTES as u64);
+        let payload = self.payload_bytes() as u64;
+        (stream / payload).saturating_mul(self.block_bytes as u64) + stream % payload
     }
 
     /// Blocks needed for a page of `len_bytes` content bytes.
@@ -95,18 +98,16 @@ impl Geometry {
         }
     }
 
-    /// Checks block `index` of page `id` and returns its used payload bytes.
+    /// Checks block `index` of page `id` and returns its used payload
+    /// bytes. An error's offset is the block's start in the page's image.
     pub fn verify_block<'a>(
         &self,
         id: PageId,
         index: u32,
         block: &'a [u8],
-    ) -> Result<&'a [u8], BadBlock> {
-        let offset_in_page = u64::from(index) * self.block_bytes as u64;
-        let bad = |reason: String| BadBlock {
-            offset_in_page,
-            reason,
-        };
+    ) -> Result<&'a [u8], DecodeError> {
+        let offset_in_page = index as usize * self.block_bytes;
+        let bad = |reason: String| DecodeError::new(offset_in_page, reason);
         debug_assert_eq!(block.len(), self.block_bytes);
         let (payload, trailer) = block.split_at(self.payload_bytes());
         let used = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
@@ -132,8 +133,9 @@ impl Geometry {
         Ok(&payload[..used])
     }
 
-    /// Verifies a whole page image and returns its content.
-    pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, BadBlock> {
+    /// Verifies a whole page image and returns its content. An error's
+    /// offset is the start, in the image, of the block that failed.
+    pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, DecodeError> {
         debug_assert_eq!(image.len(), id.blocks() as usize * self.block_bytes);
         let mut content = BytesMut::with_capacity(image.len());
         for (index, block) in image.chunks_exact(self.block_bytes).enumerate() {
@@ -147,14 +149,14 @@ impl Geometry {
         // claim fewer or more bytes than the header says.
         let header_len_bytes = header_len(image) as usize;
         if content.len() != header_len_bytes {
-            return Err(BadBlock {
-                offset_in_page: u64::from(id.blocks() - 1) * self.block_bytes as u64,
-                reason: format!(
+            return Err(DecodeError::new(
+                (id.blocks() - 1) as usize * self.block_bytes,
+                format!(
                     "page {:#x}: its blocks hold {} bytes, its header says {header_len_bytes}",
                     id.to_raw(),
                     content.len()
                 ),
-            });
+            ));
         }
         Ok(content.freeze())
     }
@@ -239,6 +241,27 @@ mod tests {
         assert_eq!((small.block_bytes, small.capacity_bytes()), (512, 488));
     }
 
+    /// A content byte's offset in the image, found by its value in a real
+    /// image: past the 16-byte page header in block 0, and past each
+    /// earlier block's trailer after it.
+    #[test]
+    fn content_offsets_map_through_the_blocks() {
+        let g = Geometry {
+            block_bytes: 512,
+            slot_bytes: 4096,
+        };
+        let data: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
+        let (_, image) = encoded(&g, 0, &data);
+        for offset in [0u64, 1, 487, 488, 489, 991, 992, 1999] {
+            let at = g.content_offset_in_image(offset) as usize;
+            assert_eq!(image[at], data[offset as usize], "content byte {offset}");
+            assert!(at % 512 < 504, "{offset} lands in a trailer");
+        }
+        assert_eq!(g.content_offset_in_image(0), 16);
+        assert_eq!(g.content_offset_in_image(488), 512);
+        assert_eq!(g.content_offset_in_image(489), 513);
+    }
+
     #[test]
     fn pages_of_every_size_round_trip() {
         let g = leaf_geometry();
@@ -260,7 +283,7 @@ mod tests {
             let mut bad = image.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
             let err = g.decode(id, &bad).unwrap_err();
-            assert_eq!(err.offset_in_page, (bit / 8 / 512 * 512) as u64);
+            assert_eq!(err.offset, (bit / 8 / 512 * 512) as u64);
         }
     }
 
@@ -294,7 +317,7 @@ mod tests {
             let crc = block_crc(id, 1, payload, claimed);
             trailer[4..].copy_from_slice(&crc.to_le_bytes());
             let err = g.decode(id, &image).unwrap_err();
-            assert_eq!(err.offset_in_page, 4096, "{}", err.reason);
+            assert_eq!(err.offset, 4096, "{}", err.what);
         }
     }
 }

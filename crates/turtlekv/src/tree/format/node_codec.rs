@@ -166,6 +166,7 @@ impl Node {
             segments,
             range_lo: Bytes::new(),
             range_hi: None,
+            page: None,
         })
     }
 }
@@ -178,9 +179,10 @@ fn push_leaf_ref(out: &mut Vec<u8>, r: &LeafRef) {
 
 /// Every page a node page references (children and segments): what the page
 /// store needs, per node page, to rebuild its live set at open.
-pub(crate) fn referenced_pages(node_page_bytes: &[u8]) -> crate::Result<Vec<PageId>> {
-    let node = Node::decode(node_page_bytes)
-        .map_err(|reason| crate::Error::corruption("node page", 0, reason))?;
+/// Errors are at offsets of the page's contents, which the page store
+/// turns into offsets of its file.
+pub(crate) fn referenced_pages(node_page_bytes: &[u8]) -> Result<Vec<PageId>, DecodeError> {
+    let node = Node::decode(node_page_bytes)?;
     let mut out = Vec::with_capacity(node.pivots.len() + node.segments.len());
     for p in &node.pivots {
         match &p.child {
