@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Coverage;
+use crate::error::DecodeError;
 use crate::io::{AlignedBuf, File, FileSystem, OpenOptions, read_exact_at};
 use crate::page::{PageId, PageStore, PageStoreOptions};
 use crate::wal::WalPosition;
@@ -21,6 +22,10 @@ const MAGIC: &[u8; 8] = b"TKVSUPER";
 const FORMAT_VERSION: u32 = 1;
 const NO_ROOT: u64 = u64::MAX;
 const CHECKED_BYTES: usize = 72;
+/// Where a slot keeps the fields its decode errors name.
+const VERSION_AT: usize = 8;
+const GENERATION_AT: usize = 16;
+const COVERED_SEQ_AT: usize = 48;
 
 /// What one commit makes durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -81,33 +86,57 @@ impl Slot {
         buf
     }
 
-    /// The slot stored at `slot_index` (0 or 1), or why it is not valid.
-    pub fn decode(bytes: &[u8], slot_index: u64) -> Result<Slot, String> {
+    /// The slot stored at `slot_index` (0 or 1), or why it is not valid:
+    /// an error's offset is within the slot, at the field that failed, or
+    /// at 0 for a checksum mismatch (the checksum covers the slot's fields).
+    pub fn decode(bytes: &[u8], slot_index: u64) -> Result<Slot, DecodeError> {
         if bytes.len() < SLOT_BYTES {
-            return Err(format!("slot {slot_index} is cut short"));
+            return Err(DecodeError::new(
+                bytes.len(),
+                format!("slot {slot_index} is cut short"),
+            ));
         }
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8"));
+        if &bytes[..8] != MAGIC {
+            return Err(DecodeError::new(
+                0,
+                format!("slot {slot_index} has no magic"),
+            ));
+        }
         let crc = u32::from_le_bytes(bytes[72..76].try_into().expect("4"));
-        if &bytes[..8] != MAGIC || crc != crc32c::crc32c(&bytes[..CHECKED_BYTES]) {
-            return Err(format!("slot {slot_index} fails its checksum"));
+        if crc != crc32c::crc32c(&bytes[..CHECKED_BYTES]) {
+            return Err(DecodeError::new(
+                0,
+                format!("slot {slot_index} fails its checksum"),
+            ));
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4"));
         if version != FORMAT_VERSION {
-            return Err(format!("slot {slot_index} has format version {version}"));
+            return Err(DecodeError::new(
+                VERSION_AT,
+                format!("slot {slot_index} has format version {version}"),
+            ));
         }
-        let generation = u64_at(16);
+        let generation = u64_at(GENERATION_AT);
         if generation % 2 != slot_index {
-            return Err(format!(
-                "slot {slot_index} holds generation {generation} of the other slot"
+            return Err(DecodeError::new(
+                GENERATION_AT,
+                format!("slot {slot_index} holds generation {generation} of the other slot"),
             ));
         }
         // Counters this large take longer than a lifetime to reach: a slot
         // naming one is crafted or decayed, and `+ 1` on it would overflow.
-        let covered_seq = u64_at(48);
-        if generation > MAX_PLAUSIBLE_COUNTER || covered_seq > MAX_PLAUSIBLE_COUNTER {
-            return Err(format!(
-                "slot {slot_index} holds generation {generation} and sequence number {covered_seq}, beyond {MAX_PLAUSIBLE_COUNTER}"
-            ));
+        let covered_seq = u64_at(COVERED_SEQ_AT);
+        for (at, value) in [(GENERATION_AT, generation), (COVERED_SEQ_AT, covered_seq)] {
+            if value > MAX_PLAUSIBLE_COUNTER {
+                return Err(DecodeError::new(
+                    at,
+                    format!(
+                        "slot {slot_index} holds generation {generation} and sequence number \
+                         {covered_seq}, beyond {MAX_PLAUSIBLE_COUNTER}"
+                    ),
+                ));
+            }
         }
         let root = u64_at(40);
         Ok(Slot {
@@ -130,13 +159,16 @@ impl Slot {
 pub(crate) const MAX_PLAUSIBLE_COUNTER: u64 = 1 << 62;
 
 /// What the superblock file holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SuperblockState {
     /// The valid slot with the higher generation; `None` when neither is
     /// valid (the caller decides whether that is an interrupted creation).
     pub newest: Option<Slot>,
     /// Some slot holds bytes that do not validate: a torn commit, or decay.
     pub damaged: bool,
+    /// Why each slot holding bytes failed to validate, at an offset of
+    /// the file.
+    pub failures: Vec<DecodeError>,
 }
 
 /// Reads and decodes both slots of the superblock file.
@@ -149,6 +181,7 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
     let mut state = SuperblockState {
         newest: None,
         damaged: false,
+        failures: Vec::new(),
     };
     // A slot cut short by the file's end is damage too (a cut file, or a
     // torn first write of slot 1, which was never durable): never clean up
@@ -161,7 +194,12 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
                 state.newest = Some(slot);
             }
             Ok(_) => {}
-            Err(_) => state.damaged |= bytes.iter().any(|&b| b != 0),
+            Err(e) if bytes.iter().any(|&b| b != 0) => {
+                state.damaged = true;
+                state.failures.push(e.within((i * SLOT_BYTES) as u64));
+            }
+            // Never written.
+            Err(_) => {}
         }
     }
     Ok(state)
@@ -215,7 +253,7 @@ impl Superblock {
                 self.write(&slot)?;
                 slot
             }
-            None => self.initialise(fs, dir, pages, options)?,
+            None => self.initialise(fs, dir, pages, options, &state.failures)?,
         };
         if (slot.node_size_bytes, slot.leaf_size_bytes)
             != (options.node_size_bytes, options.leaf_size_bytes)
@@ -238,18 +276,29 @@ impl Superblock {
     /// creation was interrupted before its first slot was durable:
     /// recognised by empty page files, so a damaged superblock over real
     /// data is never overwritten.
+    /// `failures` are why the slots holding bytes failed to validate: the
+    /// error names the first one's offset, and gives every reason.
     fn initialise(
         &self,
         fs: &dyn FileSystem,
         dir: &Path,
         pages: &PageStore,
         options: &PageStoreOptions,
+        failures: &[DecodeError],
     ) -> Result<Slot> {
         if !pages.is_empty()? {
+            let reasons: Vec<String> = failures.iter().map(|e| e.what.to_string()).collect();
             return Err(Error::corruption(
                 &self.path,
-                0,
-                "neither superblock slot is valid, and the page files hold data",
+                failures.first().map_or(0, |e| e.offset),
+                format!(
+                    "neither superblock slot is valid, and the page files hold data: {}",
+                    if reasons.is_empty() {
+                        "both slots are empty".to_string()
+                    } else {
+                        reasons.join("; ")
+                    }
+                ),
             ));
         }
         let slot = Slot {
@@ -313,6 +362,26 @@ mod tests {
                 assert!(Slot::decode(&bad, g % 2).is_err(), "bit {bit}");
             }
         }
+    }
+
+    /// A slot's errors are at the field that failed, or at 0 for a failed
+    /// magic or checksum.
+    #[test]
+    fn errors_name_the_field_that_failed() {
+        let crafted = |at: usize, value: u64| {
+            let mut bytes = slot(3).encode().to_vec();
+            bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            let crc = crc32c::crc32c(&bytes[..CHECKED_BYTES]);
+            bytes[CHECKED_BYTES..CHECKED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+            Slot::decode(&bytes, 1).unwrap_err().offset
+        };
+        assert_eq!(crafted(VERSION_AT, 2), VERSION_AT as u64);
+        assert_eq!(crafted(GENERATION_AT, 4), GENERATION_AT as u64);
+        assert_eq!(crafted(COVERED_SEQ_AT, u64::MAX), COVERED_SEQ_AT as u64);
+        let mut bytes = slot(3).encode().to_vec();
+        bytes[40] ^= 1;
+        assert_eq!(Slot::decode(&bytes, 1).unwrap_err().offset, 0, "checksum");
+        assert_eq!(Slot::decode(&bytes[..100], 1).unwrap_err().offset, 100);
     }
 
     #[test]

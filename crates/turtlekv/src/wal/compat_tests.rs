@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::io::{FaultFs, FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, Frame, PayloadFormat};
 use crate::wal::segment::{
-    SEGMENT_HEADER_BYTES, SegmentFormat, check_header, encode_header, list_segments,
+    SEGMENT_HEADER_BYTES, SegmentFormat, SegmentVersion, check_header, encode_header, list_segments,
 };
 use crate::{Db, Options};
 
@@ -48,7 +48,10 @@ fn segment_bytes(fs: &FaultFs, id: u64) -> Vec<u8> {
 /// precedes it as synced (as a log synced per write does).
 fn downgrade(fs: &FaultFs, id: u64, version: u32) {
     let bytes = segment_bytes(fs, id);
-    assert_eq!(check_header(&bytes, id), Ok(SegmentFormat::CURRENT));
+    assert_eq!(
+        check_header(&bytes, id),
+        Ok(SegmentVersion::Known(SegmentFormat::CURRENT))
+    );
     let payload = PayloadFormat::from_version(version).expect("a payload format");
     let mut out = header_of_version(id, version).to_vec();
     let mut offset = SEGMENT_HEADER_BYTES as usize;
@@ -92,6 +95,8 @@ fn fifty_puts() -> FaultFs {
 
 fn version(fs: &FaultFs, id: u64) -> u32 {
     check_header(&segment_bytes(fs, id), id)
+        .ok()
+        .and_then(SegmentVersion::format)
         .expect("valid header")
         .version()
 }

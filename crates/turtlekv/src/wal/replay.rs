@@ -18,11 +18,12 @@
 use std::path::Path;
 
 use crate::batch::BatchOp;
+use crate::error::DecodeError;
 use crate::io::{FileSystem, OpenOptions, read_all};
 use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
 use crate::wal::segment::{
-    HeaderError, SEGMENT_HEADER_BYTES, SegmentFormat, check_header, list_segments,
-    segment_file_name,
+    SEGMENT_HEADER_BYTES, SegmentFormat, SegmentVersion, VERSION_AT, check_header, list_segments,
+    newer_version_reason, segment_file_name,
 };
 use crate::{Error, Result};
 
@@ -107,23 +108,27 @@ fn replay_segment(
     let path = dir.join(segment_file_name(id));
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
     let format = match check_header(&buf, id) {
-        Ok(format) => format.payload,
-        Err(e @ HeaderError::UnknownVersion(_)) => {
+        Ok(SegmentVersion::Known(format)) => format.payload,
+        Ok(SegmentVersion::Newer(version)) => {
             // Its records cannot be read, and must not be dropped.
-            return Err(Error::corruption(&path, 8, e.reason()));
+            return Err(Error::corruption(
+                &path,
+                VERSION_AT,
+                newer_version_reason(version),
+            ));
         }
-        Err(HeaderError::Damaged(reason)) => {
+        Err(damage) => {
             // A header is synced before the segment's first record and
             // before any later segment exists.
             if !later.is_empty() {
-                return Err(Error::corruption(&path, 0, reason));
+                return Err(damage.into_corruption(&path, 0));
             }
             // A crash while the newest segment was being created leaves no
             // record behind it: a frame whose checksum holds after a
             // damaged header proves rot (whatever its payload's layout,
             // which the header no longer tells).
             if checksummed_frame_after(&buf, 0) {
-                return Err(Error::corruption(&path, 0, reason));
+                return Err(damage.into_corruption(&path, 0));
             }
             fs.remove_file(&path)?;
             fs.sync_dir(dir)?;
@@ -146,7 +151,7 @@ fn replay_segment(
     let mut end = SegmentEnd::Read;
     if let Some(at) = damaged_at {
         end = judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress)
-            .map_err(|damage| damage.into_error(&path, at as u64))?;
+            .map_err(|damage| damage.into_error(&path))?;
         if end == SegmentEnd::TornTail {
             cut_torn_tail(fs, &path, at as u64)?;
             progress.outcome.tail_bytes_dropped += written_len(&buf[at..]);
@@ -181,9 +186,7 @@ fn apply_records(
                 apply_record(progress, rec, path, offset, apply)?;
                 offset += len;
             }
-            Frame::Malformed(reason) => {
-                return Err(Error::corruption(path, offset as u64, reason));
-            }
+            Frame::Malformed(e) => return Err(e.into_corruption(path, offset as u64)),
             Frame::Truncated | Frame::Invalid(_) => return Ok((Some(offset), holds_updates)),
         }
     }
@@ -238,35 +241,39 @@ fn judge_damage(
             && rec.synced_through <= at as u64
             && rec.first_seq >= damaged_seq
     }) {
-        return Err(Damage::Corrupt(
+        return Err(Damage::Corrupt(DecodeError::new(
+            damaged_at,
             "damaged record before data that was already synced",
-        ));
+        )));
     }
     for (i, &id) in later.iter().enumerate() {
-        let Some((buf, format)) = read_later_segment(fs, dir, id, i + 1 == later.len())? else {
+        let newest = i + 1 == later.len();
+        let Some((buf, format)) = read_later_segment(fs, dir, id, newest, damaged_at)? else {
             continue;
         };
         if proves_predecessors_synced(&buf, format) {
-            return Err(Damage::Corrupt(
+            return Err(Damage::Corrupt(DecodeError::new(
+                damaged_at,
                 "damaged record in a segment that a later one proves was synced",
-            ));
+            )));
         }
     }
     Ok(SegmentEnd::TornTail)
 }
 
-/// Why a damaged record is not a torn tail: corruption, or a later segment
-/// that could not be read to tell.
+/// Why a damaged record is not a torn tail: corruption (at the damaged
+/// record's offset in its segment), or a later segment that could not be
+/// read to tell.
 #[derive(Debug)]
 enum Damage {
-    Corrupt(&'static str),
+    Corrupt(DecodeError),
     Io(std::io::Error),
 }
 
 impl Damage {
-    fn into_error(self, path: &Path, offset: u64) -> Error {
+    fn into_error(self, path: &Path) -> Error {
         match self {
-            Damage::Corrupt(reason) => Error::corruption(path, offset, reason),
+            Damage::Corrupt(e) => e.into_corruption(path, 0),
             Damage::Io(e) => Error::Io(e),
         }
     }
@@ -285,6 +292,7 @@ fn read_later_segment(
     dir: &Path,
     id: u64,
     newest: bool,
+    damaged_at: usize,
 ) -> std::result::Result<Option<(Vec<u8>, SegmentFormat)>, Damage> {
     let path = dir.join(segment_file_name(id));
     let buf = fs
@@ -292,14 +300,16 @@ fn read_later_segment(
         .and_then(|f| read_all(&*f))
         .map_err(Damage::Io)?;
     match check_header(&buf, id) {
-        Ok(format) => Ok(Some((buf, format))),
-        Err(HeaderError::UnknownVersion(_)) => Err(Damage::Corrupt(
+        Ok(SegmentVersion::Known(format)) => Ok(Some((buf, format))),
+        Ok(SegmentVersion::Newer(_)) => Err(Damage::Corrupt(DecodeError::new(
+            damaged_at,
             "damaged record before a segment of a newer format",
-        )),
-        Err(HeaderError::Damaged(_)) if newest => Ok(None),
-        Err(HeaderError::Damaged(_)) => Err(Damage::Corrupt(
+        ))),
+        Err(_) if newest => Ok(None),
+        Err(_) => Err(Damage::Corrupt(DecodeError::new(
+            damaged_at,
             "damaged record before a segment whose header is damaged",
-        )),
+        ))),
     }
 }
 
@@ -314,7 +324,7 @@ fn first_seq_of(fs: &dyn FileSystem, dir: &Path, id: u64) -> Option<u64> {
     let len = file.len().ok()?;
     let mut start = vec![0u8; len.min(START_BYTES) as usize];
     crate::io::read_exact_at(&*file, &mut start, 0).ok()?;
-    let format = check_header(&start, id).ok()?;
+    let format = check_header(&start, id).ok()?.format()?;
     match record::decode(&start[SEGMENT_HEADER_BYTES as usize..], format.payload) {
         Frame::Valid(rec, _) => Some(rec.first_seq),
         Frame::Truncated if len > START_BYTES => {

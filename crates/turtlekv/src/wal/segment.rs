@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::reserve_ahead::{Request, ReserveAhead};
+use crate::error::DecodeError;
 use crate::io::{File, FileSystem, OpenOptions, WriteMapping};
 use crate::wal::record::PayloadFormat;
 
@@ -93,49 +94,63 @@ impl SegmentFormat {
     }
 }
 
-/// Why a segment header is unusable.
+/// What an intact segment header says of its segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HeaderError {
-    /// Damaged or not a segment header at all.
-    Damaged(&'static str),
-    /// Intact, but of a format version this build does not know: written
-    /// by a newer build. Never taken for a torn creation.
-    UnknownVersion(u32),
+pub(crate) enum SegmentVersion {
+    /// A format this build reads.
+    Known(SegmentFormat),
+    /// A format version this build does not know: written by a newer
+    /// build. Never taken for a torn creation.
+    Newer(u32),
 }
 
-impl HeaderError {
-    pub(crate) fn reason(self) -> String {
+impl SegmentVersion {
+    /// The segment's format, if this build reads it.
+    pub(crate) fn format(self) -> Option<SegmentFormat> {
         match self {
-            Self::Damaged(reason) => reason.to_string(),
-            Self::UnknownVersion(v) => {
-                format!("WAL format version {v} is unknown to this build (written by a newer one?)")
-            }
+            Self::Known(format) => Some(format),
+            Self::Newer(_) => None,
         }
     }
 }
 
-/// Checks a segment header and gives the segment's format.
-pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentFormat, HeaderError> {
+/// Where the header keeps the format version.
+pub(crate) const VERSION_AT: u64 = 8;
+/// Where the header keeps the segment id.
+const ID_AT: usize = 16;
+
+/// The reason to give for a segment of a newer format.
+pub(crate) fn newer_version_reason(version: u32) -> String {
+    format!("WAL format version {version} is unknown to this build (written by a newer one?)")
+}
+
+/// Checks a segment header and gives the segment's format, or the newer
+/// version it names. An error is damage (or bytes that are no segment
+/// header at all), at an offset within the header: the field that
+/// failed, or 0 for a checksum mismatch (the checksum covers the header).
+pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentVersion, DecodeError> {
     if header.len() < SEGMENT_HEADER_BYTES as usize {
-        return Err(HeaderError::Damaged("segment header cut short"));
+        return Err(DecodeError::new(0, "segment header cut short"));
     }
     if crc32c::crc32c(&header[0..24]).to_le_bytes() != header[24..28] {
-        return Err(HeaderError::Damaged("segment header checksum mismatch"));
+        return Err(DecodeError::new(0, "segment header checksum mismatch"));
     }
     if &header[0..8] != SEGMENT_MAGIC {
-        return Err(HeaderError::Damaged("not a TurtleKV WAL segment"));
+        return Err(DecodeError::new(0, "not a TurtleKV WAL segment"));
     }
     // The version first: a newer build's header is reported as such even
     // if it also lays out the rest differently.
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
-    let format =
-        SegmentFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))?;
-    if header[16..24] != id.to_le_bytes() {
-        return Err(HeaderError::Damaged(
+    let Some(format) = SegmentFormat::from_version(version) else {
+        return Ok(SegmentVersion::Newer(version));
+    };
+    if header[ID_AT..ID_AT + 8] != id.to_le_bytes() {
+        return Err(DecodeError::new(
+            ID_AT,
             "segment id does not match its file name",
         ));
     }
-    Ok(format)
+    Ok(SegmentVersion::Known(format))
 }
 
 /// Appends records to one segment.

@@ -6,7 +6,10 @@ use std::path::Path;
 
 use crate::io::{FileSystem, OpenOptions, read_exact_at};
 use crate::wal::record::{self, Frame};
-use crate::wal::segment::{SEGMENT_HEADER_BYTES, check_header, segment_file_name};
+use crate::wal::segment::{
+    SEGMENT_HEADER_BYTES, SegmentVersion, VERSION_AT, check_header, newer_version_reason,
+    segment_file_name,
+};
 use crate::{Error, Result};
 
 /// What the WAL check found.
@@ -37,19 +40,35 @@ pub(crate) fn verify(
             other => other?,
         };
         let mut buf = vec![0u8; len_bytes as usize];
-        read_exact_at(&*file, &mut buf, 0)
-            .map_err(|_| Error::corruption(&path, 0, "segment shorter than written"))?;
-        let format = check_header(&buf, id)
-            .map_err(|e| Error::corruption(&path, 0, e.reason()))?
-            .payload;
-        let mut offset = SEGMENT_HEADER_BYTES as usize;
-        while offset < buf.len() {
-            let Frame::Valid(rec, frame_len) = record::decode(&buf[offset..], format) else {
+        read_exact_at(&*file, &mut buf, 0).map_err(|_| {
+            // Where the file ends, the bytes written are missing.
+            let end = file.len().unwrap_or(0);
+            Error::corruption(&path, end, "segment shorter than written")
+        })?;
+        let format = match check_header(&buf, id).map_err(|e| e.into_corruption(&path, 0))? {
+            SegmentVersion::Known(format) => format.payload,
+            SegmentVersion::Newer(version) => {
                 return Err(Error::corruption(
                     &path,
-                    offset as u64,
-                    "record does not verify",
+                    VERSION_AT,
+                    newer_version_reason(version),
                 ));
+            }
+        };
+        let mut offset = SEGMENT_HEADER_BYTES as usize;
+        while offset < buf.len() {
+            let (rec, frame_len) = match record::decode(&buf[offset..], format) {
+                Frame::Valid(rec, frame_len) => (rec, frame_len),
+                Frame::Invalid(e) | Frame::Malformed(e) => {
+                    return Err(e.into_corruption(&path, offset as u64));
+                }
+                Frame::Truncated => {
+                    return Err(Error::corruption(
+                        &path,
+                        offset as u64,
+                        "record cut short by the segment's end",
+                    ));
+                }
             };
             if expected_seq.is_some_and(|e| e != rec.first_seq) {
                 return Err(Error::corruption(&path, offset as u64, "sequence gap"));
