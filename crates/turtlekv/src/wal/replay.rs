@@ -141,17 +141,18 @@ fn replay_segment(
         _ => expected_after(progress),
     };
     progress.outcome.segments.push((id, first_seq));
-    let (mut damaged_at, holds_updates) = apply_records(&buf, format, &path, progress, apply)?;
+    let (mut damage, holds_updates) = apply_records(&buf, format, &path, progress, apply)?;
     let next_first_seq = later.first().and_then(|&id| first_seq_of(fs, dir, id));
-    if damaged_at.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
+    if damage.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
         // Records the next segment's marker says were written here are
         // gone: lost with the unsynced end of the file.
-        damaged_at = Some(buf.len());
+        let missing = DecodeError::new(buf.len(), "records the next segment follows are missing");
+        damage = Some((buf.len(), missing));
     }
     let mut end = SegmentEnd::Read;
-    if let Some(at) = damaged_at {
+    if let Some((at, why)) = damage {
         end = judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress)
-            .map_err(|damage| damage.into_error(&path))?;
+            .map_err(|judged| judged.into_error(&path, why))?;
         if end == SegmentEnd::TornTail {
             cut_torn_tail(fs, &path, at as u64)?;
             progress.outcome.tail_bytes_dropped += written_len(&buf[at..]);
@@ -168,15 +169,16 @@ fn replay_segment(
 }
 
 /// Applies the segment's records up to its end or its first frame that
-/// does not verify; returns that frame's offset, if any, and whether a
-/// record held updates.
+/// does not verify; returns that frame's offset and why it does not verify
+/// (at an offset of the segment, within the frame), if one does not, and
+/// whether a record held updates.
 fn apply_records(
     buf: &[u8],
     format: PayloadFormat,
     path: &Path,
     progress: &mut Progress,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> Result<(Option<usize>, bool)> {
+) -> Result<(Option<(usize, DecodeError)>, bool)> {
     let mut holds_updates = false;
     let mut offset = SEGMENT_HEADER_BYTES as usize;
     while offset < buf.len() {
@@ -187,7 +189,13 @@ fn apply_records(
                 offset += len;
             }
             Frame::Malformed(e) => return Err(e.into_corruption(path, offset as u64)),
-            Frame::Truncated | Frame::Invalid(_) => return Ok((Some(offset), holds_updates)),
+            Frame::Invalid(e) => {
+                return Ok((Some((offset, e.within(offset as u64))), holds_updates));
+            }
+            Frame::Truncated => {
+                let cut = DecodeError::new(offset, "record cut short by the segment's end");
+                return Ok((Some((offset, cut)), holds_updates));
+            }
         }
     }
     Ok((None, holds_updates))
@@ -241,39 +249,40 @@ fn judge_damage(
             && rec.synced_through <= at as u64
             && rec.first_seq >= damaged_seq
     }) {
-        return Err(Damage::Corrupt(DecodeError::new(
-            damaged_at,
+        return Err(Damage::Corrupt(
             "damaged record before data that was already synced",
-        )));
+        ));
     }
     for (i, &id) in later.iter().enumerate() {
         let newest = i + 1 == later.len();
-        let Some((buf, format)) = read_later_segment(fs, dir, id, newest, damaged_at)? else {
+        let Some((buf, format)) = read_later_segment(fs, dir, id, newest)? else {
             continue;
         };
         if proves_predecessors_synced(&buf, format) {
-            return Err(Damage::Corrupt(DecodeError::new(
-                damaged_at,
+            return Err(Damage::Corrupt(
                 "damaged record in a segment that a later one proves was synced",
-            )));
+            ));
         }
     }
     Ok(SegmentEnd::TornTail)
 }
 
-/// Why a damaged record is not a torn tail: corruption (at the damaged
-/// record's offset in its segment), or a later segment that could not be
-/// read to tell.
+/// Why a damaged record is not a torn tail: corruption, or a later
+/// segment that could not be read to tell.
 #[derive(Debug)]
 enum Damage {
-    Corrupt(DecodeError),
+    Corrupt(&'static str),
     Io(std::io::Error),
 }
 
 impl Damage {
-    fn into_error(self, path: &Path) -> Error {
+    /// The error for damage judged so, `why` being the check that failed
+    /// (at an offset of the segment, `path`).
+    fn into_error(self, path: &Path, why: DecodeError) -> Error {
         match self {
-            Damage::Corrupt(e) => e.into_corruption(path, 0),
+            Damage::Corrupt(judgement) => {
+                Error::corruption(path, why.offset, format!("{judgement}: {}", why.what))
+            }
             Damage::Io(e) => Error::Io(e),
         }
     }
@@ -292,7 +301,6 @@ fn read_later_segment(
     dir: &Path,
     id: u64,
     newest: bool,
-    damaged_at: usize,
 ) -> std::result::Result<Option<(Vec<u8>, SegmentFormat)>, Damage> {
     let path = dir.join(segment_file_name(id));
     let buf = fs
@@ -301,15 +309,13 @@ fn read_later_segment(
         .map_err(Damage::Io)?;
     match check_header(&buf, id) {
         Ok(SegmentVersion::Known(format)) => Ok(Some((buf, format))),
-        Ok(SegmentVersion::Newer(_)) => Err(Damage::Corrupt(DecodeError::new(
-            damaged_at,
+        Ok(SegmentVersion::Newer(_)) => Err(Damage::Corrupt(
             "damaged record before a segment of a newer format",
-        ))),
+        )),
         Err(_) if newest => Ok(None),
-        Err(_) => Err(Damage::Corrupt(DecodeError::new(
-            damaged_at,
+        Err(_) => Err(Damage::Corrupt(
             "damaged record before a segment whose header is damaged",
-        ))),
+        )),
     }
 }
 
