@@ -13,6 +13,9 @@ pub(crate) const BLOCK_TRAILER_BYTES: usize = 8;
 /// Bytes at the start of every page stream: magic, length, page id.
 pub(crate) const PAGE_HEADER_BYTES: usize = 16;
 const PAGE_MAGIC: &[u8; 4] = b"TKPG";
+/// Where the page header keeps the contents' length and the page id.
+const HEADER_LEN_AT: usize = 4;
+const HEADER_ID_AT: usize = 8;
 
 /// Block and slot sizes of one page kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +102,9 @@ impl Geometry {
     }
 
     /// Checks block `index` of page `id` and returns its used payload
-    /// bytes. An error's offset is the block's start in the page's image.
+    /// bytes. An error's offset is in the page's image: the block's start
+    /// for a checksum mismatch, else the field that failed (`used_bytes`
+    /// in the trailer, or a field of the page header in block 0).
     pub fn verify_block<'a>(
         &self,
         id: PageId,
@@ -122,19 +127,24 @@ impl Geometry {
         let last = index + 1 == id.blocks();
         let used = used as usize;
         if used == 0 || used > payload.len() || (!last && used != payload.len()) {
-            return Err(bad(format!(
-                "block {index} of page {:#x} claims {used} used bytes",
-                id.to_raw()
-            )));
+            return Err(DecodeError::new(
+                offset_in_page + self.payload_bytes(),
+                format!(
+                    "block {index} of page {:#x} claims {used} used bytes",
+                    id.to_raw()
+                ),
+            ));
         }
         if index == 0 {
-            check_header(id, payload, used, self).map_err(bad)?;
+            // Block 0 starts the image: the header's offsets are the image's.
+            check_header(id, payload, used, self)?;
         }
         Ok(&payload[..used])
     }
 
     /// Verifies a whole page image and returns its content. An error's
-    /// offset is the start, in the image, of the block that failed.
+    /// offset is in the image (`verify_block`; the last block's start when
+    /// the blocks hold other than the header's length).
     pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, DecodeError> {
         debug_assert_eq!(image.len(), id.blocks() as usize * self.block_bytes);
         let mut content = BytesMut::with_capacity(image.len());
@@ -166,24 +176,34 @@ fn header_len(block0: &[u8]) -> u32 {
     u32::from_le_bytes(block0[4..8].try_into().expect("4 bytes"))
 }
 
-/// Checks the page header in block 0 against the id it was read by.
-fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result<(), String> {
+/// Checks the page header in block 0 against the id it was read by; an
+/// error is at the header field that failed.
+fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result<(), DecodeError> {
     if used < PAGE_HEADER_BYTES || &payload[..4] != PAGE_MAGIC {
-        return Err(format!("page {:#x} has no page header", id.to_raw()));
+        return Err(DecodeError::new(
+            0,
+            format!("page {:#x} has no page header", id.to_raw()),
+        ));
     }
     let stored_id = u64::from_le_bytes(payload[8..16].try_into().expect("8 bytes"));
     if stored_id != id.to_raw() {
-        return Err(format!(
-            "page {:#x} holds the header of page {stored_id:#x}",
-            id.to_raw()
+        return Err(DecodeError::new(
+            HEADER_ID_AT,
+            format!(
+                "page {:#x} holds the header of page {stored_id:#x}",
+                id.to_raw()
+            ),
         ));
     }
     let len_bytes = header_len(payload) as usize;
     if g.blocks_for(len_bytes) != id.blocks() || len_bytes > g.capacity_bytes() {
-        return Err(format!(
-            "page {:#x} of {} blocks claims {len_bytes} bytes",
-            id.to_raw(),
-            id.blocks()
+        return Err(DecodeError::new(
+            HEADER_LEN_AT,
+            format!(
+                "page {:#x} of {} blocks claims {len_bytes} bytes",
+                id.to_raw(),
+                id.blocks()
+            ),
         ));
     }
     let blocks = id.blocks() as usize;
@@ -193,9 +213,12 @@ fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result
         g.payload_bytes()
     };
     if used != expected_used {
-        return Err(format!(
-            "page {:#x}: header length {len_bytes} disagrees with block 0",
-            id.to_raw()
+        return Err(DecodeError::new(
+            HEADER_LEN_AT,
+            format!(
+                "page {:#x}: header length {len_bytes} disagrees with block 0",
+                id.to_raw()
+            ),
         ));
     }
     Ok(())
@@ -260,6 +283,38 @@ mod tests {
         assert_eq!(g.content_offset_in_image(0), 16);
         assert_eq!(g.content_offset_in_image(488), 512);
         assert_eq!(g.content_offset_in_image(489), 513);
+    }
+
+    /// Header and trailer fields that fail, their block's checksum
+    /// recomputed, are reported at the field.
+    #[test]
+    fn crafted_header_and_trailer_fields_are_reported_at_the_field() {
+        let g = leaf_geometry();
+        let reseal = |id: PageId, image: &mut [u8], index: usize| {
+            let block = &mut image[index * g.block_bytes..][..g.block_bytes];
+            let (payload, trailer) = block.split_at_mut(g.payload_bytes());
+            let used = u32::from_le_bytes(trailer[..4].try_into().unwrap());
+            let crc = block_crc(id, index as u32, payload, used);
+            trailer[4..].copy_from_slice(&crc.to_le_bytes());
+        };
+        let (id, image) = encoded(&g, 0, &[7u8; 5000]);
+        let mut bad = image.clone();
+        bad[HEADER_ID_AT] ^= 1;
+        reseal(id, &mut bad, 0);
+        assert_eq!(g.decode(id, &bad).unwrap_err().offset, 8, "page id");
+        let mut bad = image.clone();
+        bad[HEADER_LEN_AT + 2] ^= 1;
+        reseal(id, &mut bad, 0);
+        assert_eq!(g.decode(id, &bad).unwrap_err().offset, 4, "length");
+        let mut bad = image.clone();
+        let used_at = g.block_bytes + g.payload_bytes();
+        bad[used_at..used_at + 4].copy_from_slice(&0u32.to_le_bytes());
+        reseal(id, &mut bad, 1);
+        assert_eq!(
+            g.decode(id, &bad).unwrap_err().offset,
+            used_at as u64,
+            "used bytes"
+        );
     }
 
     #[test]
