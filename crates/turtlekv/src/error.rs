@@ -1,5 +1,8 @@
-//! The one error type of the engine.
+//! The one error type of the engine, and the one error type of its
+//! decoders, which the layer that knows where the decoded bytes live turns
+//! into the first.
 
+use std::borrow::Cow;
 use std::path::PathBuf;
 
 /// Everything that can go wrong in TurtleKV.
@@ -20,7 +23,11 @@ pub enum Error {
     Corruption {
         /// The file holding the damaged bytes.
         file: PathBuf,
-        /// Byte offset of the damaged record or page in that file.
+        /// Byte offset in that file of the field that failed a structural
+        /// check, or of the start of the bytes a failed checksum covers
+        /// (a page block, a WAL record, a superblock slot, a filter, a leaf
+        /// page's head or data block). `docs/format.md`, "Corruption
+        /// reports", says what it points at in each file.
         offset: u64,
         /// What check failed.
         reason: String,
@@ -114,6 +121,65 @@ impl Error {
             offset,
             reason: reason.into(),
         }
+    }
+}
+
+/// Bytes that break a rule of their format, as a decoder reports them:
+/// what failed, and where, as a byte offset within the unit the decoder
+/// was given (a page's contents, a WAL record, a superblock slot, a
+/// filter). The offset is that of the field that failed a structural check,
+/// or the start of the bytes a failed checksum covers (which byte of them
+/// changed, a checksum cannot tell). Decoders know nothing of files: the
+/// layer that knows where the unit lies turns the error into
+/// [`Error::Corruption`] with the file and the absolute offset
+/// ([`DecodeError::into_corruption`], or the page store's mapping of
+/// content offsets through its blocks).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeError {
+    /// What check failed.
+    pub what: Cow<'static, str>,
+    /// Byte offset within the decoded unit.
+    pub offset: u64,
+}
+
+impl DecodeError {
+    pub(crate) fn new(offset: usize, what: impl Into<Cow<'static, str>>) -> Self {
+        DecodeError {
+            what: what.into(),
+            offset: offset as u64,
+        }
+    }
+
+    /// The same error in a unit that holds the decoded one at `unit_offset`
+    /// (a chunk's blocks within their page, a record within its segment).
+    #[must_use]
+    pub(crate) fn within(mut self, unit_offset: u64) -> Self {
+        self.offset = self.offset.saturating_add(unit_offset);
+        self
+    }
+
+    /// The corruption error for a unit that starts at byte `unit_offset`
+    /// of `file` and lies there contiguously (a WAL record, a superblock
+    /// slot; not page contents, which the page store's blocks interleave
+    /// with their trailers).
+    pub(crate) fn into_corruption(self, file: impl Into<PathBuf>, unit_offset: u64) -> Error {
+        Error::corruption(file, unit_offset.saturating_add(self.offset), self.what)
+    }
+}
+
+impl std::fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (at byte {})", self.what, self.offset)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// For the fuzzing entry points and tests, which report decode failures
+/// as text.
+impl From<DecodeError> for String {
+    fn from(e: DecodeError) -> String {
+        e.to_string()
     }
 }
 

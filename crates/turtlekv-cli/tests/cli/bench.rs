@@ -27,9 +27,16 @@ fn a_small_benchmark_runs_and_cleans_up() {
         .filter(|l| l.starts_with("turtlekv"))
         .collect();
     assert_eq!(rows.len(), 3, "{table}");
-    let results: serde_json::Value =
+    let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    let results = results.as_array().unwrap();
+    // The run's metadata names the engine and the settings it ran with.
+    let metadata = &file["metadata"];
+    assert!(
+        metadata["engine_versions"]["turtlekv"].is_string(),
+        "{file}"
+    );
+    assert_eq!(metadata["settings"]["records"], 2000, "{file}");
+    let results = file["results"].as_array().unwrap();
     let workloads: Vec<&str> = results
         .iter()
         .map(|r| r["workload"].as_str().unwrap())

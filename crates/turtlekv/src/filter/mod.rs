@@ -4,8 +4,15 @@
 
 use xorf::{BinaryFuse8, BinaryFuse8Ref, BinaryFuse16, BinaryFuse32, Filter, FilterRef};
 
+use crate::error::DecodeError;
+
 /// Bytes before the fingerprints.
 const HEADER_BYTES: usize = 32;
+/// Where the fingerprint width, the descriptor (from its segment length
+/// on) and the fingerprint count lie in the header.
+const WIDTH_AT: usize = 4;
+const DESCRIPTOR_AT: usize = 16;
+const COUNT_AT: usize = 28;
 
 /// Hash of a key as the filters see it.
 pub(crate) fn key_hash(key: &[u8]) -> u64 {
@@ -133,29 +140,30 @@ pub(crate) enum KeyFilter {
 }
 
 impl KeyFilter {
-    /// Decodes an encoded filter and verifies its checksum; `Err` names what
-    /// failed so the caller can report corruption with the page's location.
-    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, String> {
+    /// Decodes an encoded filter and verifies its checksum; an error's
+    /// offset is within the filter, so the caller can report corruption at
+    /// the page's location.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<Self, DecodeError> {
         if bytes.len() < HEADER_BYTES {
-            return Err(format!(
-                "filter of {} bytes is shorter than its header",
-                bytes.len()
+            return Err(DecodeError::new(
+                0,
+                format!("filter of {} bytes is shorter than its header", bytes.len()),
             ));
         }
         let stored_crc = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
         if crc32c::crc32c(&bytes[4..]) != stored_crc {
-            return Err("filter checksum mismatch".to_string());
+            return Err(DecodeError::new(0, "filter checksum mismatch"));
         }
         Self::decode_unverified(bytes)
     }
 
     /// Decodes without the checksum (the structure is still validated, so a
     /// lookup cannot index out of bounds).
-    fn decode_unverified(bytes: &[u8]) -> Result<Self, String> {
+    fn decode_unverified(bytes: &[u8]) -> Result<Self, DecodeError> {
         if bytes.len() < HEADER_BYTES {
-            return Err(format!(
-                "filter of {} bytes is shorter than its header",
-                bytes.len()
+            return Err(DecodeError::new(
+                0,
+                format!("filter of {} bytes is shorter than its header", bytes.len()),
             ));
         }
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
@@ -169,10 +177,19 @@ impl KeyFilter {
         let width = bytes[4];
         let body = &bytes[HEADER_BYTES..];
         let width_bytes = usize::from(width / 8);
-        if !matches!(width, 8 | 16 | 32) || body.len() != count * width_bytes {
-            return Err(format!(
-                "filter width {width} / length {} inconsistent",
-                body.len()
+        if !matches!(width, 8 | 16 | 32) {
+            return Err(DecodeError::new(
+                WIDTH_AT,
+                format!("filter fingerprint width {width}"),
+            ));
+        }
+        if body.len() != count * width_bytes {
+            return Err(DecodeError::new(
+                COUNT_AT,
+                format!(
+                    "filter of {count} fingerprints of {width} bits in {} bytes",
+                    body.len()
+                ),
             ));
         }
         // The fuse lookup indexes up to segment_count_length + 2 segments.
@@ -182,7 +199,10 @@ impl KeyFilter {
             || !descriptor.segment_length.is_power_of_two()
             || descriptor.segment_length_mask != descriptor.segment_length - 1
         {
-            return Err("filter descriptor does not match its fingerprints".to_string());
+            return Err(DecodeError::new(
+                DESCRIPTOR_AT,
+                "filter descriptor does not match its fingerprints",
+            ));
         }
         Ok(match width {
             8 => KeyFilter::Fuse8(BinaryFuse8 {
@@ -220,7 +240,8 @@ impl KeyFilter {
 /// The checksum is not recomputed on this hot path: the page store verified
 /// the bytes when it read them, and `check()` verifies the filter's own
 /// checksum. The 8-bit filter (the default) is probed in place.
-pub(crate) fn may_contain(encoded: &[u8], hash: u64) -> Result<bool, String> {
+/// An error's offset is within the filter.
+pub(crate) fn may_contain(encoded: &[u8], hash: u64) -> Result<bool, DecodeError> {
     if let Some(header) = Fuse8Header::parse(encoded) {
         // Validate the structure once, then probe without copying.
         let body = &encoded[HEADER_BYTES..];
@@ -228,12 +249,24 @@ pub(crate) fn may_contain(encoded: &[u8], hash: u64) -> Result<bool, String> {
             header.segment_length as usize,
             header.segment_count_length as usize,
         );
-        if body.len() != header.count as usize
-            || body.len() < segment_count_length + 2 * segment_length
+        if body.len() != header.count as usize {
+            return Err(DecodeError::new(
+                COUNT_AT,
+                format!(
+                    "filter of {} fingerprints of 8 bits in {} bytes",
+                    header.count,
+                    body.len()
+                ),
+            ));
+        }
+        if body.len() < segment_count_length + 2 * segment_length
             || !segment_length.is_power_of_two()
             || header.mask as usize != segment_length - 1
         {
-            return Err("filter descriptor does not match its fingerprints".to_string());
+            return Err(DecodeError::new(
+                DESCRIPTOR_AT,
+                "filter descriptor does not match its fingerprints",
+            ));
         }
         return Ok(BinaryFuse8Ref::from_dma(&encoded[8..28], body).contains(&hash));
     }

@@ -2,7 +2,7 @@
 
 use super::store::{PageStore, kind_index};
 use super::versions::RootPin;
-use super::{ListChildren, PageKind};
+use super::{ListChildren, PageId, PageKind};
 use crate::{Error, Result};
 
 /// What a deep check visited.
@@ -28,7 +28,13 @@ impl PageStore {
         }
         report.node_pages = live[kind_index(PageKind::Node)].len() as u64;
         report.leaf_pages = live[kind_index(PageKind::Leaf)].len() as u64;
+        // Findings about the allocator as a whole are at offset 0; those
+        // about one page at its slot's start.
         let broken = |i: usize, reason: String| Error::corruption(&self.files[i].path, 0, reason);
+        let broken_page = |id: PageId, reason: String| {
+            let pf = self.file_of(id);
+            Error::corruption(&pf.path, pf.offset_of(id), reason)
+        };
         // Commits and reclaims (which take pages off the pending list before
         // freeing them) wait, so every allocated page is accounted for below.
         let _serial = self.commit_lock.lock();
@@ -36,8 +42,8 @@ impl PageStore {
         for (i, pages) in live.iter().enumerate() {
             alloc[i].check().map_err(|r| broken(i, r))?;
             if let Some(id) = pages.values().find(|id| !alloc[i].is_live(**id)) {
-                return Err(broken(
-                    i,
+                return Err(broken_page(
+                    *id,
                     format!("reachable page {:#x} is not allocated", id.to_raw()),
                 ));
             }
@@ -46,14 +52,14 @@ impl PageStore {
         for id in self.versions.pending_pages() {
             let i = kind_index(id.kind());
             if !alloc[i].is_live(id) {
-                return Err(broken(
-                    i,
+                return Err(broken_page(
+                    id,
                     format!("page {:#x} waits for reuse but is free", id.to_raw()),
                 ));
             }
             if pin.generation() == current.0 && live[i].get(&id.slot()) == Some(&id) {
-                return Err(broken(
-                    i,
+                return Err(broken_page(
+                    id,
                     format!(
                         "page {:#x} waits for reuse but the newest root reaches it",
                         id.to_raw()
@@ -73,8 +79,8 @@ impl PageStore {
                         && !pending.contains(id)
                         && id.tag() != next_tag
                 }) {
-                    return Err(broken(
-                        i,
+                    return Err(broken_page(
+                        id,
                         format!(
                             "page {:#x} is allocated, but no root reaches it and nothing frees it",
                             id.to_raw()

@@ -5,6 +5,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::{PageId, PageKind};
+use crate::error::DecodeError;
 use crate::io::DIRECT_IO_ALIGN_BYTES;
 
 /// Bytes at the end of every block: `used_bytes` and the CRC32C.
@@ -12,13 +13,9 @@ pub(crate) const BLOCK_TRAILER_BYTES: usize = 8;
 /// Bytes at the start of every page stream: magic, length, page id.
 pub(crate) const PAGE_HEADER_BYTES: usize = 16;
 const PAGE_MAGIC: &[u8; 4] = b"TKPG";
-
-/// Where a check failed: byte offset within the page image, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct BadBlock {
-    pub offset_in_page: u64,
-    pub reason: String,
-}
+/// Where the page header keeps the contents' length and the page id.
+const HEADER_LEN_AT: usize = 4;
+const HEADER_ID_AT: usize = 8;
 
 /// Block and slot sizes of one page kind, and how its block checksums
 /// are seeded.
@@ -78,6 +75,15 @@ impl Geometry {
         self.slot_blocks() as usize * self.payload_bytes() - PAGE_HEADER_BYTES
     }
 
+    /// Where byte `offset` of a page's contents lies in the page's image:
+    /// past the page header, in block `(16 + offset) / payload`, before
+    /// that block's trailer (`docs/format.md`, "Page payload").
+    pub fn content_offset_in_image(&self, offset: u64) -> u64 {
+        let stream = offset.saturating_add(PAGE_HEADER_BYTES as u64);
+        let payload = self.payload_bytes() as u64;
+        (stream / payload).saturating_mul(self.block_bytes as u64) + stream % payload
+    }
+
     /// Blocks needed for a page of `len_bytes` content bytes.
     pub fn blocks_for(&self, len_bytes: usize) -> u32 {
         (PAGE_HEADER_BYTES + len_bytes).div_ceil(self.payload_bytes()) as u32
@@ -116,18 +122,18 @@ impl Geometry {
         }
     }
 
-    /// Checks block `index` of page `id` and returns its used payload bytes.
+    /// Checks block `index` of page `id` and returns its used payload
+    /// bytes. An error's offset is in the page's image: the block's start
+    /// for a checksum mismatch, else the field that failed (`used_bytes`
+    /// in the trailer, or a field of the page header in block 0).
     pub fn verify_block<'a>(
         &self,
         id: PageId,
         index: u32,
         block: &'a [u8],
-    ) -> Result<&'a [u8], BadBlock> {
-        let offset_in_page = u64::from(index) * self.block_bytes as u64;
-        let bad = |reason: String| BadBlock {
-            offset_in_page,
-            reason,
-        };
+    ) -> Result<&'a [u8], DecodeError> {
+        let offset_in_page = index as usize * self.block_bytes;
+        let bad = |reason: String| DecodeError::new(offset_in_page, reason);
         debug_assert_eq!(block.len(), self.block_bytes);
         let (payload, trailer) = block.split_at(self.payload_bytes());
         let used = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
@@ -144,19 +150,25 @@ impl Geometry {
         let last = index + 1 == id.blocks();
         let used = used as usize;
         if used == 0 || used > payload.len() || (!last && used != payload.len()) {
-            return Err(bad(format!(
-                "block {index} of page {:#x} claims {used} used bytes",
-                id.to_raw()
-            )));
+            return Err(DecodeError::new(
+                offset_in_page + self.payload_bytes(),
+                format!(
+                    "block {index} of page {:#x} claims {used} used bytes",
+                    id.to_raw()
+                ),
+            ));
         }
         if index == 0 {
-            check_header(id, payload, used, self).map_err(bad)?;
+            // Block 0 starts the image: the header's offsets are the image's.
+            check_header(id, payload, used, self)?;
         }
         Ok(&payload[..used])
     }
 
-    /// Verifies a whole page image and returns its content.
-    pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, BadBlock> {
+    /// Verifies a whole page image and returns its content. An error's
+    /// offset is in the image (`verify_block`; the last block's start when
+    /// the blocks hold other than the header's length).
+    pub fn decode(&self, id: PageId, image: &[u8]) -> Result<Bytes, DecodeError> {
         debug_assert_eq!(image.len(), id.blocks() as usize * self.block_bytes);
         let mut content = BytesMut::with_capacity(image.len());
         for (index, block) in image.chunks_exact(self.block_bytes).enumerate() {
@@ -170,14 +182,14 @@ impl Geometry {
         // claim fewer or more bytes than the header says.
         let header_len_bytes = header_len(image) as usize;
         if content.len() != header_len_bytes {
-            return Err(BadBlock {
-                offset_in_page: u64::from(id.blocks() - 1) * self.block_bytes as u64,
-                reason: format!(
+            return Err(DecodeError::new(
+                (id.blocks() - 1) as usize * self.block_bytes,
+                format!(
                     "page {:#x}: its blocks hold {} bytes, its header says {header_len_bytes}",
                     id.to_raw(),
                     content.len()
                 ),
-            });
+            ));
         }
         Ok(content.freeze())
     }
@@ -187,24 +199,34 @@ fn header_len(block0: &[u8]) -> u32 {
     u32::from_le_bytes(block0[4..8].try_into().expect("4 bytes"))
 }
 
-/// Checks the page header in block 0 against the id it was read by.
-fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result<(), String> {
+/// Checks the page header in block 0 against the id it was read by; an
+/// error is at the header field that failed.
+fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result<(), DecodeError> {
     if used < PAGE_HEADER_BYTES || &payload[..4] != PAGE_MAGIC {
-        return Err(format!("page {:#x} has no page header", id.to_raw()));
+        return Err(DecodeError::new(
+            0,
+            format!("page {:#x} has no page header", id.to_raw()),
+        ));
     }
     let stored_id = u64::from_le_bytes(payload[8..16].try_into().expect("8 bytes"));
     if stored_id != id.to_raw() {
-        return Err(format!(
-            "page {:#x} holds the header of page {stored_id:#x}",
-            id.to_raw()
+        return Err(DecodeError::new(
+            HEADER_ID_AT,
+            format!(
+                "page {:#x} holds the header of page {stored_id:#x}",
+                id.to_raw()
+            ),
         ));
     }
     let len_bytes = header_len(payload) as usize;
     if g.blocks_for(len_bytes) != id.blocks() || len_bytes > g.capacity_bytes() {
-        return Err(format!(
-            "page {:#x} of {} blocks claims {len_bytes} bytes",
-            id.to_raw(),
-            id.blocks()
+        return Err(DecodeError::new(
+            HEADER_LEN_AT,
+            format!(
+                "page {:#x} of {} blocks claims {len_bytes} bytes",
+                id.to_raw(),
+                id.blocks()
+            ),
         ));
     }
     let blocks = id.blocks() as usize;
@@ -214,9 +236,12 @@ fn check_header(id: PageId, payload: &[u8], used: usize, g: &Geometry) -> Result
         g.payload_bytes()
     };
     if used != expected_used {
-        return Err(format!(
-            "page {:#x}: header length {len_bytes} disagrees with block 0",
-            id.to_raw()
+        return Err(DecodeError::new(
+            HEADER_LEN_AT,
+            format!(
+                "page {:#x}: header length {len_bytes} disagrees with block 0",
+                id.to_raw()
+            ),
         ));
     }
     Ok(())
@@ -263,6 +288,61 @@ mod tests {
         assert_eq!((small.block_bytes, small.capacity_bytes()), (512, 488));
     }
 
+    /// A content byte's offset in the image, found by its value in a real
+    /// image: past the 16-byte page header in block 0, and past each
+    /// earlier block's trailer after it.
+    #[test]
+    fn content_offsets_map_through_the_blocks() {
+        let g = Geometry {
+            block_bytes: 512,
+            slot_bytes: 4096,
+            checksum_seed: 0,
+            accept_unseeded: false,
+        };
+        let data: Vec<u8> = (0..2000u32).map(|i| (i % 251) as u8).collect();
+        let (_, image) = encoded(&g, 0, &data);
+        for offset in [0u64, 1, 487, 488, 489, 991, 992, 1999] {
+            let at = g.content_offset_in_image(offset) as usize;
+            assert_eq!(image[at], data[offset as usize], "content byte {offset}");
+            assert!(at % 512 < 504, "{offset} lands in a trailer");
+        }
+        assert_eq!(g.content_offset_in_image(0), 16);
+        assert_eq!(g.content_offset_in_image(488), 512);
+        assert_eq!(g.content_offset_in_image(489), 513);
+    }
+
+    /// Header and trailer fields that fail, their block's checksum
+    /// recomputed, are reported at the field.
+    #[test]
+    fn crafted_header_and_trailer_fields_are_reported_at_the_field() {
+        let g = leaf_geometry();
+        let reseal = |id: PageId, image: &mut [u8], index: usize| {
+            let block = &mut image[index * g.block_bytes..][..g.block_bytes];
+            let (payload, trailer) = block.split_at_mut(g.payload_bytes());
+            let used = u32::from_le_bytes(trailer[..4].try_into().unwrap());
+            let crc = block_crc(g.checksum_seed, id, index as u32, payload, used);
+            trailer[4..].copy_from_slice(&crc.to_le_bytes());
+        };
+        let (id, image) = encoded(&g, 0, &[7u8; 5000]);
+        let mut bad = image.clone();
+        bad[HEADER_ID_AT] ^= 1;
+        reseal(id, &mut bad, 0);
+        assert_eq!(g.decode(id, &bad).unwrap_err().offset, 8, "page id");
+        let mut bad = image.clone();
+        bad[HEADER_LEN_AT + 2] ^= 1;
+        reseal(id, &mut bad, 0);
+        assert_eq!(g.decode(id, &bad).unwrap_err().offset, 4, "length");
+        let mut bad = image.clone();
+        let used_at = g.block_bytes + g.payload_bytes();
+        bad[used_at..used_at + 4].copy_from_slice(&0u32.to_le_bytes());
+        reseal(id, &mut bad, 1);
+        assert_eq!(
+            g.decode(id, &bad).unwrap_err().offset,
+            used_at as u64,
+            "used bytes"
+        );
+    }
+
     #[test]
     fn pages_of_every_size_round_trip() {
         let g = leaf_geometry();
@@ -286,7 +366,7 @@ mod tests {
             let mut bad = image.clone();
             bad[bit / 8] ^= 1 << (bit % 8);
             let err = g.decode(id, &bad).unwrap_err();
-            assert_eq!(err.offset_in_page, (bit / 8 / 512 * 512) as u64);
+            assert_eq!(err.offset, (bit / 8 / 512 * 512) as u64);
         }
     }
 
@@ -320,7 +400,7 @@ mod tests {
             let crc = block_crc(g.checksum_seed, id, 1, payload, claimed);
             trailer[4..].copy_from_slice(&crc.to_le_bytes());
             let err = g.decode(id, &image).unwrap_err();
-            assert_eq!(err.offset_in_page, 4096, "{}", err.reason);
+            assert_eq!(err.offset, 4096, "{}", err.what);
         }
     }
 
@@ -334,7 +414,7 @@ mod tests {
         let (id, image) = encoded(&ours, 4, &vec![3u8; 9000]);
         assert!(ours.decode(id, &image).is_ok());
         let err = theirs.decode(id, &image).unwrap_err();
-        assert!(err.reason.contains("checksum mismatch"), "{}", err.reason);
+        assert!(err.what.contains("checksum mismatch"), "{}", err.what);
         let (id, unseeded) = encoded(&leaf_geometry(), 4, &vec![3u8; 9000]);
         assert!(ours.decode(id, &unseeded).is_err());
         let upgraded = ours.with_checksum_seed(checksum_seed(1), true);

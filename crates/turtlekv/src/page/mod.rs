@@ -25,7 +25,8 @@ use std::fmt::Debug;
 
 use bytes::Bytes;
 
-use crate::Result;
+use crate::error::DecodeError;
+use crate::{Error, Result};
 
 pub(crate) use self::{
     store::{ListChildren, PageStore, PageStoreOptions},
@@ -224,6 +225,22 @@ pub(crate) trait PageIo: Send + Sync + Debug {
     /// a decoded form instead).
     fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
         self.read_range(id, offset, len, CachePriority::LeafBlock)
+    }
+
+    /// The corruption error for damage that a decoder of page `id`'s
+    /// contents found at byte `e.offset` of them: it names the file the
+    /// page lives in and that byte's offset in the file (past the page
+    /// header and the trailers of the blocks before it). A store without
+    /// files names the page and the offset in its contents.
+    fn corruption(&self, id: PageId, e: DecodeError) -> Error {
+        Error::corruption(format!("page {:#x}", id.to_raw()), e.offset, e.what)
+    }
+
+    /// The corruption error for damage in a page of `kind` that cannot be
+    /// named (`what` says why): it names the file pages of that kind live
+    /// in, at offset 0.
+    fn corruption_in_file(&self, kind: PageKind, what: String) -> Error {
+        Error::corruption(format!("{kind:?} pages"), 0, what)
     }
 
     /// A decoded form of page `id` cached by `cache_object`.

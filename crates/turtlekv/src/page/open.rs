@@ -167,11 +167,8 @@ impl PageStore {
             slots.insert(id.slot(), id);
             if id.kind() == PageKind::Node {
                 let bytes = self.read_whole(id, priority)?;
-                stack.extend(
-                    list_children(&bytes)?
-                        .into_iter()
-                        .map(|child| (child, Some(id))),
-                );
+                let children = list_children(&bytes).map_err(|e| self.content_corruption(id, e))?;
+                stack.extend(children.into_iter().map(|child| (child, Some(id))));
             }
         }
         Ok(live)

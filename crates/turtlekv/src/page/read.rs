@@ -7,9 +7,10 @@ use std::sync::atomic::Ordering;
 use bytes::{Bytes, BytesMut};
 
 use super::cache::{CacheKey, WHOLE_PAGE};
-use super::codec::{BadBlock, PAGE_HEADER_BYTES};
+use super::codec::PAGE_HEADER_BYTES;
 use super::store::{PageFile, PageStore, bump};
 use super::{CachePriority, PageId};
+use crate::error::DecodeError;
 use crate::io::{AlignedBuf, read_exact_at};
 use crate::{Error, Result};
 
@@ -301,6 +302,7 @@ pub(super) fn image_span(pf: &PageFile, id: PageId, first: u32, count: u32) -> (
     (offset, (u64::from(count) * block_bytes) as usize)
 }
 
-fn corruption(pf: &PageFile, id: PageId, bad: BadBlock) -> Error {
-    Error::corruption(&pf.path, pf.offset_of(id) + bad.offset_in_page, bad.reason)
+/// A failed check of page `id`'s image, at an offset within it.
+fn corruption(pf: &PageFile, id: PageId, bad: DecodeError) -> Error {
+    bad.into_corruption(&pf.path, pf.offset_of(id))
 }

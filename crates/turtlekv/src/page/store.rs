@@ -16,6 +16,7 @@ use super::codec::Geometry;
 use super::prefetch::{PageRange, PrefetchPool};
 use super::versions::{RootPin, Versions};
 use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
+use crate::error::DecodeError;
 use crate::io::{AlignedBuf, File};
 use crate::util::striped::StripedCounter;
 use crate::{Error, Result};
@@ -33,8 +34,9 @@ pub(crate) struct PageStoreOptions {
 }
 
 /// Lists the page ids a node page references (the node format belongs to
-/// the tree); used to rebuild the live set at open and by deep checks.
-pub(crate) type ListChildren<'a> = &'a dyn Fn(&[u8]) -> Result<Vec<PageId>>;
+/// the tree); used to rebuild the live set at open and by deep checks. An
+/// error's offset is within the page's contents.
+pub(crate) type ListChildren<'a> = &'a dyn Fn(&[u8]) -> Result<Vec<PageId>, DecodeError>;
 
 /// One page file: its handle, geometry, and whether it has unsynced writes.
 #[derive(Debug)]
@@ -51,6 +53,12 @@ impl PageFile {
     /// does not panic (open rejects such ids before any read).
     pub fn offset_of(&self, id: PageId) -> u64 {
         id.slot().saturating_mul(self.geometry.slot_bytes)
+    }
+
+    /// File offset of byte `offset` of a page's contents.
+    pub fn content_offset_of(&self, id: PageId, offset: u64) -> u64 {
+        self.offset_of(id)
+            .saturating_add(self.geometry.content_offset_in_image(offset))
     }
 }
 
@@ -123,6 +131,23 @@ impl PageStore {
     /// and page header; see `docs/format.md`).
     pub fn max_page_bytes(&self, kind: PageKind) -> usize {
         self.files[kind_index(kind)].geometry.capacity_bytes()
+    }
+
+    /// The corruption error for damage a decoder of page `id`'s contents
+    /// found at `e.offset` of them: the page's file, and the offset in it
+    /// of that byte of the contents.
+    pub(super) fn content_corruption(&self, id: PageId, e: DecodeError) -> Error {
+        let pf = self.file_of(id);
+        Error::corruption(
+            &pf.path,
+            pf.content_offset_of(id, e.offset),
+            format!(
+                "page {:#x}, byte {} of its contents: {}",
+                id.to_raw(),
+                e.offset,
+                e.what
+            ),
+        )
     }
 
     /// Refuses writes after an earlier write or sync failed.
@@ -438,6 +463,14 @@ impl PageIo for PageStore {
 
     fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
         self.read_blocks_range(id, offset, len, None)
+    }
+
+    fn corruption(&self, id: PageId, e: DecodeError) -> Error {
+        self.content_corruption(id, e)
+    }
+
+    fn corruption_in_file(&self, kind: PageKind, what: String) -> Error {
+        Error::corruption(&self.files[kind_index(kind)].path, 0, what)
     }
 
     fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {

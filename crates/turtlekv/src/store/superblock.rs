@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::Coverage;
+use crate::error::DecodeError;
 use crate::io::{AlignedBuf, File, FileSystem, OpenOptions, read_exact_at};
 use crate::page::{PageId, PageStore, PageStoreOptions};
 use crate::wal::WalPosition;
@@ -27,6 +28,13 @@ const CHECKED_BYTES_V2: usize = 88;
 /// Flag bit: the database got its identity at an open after an earlier
 /// build had written it (`docs/format.md`, "Database identity").
 const FLAG_UPGRADED: u32 = 1;
+/// Where a slot keeps the fields its decode errors name.
+const VERSION_AT: usize = 8;
+const FLAGS_AT: usize = 12;
+const GENERATION_AT: usize = 16;
+const COVERED_SEQ_AT: usize = 48;
+const IDENTITY_AT: usize = 72;
+const WAL_FLOOR_AT: usize = 80;
 
 /// What one commit makes durable.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -121,56 +129,87 @@ impl Slot {
         buf
     }
 
-    /// The slot stored at `slot_index` (0 or 1), or why it is not valid.
-    pub fn decode(bytes: &[u8], slot_index: u64) -> Result<Slot, String> {
+    /// The slot stored at `slot_index` (0 or 1), or why it is not valid:
+    /// an error's offset is within the slot, at the field that failed, or
+    /// at 0 for a checksum mismatch (the checksum covers the slot's fields).
+    pub fn decode(bytes: &[u8], slot_index: u64) -> Result<Slot, DecodeError> {
         if bytes.len() < SLOT_BYTES {
-            return Err(format!("slot {slot_index} is cut short"));
+            return Err(DecodeError::new(
+                bytes.len(),
+                format!("slot {slot_index} is cut short"),
+            ));
         }
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8"));
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4"));
+        if &bytes[..8] != MAGIC {
+            return Err(DecodeError::new(
+                0,
+                format!("slot {slot_index} has no magic"),
+            ));
+        }
         // The version picks where the checksum is; a version the build
         // does not know fails like damage, whatever its checksum.
-        let version = u32_at(8);
+        let version = u32_at(VERSION_AT);
         let checked = if version == 1 {
             CHECKED_BYTES_V1
         } else {
             CHECKED_BYTES_V2
         };
-        if &bytes[..8] != MAGIC || u32_at(checked) != crc32c::crc32c(&bytes[..checked]) {
-            return Err(format!("slot {slot_index} fails its checksum"));
+        if u32_at(checked) != crc32c::crc32c(&bytes[..checked]) {
+            return Err(DecodeError::new(
+                0,
+                format!("slot {slot_index} fails its checksum"),
+            ));
         }
         if !(1..=FORMAT_VERSION).contains(&version) {
-            return Err(format!("slot {slot_index} has format version {version}"));
+            return Err(DecodeError::new(
+                VERSION_AT,
+                format!("slot {slot_index} has format version {version}"),
+            ));
         }
-        let generation = u64_at(16);
+        let generation = u64_at(GENERATION_AT);
         if generation % 2 != slot_index {
-            return Err(format!(
-                "slot {slot_index} holds generation {generation} of the other slot"
+            return Err(DecodeError::new(
+                GENERATION_AT,
+                format!("slot {slot_index} holds generation {generation} of the other slot"),
             ));
         }
         // Counters this large take longer than a lifetime to reach: a slot
         // naming one is crafted or decayed, and `+ 1` on it would overflow.
-        let covered_seq = u64_at(48);
-        if generation > MAX_PLAUSIBLE_COUNTER || covered_seq > MAX_PLAUSIBLE_COUNTER {
-            return Err(format!(
-                "slot {slot_index} holds generation {generation} and sequence number {covered_seq}, beyond {MAX_PLAUSIBLE_COUNTER}"
-            ));
+        let covered_seq = u64_at(COVERED_SEQ_AT);
+        for (at, value) in [(GENERATION_AT, generation), (COVERED_SEQ_AT, covered_seq)] {
+            if value > MAX_PLAUSIBLE_COUNTER {
+                return Err(DecodeError::new(
+                    at,
+                    format!(
+                        "slot {slot_index} holds generation {generation} and sequence number \
+                         {covered_seq}, beyond {MAX_PLAUSIBLE_COUNTER}"
+                    ),
+                ));
+            }
         }
         let (identity, wal_floor) = if version == 1 {
             (None, 0)
         } else {
-            let flags = u32_at(12);
-            let id = u64_at(72);
-            if flags & !FLAG_UPGRADED != 0 || id == 0 {
-                return Err(format!(
-                    "slot {slot_index} holds flags {flags:#x} and identity {id:#x}"
+            let flags = u32_at(FLAGS_AT);
+            if flags & !FLAG_UPGRADED != 0 {
+                return Err(DecodeError::new(
+                    FLAGS_AT,
+                    format!("slot {slot_index} holds unknown flags {flags:#x}"),
+                ));
+            }
+            let id = u64_at(IDENTITY_AT);
+            if id == 0 {
+                return Err(DecodeError::new(
+                    IDENTITY_AT,
+                    format!("slot {slot_index} names no database identity"),
                 ));
             }
             let identity = Identity {
                 id,
                 upgraded: flags & FLAG_UPGRADED != 0,
             };
-            (Some(identity), u64_at(80))
+            (Some(identity), u64_at(WAL_FLOOR_AT))
         };
         let root = u64_at(40);
         Ok(Slot {
@@ -211,8 +250,9 @@ pub(crate) enum SlotState {
     /// Zeros only: never written, or cut off by the file's end at a slot
     /// boundary.
     Empty,
-    /// Bytes that fail to validate: a torn commit, or decay.
-    Damaged(String),
+    /// Bytes that fail to validate (a torn commit, or decay), and why, at
+    /// an offset of the file.
+    Damaged(DecodeError),
 }
 
 /// What the superblock file holds.
@@ -233,6 +273,18 @@ impl SuperblockState {
         let newest = self.newest?;
         let index = (newest.generation + 1) % 2;
         Some((index, &self.slots[index as usize]))
+    }
+
+    /// Why each slot holding bytes failed to validate, at offsets of the
+    /// file.
+    pub fn failures(&self) -> Vec<DecodeError> {
+        self.slots
+            .iter()
+            .filter_map(|slot| match slot {
+                SlotState::Damaged(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -259,9 +311,9 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
                 SlotState::Valid(slot)
             }
             Err(_) if bytes.iter().all(|&b| b == 0) => SlotState::Empty,
-            Err(reason) => {
+            Err(e) => {
                 state.damaged = true;
-                SlotState::Damaged(reason)
+                SlotState::Damaged(e.within((i * SLOT_BYTES) as u64))
             }
         };
     }
@@ -272,7 +324,8 @@ pub(crate) fn read_newest(file: &dyn File) -> Result<SuperblockState> {
         state.damaged = true;
         let cut = len / SLOT_BYTES;
         if state.slots[cut] == SlotState::Empty {
-            state.slots[cut] = SlotState::Damaged(format!("slot {cut} is cut short"));
+            state.slots[cut] =
+                SlotState::Damaged(DecodeError::new(len, format!("slot {cut} is cut short")));
         }
     }
     Ok(state)
@@ -331,7 +384,7 @@ pub(crate) fn check_state(state: &SuperblockState, path: &Path) -> Result<Slot> 
                 ),
             ));
         }
-        SlotState::Damaged(reason) => return Err(corrupt(other_index, reason.clone())),
+        SlotState::Damaged(e) => return Err(e.clone().into_corruption(path, 0)),
     }
     Ok(newest)
 }
@@ -427,7 +480,14 @@ impl Superblock {
                 self.write_version(&slot, slot.version())?;
                 slot
             }
-            None => self.initialise(fs, dir, pages, options, legacy_identity()?)?,
+            None => self.initialise(
+                fs,
+                dir,
+                pages,
+                options,
+                legacy_identity()?,
+                &state.failures(),
+            )?,
         };
         if let Some((index, SlotState::Empty)) = state.other_slot()
             && slot.generation > 0
@@ -464,10 +524,10 @@ impl Superblock {
         self.node_size_bytes = slot.node_size_bytes;
         self.leaf_size_bytes = slot.leaf_size_bytes;
         let damage = state.slots.iter().enumerate().find_map(|(i, s)| match s {
-            SlotState::Damaged(reason) => Some(SlotDamage {
+            SlotState::Damaged(e) => Some(SlotDamage {
                 path: self.path.clone(),
                 index: i as u64,
-                reason: format!("superblock {reason}"),
+                reason: format!("superblock {}", e.what),
             }),
             _ => None,
         });
@@ -483,7 +543,9 @@ impl Superblock {
     /// recognised by empty page files, so a damaged superblock over real
     /// data is never overwritten. `id` is the identity the log already
     /// names, if it names one, so that its records stay readable, else a
-    /// new one.
+    /// new one. `failures` are why the slots holding bytes failed to
+    /// validate: the error names the first one's offset, and gives every
+    /// reason.
     fn initialise(
         &self,
         fs: &dyn FileSystem,
@@ -491,12 +553,21 @@ impl Superblock {
         pages: &PageStore,
         options: &PageStoreOptions,
         id: u64,
+        failures: &[DecodeError],
     ) -> Result<Slot> {
         if !pages.is_empty()? {
+            let reasons: Vec<String> = failures.iter().map(|e| e.what.to_string()).collect();
             return Err(Error::corruption(
                 &self.path,
-                0,
-                "neither superblock slot is valid, and the page files hold data",
+                failures.first().map_or(0, |e| e.offset),
+                format!(
+                    "neither superblock slot is valid, and the page files hold data: {}",
+                    if reasons.is_empty() {
+                        "both slots are empty".to_string()
+                    } else {
+                        reasons.join("; ")
+                    }
+                ),
             ));
         }
         let slot = Slot {
@@ -617,6 +688,30 @@ mod tests {
             bytes[88..92].copy_from_slice(&crc.to_le_bytes());
             assert!(Slot::decode(&bytes, 0).is_err(), "{offset}");
         }
+    }
+
+    /// A slot's errors are at the field that failed, or at 0 for a failed
+    /// magic or checksum.
+    #[test]
+    fn errors_name_the_field_that_failed() {
+        let crafted = |at: usize, value: u64| {
+            let mut bytes = slot(3).encode().to_vec();
+            bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            let crc = crc32c::crc32c(&bytes[..CHECKED_BYTES_V2]);
+            bytes[CHECKED_BYTES_V2..CHECKED_BYTES_V2 + 4].copy_from_slice(&crc.to_le_bytes());
+            Slot::decode(&bytes, 1).unwrap_err().offset
+        };
+        // Version 3, flags 0.
+        assert_eq!(crafted(VERSION_AT, 3), VERSION_AT as u64);
+        // Version 2, an unknown flag.
+        assert_eq!(crafted(VERSION_AT, 2 | 2 << 32), FLAGS_AT as u64);
+        assert_eq!(crafted(IDENTITY_AT, 0), IDENTITY_AT as u64);
+        assert_eq!(crafted(GENERATION_AT, 4), GENERATION_AT as u64);
+        assert_eq!(crafted(COVERED_SEQ_AT, u64::MAX), COVERED_SEQ_AT as u64);
+        let mut bytes = slot(3).encode().to_vec();
+        bytes[40] ^= 1;
+        assert_eq!(Slot::decode(&bytes, 1).unwrap_err().offset, 0, "checksum");
+        assert_eq!(Slot::decode(&bytes[..100], 1).unwrap_err().offset, 100);
     }
 
     #[test]

@@ -6,10 +6,10 @@ use std::collections::HashSet;
 use bytes::Bytes;
 
 use crate::Result;
+use crate::error::DecodeError;
 use crate::filter;
 use crate::page::{CachePriority, PageId};
 use crate::tree::Tree;
-use crate::tree::corrupt;
 use crate::tree::format::item::{Item, total_size_bytes};
 use crate::tree::format::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
 use crate::tree::write::cut;
@@ -50,7 +50,7 @@ impl Tree {
         let node = self.read_node(root)?;
         checker.stats.height = u32::from(node.height);
         if node.height > 1 && node.pivots.len() < 2 {
-            return Err(corrupt(root, "root above height 1 with a single child"));
+            return Err(self.corrupt_page(root, "root above height 1 with a single child"));
         }
         checker.node(root, node, Bytes::new(), None, true)?;
         Ok(checker.stats)
@@ -67,11 +67,13 @@ impl Checker<'_> {
         is_root: bool,
     ) -> Result<()> {
         let config = self.tree.config;
-        let fail = |reason: String| Err(corrupt(id, reason));
+        let tree = self.tree;
+        let fail = |reason: String| Err(tree.corrupt_page(id, reason));
         self.stats.node_pages += 1;
         node.range_lo = lo;
         node.range_hi = hi;
-        node.check_range().map_err(|reason| corrupt(id, reason))?;
+        node.check_range()
+            .map_err(|reason| self.tree.corrupt_page(id, reason))?;
         if node.encoded_len() > config.node_max_bytes || node.should_split(&config) {
             return fail(format!(
                 "node of {} bytes ({} in pivots) overflows",
@@ -111,7 +113,7 @@ impl Checker<'_> {
                 Child::StoredNode(child) => {
                     let child_node = self.tree.read_node(*child)?;
                     if child_node.height + 1 != node.height {
-                        return Err(corrupt(*child, "child height does not match its parent"));
+                        return Err(self.tree.corrupt_height(*child));
                     }
                     self.node(*child, child_node, plo, phi, false)?;
                 }
@@ -156,9 +158,14 @@ impl Checker<'_> {
             };
             let items = self.page_items(r, true)?;
             if items.len() != seg.item_count as usize {
-                return Err(corrupt(
+                return Err(self.tree.corrupt_page(
                     r.id,
-                    "segment item count differs from its node entry",
+                    format!(
+                        "segment of {} items, its entry in node {:#x} says {}",
+                        items.len(),
+                        id.to_raw(),
+                        seg.item_count
+                    ),
                 ));
             }
             if self.segments_seen.insert(r.id) {
@@ -169,7 +176,7 @@ impl Checker<'_> {
                     let i = f.index as usize;
                     let below = items[i - 1].key < f.key;
                     if !below || items.get(i).is_some_and(|it| it.key < f.key) {
-                        return Err(corrupt(
+                        return Err(self.tree.corrupt_page(
                             id,
                             format!(
                                 "segment {:#x}: flushed key of pivot {p} does not separate its bound",
@@ -180,7 +187,7 @@ impl Checker<'_> {
                 }
                 let live = node.unflushed_range(seg, p, &items);
                 if seg.bounds[p].is_some() == live.is_empty() {
-                    return Err(corrupt(
+                    return Err(self.tree.corrupt_page(
                         id,
                         format!(
                             "segment {:#x}: pivot {p} active flag disagrees with its unflushed items",
@@ -193,7 +200,7 @@ impl Checker<'_> {
                 if let Some(first) = items[live.clone()].first() {
                     let last_key = &mut level_last[seg.level as usize];
                     if last_key.as_ref().is_some_and(|k| *k >= first.key) {
-                        return Err(corrupt(
+                        return Err(self.tree.corrupt_page(
                             id,
                             format!("level {} holds a key twice or out of order", seg.level),
                         ));
@@ -204,7 +211,7 @@ impl Checker<'_> {
         }
         for (p, bytes) in pending.iter().enumerate() {
             if *bytes != node.pivots[p].pending_bytes {
-                return Err(corrupt(
+                return Err(self.tree.corrupt_page(
                     id,
                     format!(
                         "pivot {p}: pending bytes {} but buffer holds {bytes}",
@@ -223,10 +230,12 @@ impl Checker<'_> {
         self.stats.leaf_items += items.len() as u64;
         let in_range = |it: &Item| it.key >= *lo && hi.is_none_or(|h| it.key < *h);
         if !items.iter().all(in_range) {
-            return Err(corrupt(r.id, "leaf key outside its pivot's range"));
+            return Err(self
+                .tree
+                .corrupt_page(r.id, "leaf key outside its pivot's range"));
         }
         if items.iter().any(|it| it.value.is_none()) {
-            return Err(corrupt(r.id, "tombstone in a leaf"));
+            return Err(self.tree.corrupt_page(r.id, "tombstone in a leaf"));
         }
         Ok(items)
     }
@@ -236,23 +245,30 @@ impl Checker<'_> {
         let items = self.tree.read_leaf_items(r)?;
         let page = self.tree.io.read_page(r.id, CachePriority::LeafBlock)?;
         if page.len() > self.tree.config.leaf_max_bytes {
-            return Err(corrupt(r.id, "leaf page larger than the page limit"));
+            return Err(self
+                .tree
+                .corrupt_page(r.id, "leaf page larger than the page limit"));
         }
         if r.filter_len > 0 {
+            // Errors are at the filter's start, or within it.
             let start = r.head_len as usize;
+            let at = |e: DecodeError| self.tree.corrupt(r.id, e.within(u64::from(r.head_len)));
             let bytes = page
                 .get(start..start + r.filter_len as usize)
-                .ok_or_else(|| corrupt(r.id, "filter overruns the page"))?;
-            let f = filter::KeyFilter::decode(bytes).map_err(|reason| corrupt(r.id, reason))?;
+                .ok_or_else(|| at(DecodeError::new(0, "filter overruns the page")))?;
+            let f = filter::KeyFilter::decode(bytes).map_err(at)?;
             if !items
                 .iter()
                 .all(|it| f.may_contain(filter::key_hash(&it.key)))
             {
-                return Err(corrupt(r.id, "filter rejects a key the page holds"));
+                return Err(at(DecodeError::new(
+                    0,
+                    "filter rejects a key the page holds",
+                )));
             }
         }
         if !tombstones_allowed && items.iter().any(|it| it.value.is_none()) {
-            return Err(corrupt(r.id, "tombstone in a leaf"));
+            return Err(self.tree.corrupt_page(r.id, "tombstone in a leaf"));
         }
         Ok(items)
     }

@@ -40,6 +40,7 @@ pub(crate) mod write;
 /// gets need not ask the page cache even for that (`memo`).
 pub(crate) type RootMemo = memo::Memo<probe::NodeIndex>;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -51,9 +52,10 @@ pub(crate) use read::scan::ScanCursor;
 pub(crate) use shape::TreeShape;
 pub(crate) use write::update::UpdateEvents;
 
-use format::{chunk, leaf, node};
+use format::{chunk, leaf, leaf_head, node};
 use read::{memo, probe};
 
+use crate::error::DecodeError;
 use crate::page::{CachePriority, ObjectKind, PageId, PageIo, PageKind};
 use crate::{Error, Result};
 
@@ -207,20 +209,56 @@ struct CachedFilter {
     bytes: Bytes,
 }
 
-fn corrupt(id: PageId, reason: impl std::fmt::Display) -> Error {
-    Error::corruption(format!("page {:#x}", id.to_raw()), 0, reason.to_string())
-}
+impl Tree {
+    /// The corruption error for damage a decoder found in page `id`'s
+    /// contents: the page store names the page's file and the damaged
+    /// byte's offset in it (`PageIo::corruption`).
+    fn corrupt(&self, id: PageId, e: DecodeError) -> Error {
+        self.io.corruption(id, e)
+    }
 
-/// A node buffer whose counts contradict its segments, found while an
-/// update works on the node in memory, where its page id is no longer at
-/// hand (a node read from a page whose checksum holds: a crafted file or
-/// a writer's bug).
-fn corrupt_buffer(height: u8, reason: impl std::fmt::Display) -> Error {
-    Error::corruption(
-        "node buffer",
-        0,
-        format!("node of height {height} being updated: {reason}"),
-    )
+    /// The corruption error for what page `id` shows as a whole (its place
+    /// in the tree, or what the checker finds across its items), not one
+    /// field of it: at the start of its contents.
+    fn corrupt_page(&self, id: PageId, what: impl Into<Cow<'static, str>>) -> Error {
+        self.corrupt(id, DecodeError::new(0, what))
+    }
+
+    /// A child whose height contradicts its parent's: at the child's
+    /// height field.
+    fn corrupt_height(&self, child: PageId) -> Error {
+        self.corrupt(
+            child,
+            DecodeError::new(node::HEIGHT_AT, "node: height does not match its parent's"),
+        )
+    }
+
+    /// Damage found while an update works on a node in memory (a node
+    /// read from a page whose checksum holds: a crafted file or a writer's
+    /// bug), the node's `page` and `height` given. It names the page the
+    /// node's pivots and counts were read from, at the start of its
+    /// contents; a node this update built or joined from two stored nodes
+    /// has no one such page, and the error says so and names the node
+    /// file only.
+    fn corrupt_buffer(
+        &self,
+        page: Option<PageId>,
+        height: u8,
+        what: impl std::fmt::Display,
+    ) -> Error {
+        match page {
+            Some(id) => {
+                self.corrupt_page(id, format!("node of height {height} being updated: {what}"))
+            }
+            None => self.io.corruption_in_file(
+                PageKind::Node,
+                format!(
+                    "node of height {height} being updated, built or joined from two pages by \
+                     the update (no one page to name; offset 0 stands for none): {what}"
+                ),
+            ),
+        }
+    }
 }
 
 impl Tree {
@@ -235,7 +273,9 @@ impl Tree {
     /// Reads and decodes a node page.
     fn read_node(&self, id: PageId) -> Result<node::Node> {
         let bytes = self.io.read_page(id, CachePriority::Node)?;
-        node::Node::decode(&bytes).map_err(|reason| corrupt(id, reason))
+        let mut node = node::Node::decode(&bytes).map_err(|e| self.corrupt(id, e))?;
+        node.page = Some(id);
+        Ok(node)
     }
 
     /// A node page's lookup index: from the page cache, or read (its blocks
@@ -253,7 +293,7 @@ impl Tree {
             return Ok((index, true));
         }
         let bytes = self.io.read_page_uncached(id)?;
-        let index = probe::NodeIndex::parse(bytes).map_err(|reason| corrupt(id, reason))?;
+        let index = probe::NodeIndex::parse(bytes).map_err(|e| self.corrupt(id, e))?;
         let index = Arc::new(index);
         let size_bytes = index.memory_bytes();
         self.io.cache_object(
@@ -288,13 +328,8 @@ impl Tree {
             self.io
                 .read_range_uncached(r.id, 0, u64::from(r.head_len))?,
         );
-        let decoded = leaf::LeafHead::decode(&bytes).map_err(|reason| corrupt(r.id, reason))?;
-        if decoded.filter_len != r.filter_len || decoded.head_len != r.head_len {
-            return Err(corrupt(
-                r.id,
-                "head or filter length differs from the node's reference",
-            ));
-        }
+        let decoded = leaf::LeafHead::decode(&bytes).map_err(|e| self.corrupt(r.id, e))?;
+        self.check_lens(r, &decoded)?;
         let head = Arc::new(decoded);
         let size_bytes = head.memory_bytes();
         self.io.cache_object(
@@ -356,7 +391,31 @@ impl Tree {
             .io
             .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
         head.open_chunk(chunk, bytes, out)
-            .map_err(|reason| corrupt(r.id, reason))
+            .map_err(|e| self.corrupt(r.id, e))
+    }
+
+    /// Checks a leaf head against the node's reference to its page: a
+    /// lookup reads the head and the filter by the reference's lengths,
+    /// and a damaged node's must not decide what a healthy one's read. At
+    /// the page's length field that differs.
+    fn check_lens(&self, r: &node::LeafRef, head: &leaf::LeafHead) -> Result<()> {
+        let at = if head.head_len != r.head_len {
+            leaf_head::HEAD_LEN_AT
+        } else if head.filter_len != r.filter_len {
+            leaf_head::FILTER_LEN_AT
+        } else {
+            return Ok(());
+        };
+        Err(self.corrupt(
+            r.id,
+            DecodeError::new(
+                at,
+                format!(
+                    "leaf head: head or filter length ({}, {}) differs from the node's reference ({}, {})",
+                    head.head_len, head.filter_len, r.head_len, r.filter_len
+                ),
+            ),
+        ))
     }
 
     /// Reads every item of a stored leaf.
@@ -365,19 +424,22 @@ impl Tree {
     fn read_leaf_items(&self, r: &node::LeafRef) -> Result<Vec<Item>> {
         let page: Bytes = self.io.read_page_uncached(r.id)?;
         if page.len() < r.head_len as usize {
-            return Err(corrupt(r.id, "leaf page shorter than its head"));
+            return Err(self.corrupt_page(
+                r.id,
+                format!(
+                    "leaf page of {} bytes is shorter than the {}-byte head its node names",
+                    page.len(),
+                    r.head_len
+                ),
+            ));
         }
         let head = leaf::LeafHead::decode(&page.slice(..r.head_len as usize))
-            .map_err(|reason| corrupt(r.id, reason))?;
+            .map_err(|e| self.corrupt(r.id, e))?;
         // As for lookups (`read_leaf_head`): `check()` reads pages this way,
         // and must not pass a reference that lookups refuse.
         if head.filter_len != r.filter_len {
-            return Err(corrupt(
-                r.id,
-                "head or filter length differs from the node's reference",
-            ));
+            self.check_lens(r, &head)?;
         }
-        head.decode_all(&page)
-            .map_err(|reason| corrupt(r.id, reason))
+        head.decode_all(&page).map_err(|e| self.corrupt(r.id, e))
     }
 }

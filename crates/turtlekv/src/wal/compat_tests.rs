@@ -64,7 +64,9 @@ pub(crate) fn downgrade_at(fs: &FaultFs, path: &Path, id: u64, version: u32) {
         .payload;
     let mut out = header_of_version(id, version).to_vec();
     let mut offset = header.body_start();
-    while offset < bytes.len() {
+    // A segment still being written ends in the zeros its writer reserved
+    // ahead, which an earlier build did not leave.
+    while offset < bytes.len() && bytes[offset..].iter().any(|&b| b != 0) {
         let Frame::Valid(rec, len) = record::decode(&bytes[offset..], PayloadFormat::V2) else {
             panic!("segment {id}: no valid record at {offset}");
         };

@@ -4,7 +4,8 @@
 //! it to check that.
 
 use crate::batch::BatchOp;
-use crate::wal::record::{Record, copy_field};
+use crate::error::DecodeError;
+use crate::wal::record::{PayloadReader, Record};
 
 /// first_seq + synced_through + count.
 const HEADER_BYTES: usize = 20;
@@ -34,55 +35,46 @@ pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops
     }
 }
 
-pub(crate) fn decode(payload: &[u8]) -> Result<Record, &'static str> {
+/// Decodes a payload; an error's offset is within the payload.
+pub(crate) fn decode(payload: &[u8]) -> Result<Record, DecodeError> {
     if payload.len() < HEADER_BYTES {
-        return Err("payload shorter than its header");
+        return Err(DecodeError::new(0, "payload shorter than its header"));
     }
-    let first_seq = u64::from_le_bytes(take(payload, 0)?);
-    let synced_through = u64::from_le_bytes(take(payload, 8)?);
-    let count = u32::from_le_bytes(take(payload, 16)?) as usize;
-    let mut rest = &payload[HEADER_BYTES..];
+    let mut r = PayloadReader::new(payload);
+    let first_seq = u64::from_le_bytes(r.fixed()?);
+    let synced_through = u64::from_le_bytes(r.fixed()?);
+    let count = u32::from_le_bytes(r.fixed()?) as usize;
     // Every entry takes at least 4 bytes, so a huge count cannot make us allocate much.
-    if count > rest.len() / 4 {
-        return Err("entry count exceeds payload");
+    if count > r.remaining() / 4 {
+        return Err(DecodeError::new(16, "entry count exceeds payload"));
     }
     let mut ops = Vec::with_capacity(count);
     for _ in 0..count {
-        let (op, used) = decode_entry(rest)?;
-        ops.push(op);
-        rest = &rest[used..];
+        ops.push(decode_entry(&mut r)?);
     }
-    if !rest.is_empty() {
-        return Err("trailing bytes after entries");
-    }
+    r.finish()?;
     Record::checked(first_seq, synced_through, ops)
 }
 
-fn decode_entry(buf: &[u8]) -> Result<(BatchOp, usize), &'static str> {
-    let kind = *buf.first().ok_or("entry header cut short")?;
-    let key_len = u16::from_le_bytes(take(buf, 1)?) as usize;
-    let (value_len, header) = match kind {
-        OP_PUT => (Some(u32::from_le_bytes(take(buf, 3)?) as usize), 7),
-        OP_DELETE => (None, 3),
-        _ => return Err("unknown entry kind"),
+fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
+    let entry_at = r.offset();
+    let [kind] = r.fixed()?;
+    let key_len = u16::from_le_bytes(r.fixed()?) as usize;
+    let value_len = match kind {
+        OP_PUT => Some(u32::from_le_bytes(r.fixed()?) as usize),
+        OP_DELETE => None,
+        _ => return Err(DecodeError::new(entry_at, "unknown entry kind")),
     };
     if key_len == 0 || key_len > crate::MAX_KEY_SIZE {
-        return Err("key length out of range");
+        return Err(DecodeError::new(entry_at + 1, "key length out of range"));
     }
     if value_len.is_some_and(|len| len > crate::MAX_VALUE_SIZE) {
-        return Err("value length out of range");
+        return Err(DecodeError::new(entry_at + 3, "value length out of range"));
     }
-    let key = copy_field(&buf[header..], key_len)?;
+    let key = r.field(key_len)?;
     let value = match value_len {
-        Some(len) => Some(copy_field(&buf[header + key_len..], len)?),
+        Some(len) => Some(r.field(len)?),
         None => None,
     };
-    let total = header + key_len + value_len.unwrap_or(0);
-    Ok((BatchOp { key, value }, total))
-}
-
-fn take<const N: usize>(buf: &[u8], at: usize) -> Result<[u8; N], &'static str> {
-    buf.get(at..at + N)
-        .and_then(|s| s.try_into().ok())
-        .ok_or("entry header cut short")
+    Ok(BatchOp { key, value })
 }

@@ -4,8 +4,9 @@
 //! header and entry header, against 39 in version 1.
 
 use crate::batch::BatchOp;
+use crate::error::DecodeError;
 use crate::util::varint;
-use crate::wal::record::{Record, copy_field};
+use crate::wal::record::{PayloadReader, Record};
 
 /// Low bit of an entry's tag: set for a put, clear for a delete.
 const TAG_PUT: u64 = 1;
@@ -60,69 +61,60 @@ pub(crate) fn max_len(ops: &[BatchOp]) -> usize {
     2 * varint::MAX_LEN_BYTES + varint::len_bytes(ops.len() as u64) + entries
 }
 
-pub(crate) fn decode(payload: &[u8]) -> Result<Record, &'static str> {
-    let mut rest = payload;
-    let first_seq = take_int(&mut rest)?;
-    let synced_through = take_int(&mut rest)?;
-    let count = take_int(&mut rest)?;
+/// Decodes a payload; an error's offset is within the payload.
+pub(crate) fn decode(payload: &[u8]) -> Result<Record, DecodeError> {
+    let mut r = PayloadReader::new(payload);
+    let first_seq = r.varint()?;
+    let synced_through = r.varint()?;
+    let count_at = r.offset();
+    let count = r.varint()?;
     // Every entry takes at least 2 bytes (tag and a 1-byte key), so a huge
     // count cannot make us allocate much.
-    if count > rest.len() as u64 / 2 {
-        return Err("entry count exceeds payload");
+    if count > r.remaining() as u64 / 2 {
+        return Err(DecodeError::new(count_at, "entry count exceeds payload"));
     }
     let mut ops = Vec::with_capacity(count as usize);
     for _ in 0..count {
-        ops.push(decode_entry(&mut rest)?);
+        ops.push(decode_entry(&mut r)?);
     }
     // A record without updates may end in the id of the next segment: a
     // link. Zero names no segment, so a link has one encoding.
     let mut next_segment = None;
-    if count == 0 && !rest.is_empty() {
-        let next = take_int(&mut rest)?;
+    if count == 0 && r.remaining() > 0 {
+        let next_at = r.offset();
+        let next = r.varint()?;
         if next == 0 {
-            return Err("link to segment 0");
+            return Err(DecodeError::new(next_at, "link to segment 0"));
         }
         next_segment = Some(next);
     }
-    if !rest.is_empty() {
-        return Err("trailing bytes after entries");
-    }
+    r.finish()?;
     let mut record = Record::checked(first_seq, synced_through, ops)?;
     record.next_segment = next_segment;
     Ok(record)
 }
 
-fn decode_entry(rest: &mut &[u8]) -> Result<BatchOp, &'static str> {
-    let tag = take_int(rest)?;
+fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
+    let tag_at = r.offset();
+    let tag = r.varint()?;
     let key_len = tag >> 1;
     if key_len == 0 || key_len > crate::MAX_KEY_SIZE as u64 {
-        return Err("key length out of range");
+        return Err(DecodeError::new(tag_at, "key length out of range"));
     }
     let value_len = if tag & TAG_PUT == TAG_PUT {
-        let len = take_int(rest)?;
+        let len_at = r.offset();
+        let len = r.varint()?;
         if len > crate::MAX_VALUE_SIZE as u64 {
-            return Err("value length out of range");
+            return Err(DecodeError::new(len_at, "value length out of range"));
         }
         Some(len as usize)
     } else {
         None
     };
-    let key = take_field(rest, key_len as usize)?;
+    let key = r.field(key_len as usize)?;
     let value = match value_len {
-        Some(len) => Some(take_field(rest, len)?),
+        Some(len) => Some(r.field(len)?),
         None => None,
     };
     Ok(BatchOp { key, value })
-}
-
-fn take_int(rest: &mut &[u8]) -> Result<u64, &'static str> {
-    let (value, used) = varint::get(rest)?;
-    *rest = &rest[used..];
-    Ok(value)
-}
-
-fn take_field(rest: &mut &[u8], len: usize) -> Result<bytes::Bytes, &'static str> {
-    let field = copy_field(rest, len)?;
-    *rest = &rest[len..];
-    Ok(field)
 }

@@ -4,12 +4,16 @@
 use bytes::Bytes;
 
 use crate::batch::BatchOp;
+use crate::error::DecodeError;
+use crate::util::varint;
 use crate::wal::{payload_v1, payload_v2};
 
 /// Marks the start of every frame, so a scan can find frames after damage.
 pub(crate) const FRAME_MAGIC: u32 = 0x4C57_4B54; // "TKWL" little-endian
 /// magic + payload length + checksum.
 pub(crate) const FRAME_HEADER_BYTES: usize = 12;
+/// Where the frame keeps its payload length.
+const LENGTH_AT: usize = 4;
 /// The smallest payload of either layout: a version 2 seal.
 const MIN_PAYLOAD_BYTES: usize = 3;
 /// Largest payload a frame may carry; bigger batches are refused up front.
@@ -60,13 +64,14 @@ pub(crate) struct Record {
 impl Record {
     /// The record, if its numbers are possible: sequence numbers start at 1
     /// and its entries' numbers must not overflow.
+    /// An error is at the start of the payload, where `first_seq` is.
     pub(crate) fn checked(
         first_seq: u64,
         synced_through: u64,
         ops: Vec<BatchOp>,
-    ) -> Result<Self, &'static str> {
+    ) -> Result<Self, DecodeError> {
         if first_seq == 0 || first_seq.checked_add(ops.len() as u64).is_none() {
-            return Err("impossible sequence number");
+            return Err(DecodeError::new(0, "impossible sequence number"));
         }
         Ok(Self {
             first_seq,
@@ -77,7 +82,9 @@ impl Record {
     }
 }
 
-/// Outcome of reading one frame at some offset.
+/// Outcome of reading one frame at some offset. Errors are at offsets
+/// within the frame: the field that failed, or 0 for a checksum mismatch
+/// (the checksum covers the frame's length and payload).
 #[derive(Debug)]
 pub(crate) enum Frame {
     /// A valid record and its total encoded length.
@@ -85,16 +92,9 @@ pub(crate) enum Frame {
     /// Not enough bytes left for the frame the header announces.
     Truncated,
     /// Bad magic, bad length or checksum mismatch.
-    #[cfg_attr(
-        not(any(test, feature = "sim")),
-        expect(
-            dead_code,
-            reason = "replay treats every invalid frame alike; the reason is for the fuzz targets and tests"
-        )
-    )]
-    Invalid(&'static str),
+    Invalid(DecodeError),
     /// The checksum holds but the payload does not parse: never a torn write.
-    Malformed(&'static str),
+    Malformed(DecodeError),
 }
 
 /// Size of a batch's record in the current format, frame header included,
@@ -196,17 +196,20 @@ pub(crate) fn decode(buf: &[u8], format: PayloadFormat) -> Frame {
         return Frame::Truncated;
     }
     if u32_at(buf, 0) != FRAME_MAGIC {
-        return Frame::Invalid("bad frame magic");
+        return Frame::Invalid(DecodeError::new(0, "bad frame magic"));
     }
     let payload_len = u32_at(buf, 4) as usize;
     if !(MIN_PAYLOAD_BYTES..=MAX_PAYLOAD_BYTES).contains(&payload_len) {
-        return Frame::Invalid("impossible payload length");
+        return Frame::Invalid(DecodeError::new(
+            LENGTH_AT,
+            format!("impossible payload length {payload_len}"),
+        ));
     }
     let Some(payload) = buf.get(FRAME_HEADER_BYTES..FRAME_HEADER_BYTES + payload_len) else {
         return Frame::Truncated;
     };
     if frame_crc(&buf[4..8], payload) != u32_at(buf, 8) {
-        return Frame::Invalid("checksum mismatch");
+        return Frame::Invalid(DecodeError::new(0, "record checksum mismatch"));
     }
     let decoded = match format {
         PayloadFormat::V1 => payload_v1::decode(payload),
@@ -214,15 +217,70 @@ pub(crate) fn decode(buf: &[u8], format: PayloadFormat) -> Frame {
     };
     match decoded {
         Ok(record) => Frame::Valid(record, FRAME_HEADER_BYTES + payload_len),
-        Err(reason) => Frame::Malformed(reason),
+        Err(e) => Frame::Malformed(e.within(FRAME_HEADER_BYTES as u64)),
     }
 }
 
-/// A key or value of `len` bytes at the start of `buf`, copied out.
-pub(crate) fn copy_field(buf: &[u8], len: usize) -> Result<Bytes, &'static str> {
-    buf.get(..len)
-        .map(Bytes::copy_from_slice)
-        .ok_or("entry runs past payload")
+/// A payload being decoded, field by field: an error names the offset, in
+/// the payload, of the field that failed.
+pub(crate) struct PayloadReader<'a> {
+    buf: &'a [u8],
+    at: usize,
+}
+
+impl<'a> PayloadReader<'a> {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
+        PayloadReader { buf, at: 0 }
+    }
+
+    /// Where the next field starts.
+    pub(crate) fn offset(&self) -> usize {
+        self.at
+    }
+
+    /// Bytes after the fields read so far.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.at
+    }
+
+    /// The next `N` bytes of an entry header or the payload header.
+    pub(crate) fn fixed<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+        let bytes = self
+            .buf
+            .get(self.at..self.at + N)
+            .and_then(|s| s.try_into().ok())
+            .ok_or_else(|| DecodeError::new(self.at, "entry header cut short"))?;
+        self.at += N;
+        Ok(bytes)
+    }
+
+    /// The next LEB128 integer (`util::varint`).
+    pub(crate) fn varint(&mut self) -> Result<u64, DecodeError> {
+        let (value, used) =
+            varint::get(&self.buf[self.at..]).map_err(|what| DecodeError::new(self.at, what))?;
+        self.at += used;
+        Ok(value)
+    }
+
+    /// A key or value of `len` bytes, copied out.
+    pub(crate) fn field(&mut self, len: usize) -> Result<Bytes, DecodeError> {
+        let field = self
+            .buf
+            .get(self.at..)
+            .and_then(|rest| rest.get(..len))
+            .map(Bytes::copy_from_slice)
+            .ok_or_else(|| DecodeError::new(self.at, "entry runs past payload"))?;
+        self.at += len;
+        Ok(field)
+    }
+
+    /// Checks that the payload ends after the last entry.
+    pub(crate) fn finish(self) -> Result<(), DecodeError> {
+        if self.at != self.buf.len() {
+            return Err(DecodeError::new(self.at, "trailing bytes after entries"));
+        }
+        Ok(())
+    }
 }
 
 fn u32_at(buf: &[u8], at: usize) -> u32 {
@@ -389,6 +447,51 @@ mod tests {
                 other => proptest::prop_assert!(false, "unexpected {:?}", other),
             }
         }
+    }
+
+    /// Errors are at the offset, in the frame, of the field that failed,
+    /// or at 0 where a checksum fails (it covers the whole frame).
+    #[test]
+    fn errors_name_the_field_that_failed() {
+        let fix_crc = |buf: &mut Vec<u8>| {
+            let crc = frame_crc(&buf[4..8], &buf[FRAME_HEADER_BYTES..]);
+            buf[8..12].copy_from_slice(&crc.to_le_bytes());
+        };
+        let error = |buf: &[u8], format| match decode(buf, format) {
+            Frame::Invalid(e) | Frame::Malformed(e) => e.offset,
+            other => panic!("{format:?}: {other:?}"),
+        };
+        for format in PayloadFormat::ALL {
+            let good = encoded(format, 1, &ops()[..1]);
+            let mut bad = good.clone();
+            bad[1] ^= 1;
+            assert_eq!(error(&bad, format), 0, "magic");
+            let mut bad = good.clone();
+            bad[4..8].copy_from_slice(&[0xFF; 4]);
+            assert_eq!(error(&bad, format), 4, "payload length");
+            let mut bad = good.clone();
+            *bad.last_mut().expect("a payload") ^= 1;
+            assert_eq!(error(&bad, format), 0, "checksum");
+        }
+        // Version 2: first_seq, synced_through and count take a byte each,
+        // the entry's tag follows. A tag of 0 names an empty key.
+        let mut bad = encoded(PayloadFormat::V2, 1, &ops()[..1]);
+        bad[15] = 0;
+        fix_crc(&mut bad);
+        assert_eq!(error(&bad, PayloadFormat::V2), 15, "tag");
+        // Version 1: a 20-byte payload header, then the entry's kind.
+        let mut bad = encoded(PayloadFormat::V1, 1, &ops()[..1]);
+        bad[32] = 9;
+        fix_crc(&mut bad);
+        assert_eq!(error(&bad, PayloadFormat::V1), 32, "entry kind");
+        // A payload that ends before the entry's value does.
+        let mut bad = encoded(PayloadFormat::V2, 1, &ops()[..1]);
+        bad.pop();
+        let len = (bad.len() - FRAME_HEADER_BYTES) as u32;
+        bad[4..8].copy_from_slice(&len.to_le_bytes());
+        fix_crc(&mut bad);
+        // Tag, value length and the 5-byte key "alpha" come before it.
+        assert_eq!(error(&bad, PayloadFormat::V2), 15 + 2 + 5, "value");
     }
 
     #[test]

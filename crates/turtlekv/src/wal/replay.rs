@@ -32,6 +32,7 @@ use std::path::Path;
 
 use crate::WalRecovery;
 use crate::batch::BatchOp;
+use crate::error::DecodeError;
 use crate::io::{FileSystem, OpenOptions, read_all};
 use crate::wal::binding::{LogBinding, check_identities};
 use crate::wal::record::{self, FRAME_MAGIC, Frame, PayloadFormat};
@@ -99,9 +100,14 @@ enum SegmentEnd {
     Read,
     /// The log ends in this segment: later ones are to be removed.
     TornTail,
-    /// Corruption at `offset`: reported, or the end of the log when
-    /// recovering to a point in time.
-    Corrupt { offset: u64, reason: String },
+    /// Corruption, found by the check that failed at `offset`: reported,
+    /// or, when recovering to a point in time, the log ends at `cut_at`,
+    /// the start of the record (or segment) that holds it.
+    Corrupt {
+        cut_at: u64,
+        offset: u64,
+        reason: String,
+    },
 }
 
 /// Whether `err`, from replay, says the log does not reach back to the
@@ -110,7 +116,7 @@ enum SegmentEnd {
 /// in it, since rotted, leaves (`db::open` reports the slot then).
 pub(crate) fn falls_short(err: &Error) -> bool {
     matches!(err, Error::Corruption { reason, .. }
-        if reason.starts_with(GAP) || reason.contains(MISSING) || reason == LINK_GONE)
+        if reason.starts_with(GAP) || reason.contains(MISSING) || reason.starts_with(LINK_GONE))
 }
 
 const GAP: &str = "sequence gap";
@@ -169,11 +175,15 @@ pub(crate) fn replay(
                 read_to_the_end = false;
                 break;
             }
-            SegmentEnd::Corrupt { offset, reason } => {
+            SegmentEnd::Corrupt {
+                cut_at,
+                offset,
+                reason,
+            } => {
                 if progress.recovery != WalRecovery::PointInTime {
                     return Err(Error::corruption(&path, offset, reason));
                 }
-                end_log_at(fs, dir, &path, offset, &mut progress.outcome)?;
+                end_log_at(fs, dir, &path, cut_at, &mut progress.outcome)?;
                 remove_after_tail(fs, dir, later, &mut progress.outcome.recovery_bytes_dropped)?;
                 read_to_the_end = false;
                 break;
@@ -228,10 +238,18 @@ fn replay_segment(
         Ok(header) => header,
         Err(e @ HeaderError::UnknownVersion(_)) => {
             // Its records cannot be read, and must not be dropped.
-            return Err(Error::corruption(&path, 8, e.reason()));
+            return Err(e.into_corruption(&path));
         }
-        Err(HeaderError::Damaged(reason)) => {
-            let corrupt = |reason: String| Ok(SegmentEnd::Corrupt { offset: 0, reason });
+        Err(HeaderError::Damaged(damage)) => {
+            let offset = damage.offset;
+            let reason = damage.what;
+            let corrupt = |reason: String| {
+                Ok(SegmentEnd::Corrupt {
+                    cut_at: 0,
+                    offset,
+                    reason,
+                })
+            };
             // A header is synced before the segment's first record and
             // before any later segment exists.
             if !later.is_empty() {
@@ -265,25 +283,31 @@ fn replay_segment(
         _ => expected_after(progress),
     };
     progress.outcome.segments.push((id, first_seq));
-    let (mut damaged_at, holds_updates) = match apply_records(&buf, &header, id, progress, apply) {
+    let (mut damage, holds_updates) = match apply_records(&buf, &header, id, progress, apply) {
         Ok(read) => read,
         Err(end) => return Ok(end),
     };
     let next_first_seq = later.first().and_then(|&id| first_seq_of(fs, dir, id));
-    if damaged_at.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
+    if damage.is_none() && next_first_seq.is_some_and(|next| next > expected_after(progress)) {
         // Records the next segment's marker says were written here are
         // gone: lost with the unsynced end of the file.
-        damaged_at = Some(buf.len());
+        let missing = DecodeError::new(buf.len(), "records the next segment follows are missing");
+        damage = Some((buf.len(), missing));
     }
     let mut end = SegmentEnd::Read;
-    if let Some(at) = damaged_at {
+    if let Some((at, why)) = damage {
+        // The judgement first, then the check that failed, where it failed.
+        let reason = |judgement: &str| format!("{judgement}: {}", why.what);
         end = match judge_damage(fs, dir, &buf, at, format, later, next_first_seq, progress) {
             Ok(end) => end,
-            Err(Damage::Corrupt(reason)) => SegmentEnd::Corrupt {
-                offset: at as u64,
-                reason: reason.into(),
+            Err(Damage::Corrupt(judgement)) => SegmentEnd::Corrupt {
+                cut_at: at as u64,
+                offset: why.offset,
+                reason: reason(judgement),
             },
-            Err(Damage::Fatal(reason)) => return Err(Error::corruption(&path, at as u64, reason)),
+            Err(Damage::Fatal(judgement)) => {
+                return Err(Error::corruption(&path, why.offset, reason(judgement)));
+            }
             Err(Damage::Io(e)) => return Err(Error::Io(e)),
         };
         let nothing_lost = matches!(end, SegmentEnd::Read)
@@ -306,8 +330,9 @@ fn replay_segment(
 }
 
 /// Applies the segment's records up to its end or its first frame that
-/// does not verify; returns that frame's offset, if any, and whether a
-/// record held updates. Remembers the link the records end in. A frame
+/// does not verify; returns that frame's offset and why it does not verify
+/// (at an offset of the segment, within the frame), if one does not, and
+/// whether a record held updates. Remembers the link the records end in. A frame
 /// that does not parse, or a gap in the numbering, ends the segment as
 /// corrupt.
 fn apply_records(
@@ -316,7 +341,7 @@ fn apply_records(
     id: u64,
     progress: &mut Progress,
     apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> std::result::Result<(Option<usize>, bool), SegmentEnd> {
+) -> std::result::Result<(Option<(usize, DecodeError)>, bool), SegmentEnd> {
     let format = header.format.payload;
     let mut holds_updates = false;
     let mut offset = header.body_start();
@@ -333,13 +358,20 @@ fn apply_records(
                 apply_record(progress, rec, offset, apply)?;
                 offset += len;
             }
-            Frame::Malformed(reason) => {
+            Frame::Malformed(e) => {
                 return Err(SegmentEnd::Corrupt {
-                    offset: offset as u64,
-                    reason: reason.into(),
+                    cut_at: offset as u64,
+                    offset: offset as u64 + e.offset,
+                    reason: e.what.into_owned(),
                 });
             }
-            Frame::Truncated | Frame::Invalid(_) => return Ok((Some(offset), holds_updates)),
+            Frame::Invalid(e) => {
+                return Ok((Some((offset, e.within(offset as u64))), holds_updates));
+            }
+            Frame::Truncated => {
+                let cut = DecodeError::new(offset, "record cut short by the segment's end");
+                return Ok((Some((offset, cut)), holds_updates));
+            }
         }
     }
     Ok((None, holds_updates))
@@ -579,6 +611,7 @@ fn apply_record(
     };
     if gap {
         return Err(SegmentEnd::Corrupt {
+            cut_at: offset as u64,
             offset: offset as u64,
             reason: format!("{GAP} before record starting at {first}"),
         });

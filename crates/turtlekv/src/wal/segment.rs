@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::reserve_ahead::{Request, ReserveAhead};
+use crate::error::DecodeError;
 use crate::io::{File, FileSystem, OpenOptions, WriteMapping};
 use crate::wal::record::PayloadFormat;
 
@@ -140,24 +141,42 @@ impl SegmentHeader {
 }
 
 /// Why a segment header is unusable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HeaderError {
-    /// Damaged or not a segment header at all.
-    Damaged(&'static str),
+    /// Damaged or not a segment header at all, at an offset within the
+    /// header: the field that failed, or 0 for a checksum mismatch (a
+    /// checksum covers the fields before it).
+    Damaged(DecodeError),
     /// Intact, but of a format version this build does not know: written
     /// by a newer build. Never taken for a torn creation.
     UnknownVersion(u32),
 }
 
 impl HeaderError {
-    pub(crate) fn reason(self) -> String {
+    /// The corruption error for the header of the segment at `path`.
+    pub(crate) fn into_corruption(self, path: &Path) -> crate::Error {
         match self {
-            Self::Damaged(reason) => reason.to_string(),
-            Self::UnknownVersion(v) => {
-                format!("WAL format version {v} is unknown to this build (written by a newer one?)")
-            }
+            Self::Damaged(e) => e.into_corruption(path, 0),
+            Self::UnknownVersion(v) => crate::Error::corruption(
+                path,
+                VERSION_AT,
+                format!(
+                    "WAL format version {v} is unknown to this build (written by a newer one?)"
+                ),
+            ),
         }
     }
+}
+
+/// Where the header keeps the format version.
+const VERSION_AT: u64 = 8;
+/// Where the header keeps the segment id.
+const ID_AT: usize = 16;
+/// Where a version-4 header keeps the database identity.
+const DATABASE_ID_AT: usize = 32;
+
+fn damaged(at: usize, what: &'static str) -> HeaderError {
+    HeaderError::Damaged(DecodeError::new(at, what))
 }
 
 /// Checks a segment header and gives the segment's format and the
@@ -165,23 +184,21 @@ impl HeaderError {
 /// caller's to judge (`wal::binding`).
 pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentHeader, HeaderError> {
     if header.len() < SEGMENT_HEADER_BYTES_V3 as usize {
-        return Err(HeaderError::Damaged("segment header cut short"));
+        return Err(damaged(header.len(), "segment header cut short"));
     }
     if crc32c::crc32c(&header[0..24]).to_le_bytes() != header[24..28] {
-        return Err(HeaderError::Damaged("segment header checksum mismatch"));
+        return Err(damaged(0, "segment header checksum mismatch"));
     }
     if &header[0..8] != SEGMENT_MAGIC {
-        return Err(HeaderError::Damaged("not a TurtleKV WAL segment"));
+        return Err(damaged(0, "not a TurtleKV WAL segment"));
     }
     // The version first: a newer build's header is reported as such even
     // if it also lays out the rest differently.
     let version = u32::from_le_bytes(header[8..12].try_into().expect("4 bytes"));
     let format =
         SegmentFormat::from_version(version).ok_or(HeaderError::UnknownVersion(version))?;
-    if header[16..24] != id.to_le_bytes() {
-        return Err(HeaderError::Damaged(
-            "segment id does not match its file name",
-        ));
+    if header[ID_AT..ID_AT + 8] != id.to_le_bytes() {
+        return Err(damaged(ID_AT, "segment id does not match its file name"));
     }
     if !format.names_database {
         return Ok(SegmentHeader {
@@ -190,14 +207,18 @@ pub(crate) fn check_header(header: &[u8], id: u64) -> Result<SegmentHeader, Head
         });
     }
     if header.len() < SEGMENT_HEADER_BYTES as usize {
-        return Err(HeaderError::Damaged("segment header cut short"));
+        return Err(damaged(header.len(), "segment header cut short"));
     }
     if crc32c::crc32c(&header[0..40]).to_le_bytes() != header[40..44] {
-        return Err(HeaderError::Damaged("segment header checksum mismatch"));
+        return Err(damaged(0, "segment header checksum mismatch"));
     }
-    let database_id = u64::from_le_bytes(header[32..40].try_into().expect("8 bytes"));
+    let database_id = u64::from_le_bytes(
+        header[DATABASE_ID_AT..DATABASE_ID_AT + 8]
+            .try_into()
+            .expect("8 bytes"),
+    );
     if database_id == 0 {
-        return Err(HeaderError::Damaged("segment header names no database"));
+        return Err(damaged(DATABASE_ID_AT, "segment header names no database"));
     }
     Ok(SegmentHeader {
         format,

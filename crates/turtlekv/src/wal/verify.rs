@@ -45,20 +45,29 @@ pub(crate) fn verify(
             other => other?,
         };
         let mut buf = vec![0u8; len_bytes as usize];
-        read_exact_at(&*file, &mut buf, 0)
-            .map_err(|_| Error::corruption(&path, 0, "segment shorter than written"))?;
-        let header = check_header(&buf, id).map_err(|e| Error::corruption(&path, 0, e.reason()))?;
+        read_exact_at(&*file, &mut buf, 0).map_err(|_| {
+            // Where the file ends, the bytes written are missing.
+            let end = file.len().unwrap_or(0);
+            Error::corruption(&path, end, "segment shorter than written")
+        })?;
+        let header = check_header(&buf, id).map_err(|e| e.into_corruption(&path))?;
         binding.check_identity(&path, header.database_id, seen_named)?;
         seen_named |= header.database_id.is_some();
         let format = header.format.payload;
         let mut offset = header.body_start();
         while offset < buf.len() {
-            let Frame::Valid(rec, frame_len) = record::decode(&buf[offset..], format) else {
-                return Err(Error::corruption(
-                    &path,
-                    offset as u64,
-                    "record does not verify",
-                ));
+            let (rec, frame_len) = match record::decode(&buf[offset..], format) {
+                Frame::Valid(rec, frame_len) => (rec, frame_len),
+                Frame::Invalid(e) | Frame::Malformed(e) => {
+                    return Err(e.into_corruption(&path, offset as u64));
+                }
+                Frame::Truncated => {
+                    return Err(Error::corruption(
+                        &path,
+                        offset as u64,
+                        "record cut short by the segment's end",
+                    ));
+                }
             };
             if expected_seq.is_some_and(|e| e != rec.first_seq) {
                 return Err(Error::corruption(&path, offset as u64, "sequence gap"));

@@ -5,18 +5,18 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::Result;
+use crate::error::DecodeError;
 use crate::io::{FaultFs, FileSystem};
 use crate::page::{PageId, PageIo, PageKind, PageStore, PageStoreOptions};
-use crate::{Error, Result};
 
 pub(crate) const DIR: &str = "/db";
 
 /// The toy node format's child list.
-pub(crate) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>> {
+pub(crate) fn list_children(bytes: &[u8]) -> Result<Vec<PageId>, DecodeError> {
     if !bytes.len().is_multiple_of(8) {
-        return Err(Error::corruption(
-            DIR,
-            0,
+        return Err(DecodeError::new(
+            bytes.len() / 8 * 8,
             "toy node length is not a multiple of 8",
         ));
     }
@@ -121,7 +121,8 @@ impl Version {
     /// Reads every page of the version through `PageIo` and compares.
     pub fn verify(&self, store: &PageStore) -> Result<()> {
         use crate::page::CachePriority;
-        let children = list_children(&store.read_page(self.root, CachePriority::Node)?)?;
+        let children = list_children(&store.read_page(self.root, CachePriority::Node)?)
+            .map_err(|e| e.into_corruption(DIR, 0))?;
         assert_eq!(
             children,
             self.leaves.iter().map(|l| l.0).collect::<Vec<_>>()

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::item::Item;
 use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
+use crate::error::DecodeError;
 use crate::key::compare_keys;
 use crate::util::prefetch::{Locality, prefetch};
 
@@ -88,14 +89,23 @@ pub(crate) struct ChunkItems {
     layout: ItemLayout,
     /// Items the chunk index says the chunk holds.
     count: usize,
+    /// Where the chunk starts in its page's contents, for errors.
+    page_offset: u64,
     /// The items located so far, from the first.
     spans: Vec<ItemSpan>,
 }
 
 impl ChunkItems {
-    /// Starts over on a chunk of `count` items laid out as `layout`,
-    /// reusing this value's allocation. Nothing is parsed yet.
-    pub(in crate::tree) fn reset(&mut self, bytes: Bytes, count: usize, layout: ItemLayout) {
+    /// Starts over on a chunk of `count` items laid out as `layout`, at
+    /// `page_offset` of its page's contents, reusing this value's
+    /// allocation. Nothing is parsed yet.
+    pub(in crate::tree) fn reset(
+        &mut self,
+        bytes: Bytes,
+        count: usize,
+        layout: ItemLayout,
+        page_offset: u64,
+    ) {
         self.spans.clear();
         // Room for every item at once: growing the spans one doubling at a
         // time cost a scan three or four reallocations per source. The
@@ -105,6 +115,7 @@ impl ChunkItems {
         self.bytes = bytes;
         self.layout = layout;
         self.count = count;
+        self.page_offset = page_offset;
     }
 
     /// Asks the CPU to fetch the chunk's bytes into its caches. Locating
@@ -125,15 +136,24 @@ impl ChunkItems {
         self.count
     }
 
-    /// Locates items up to and including `i` (`i < len()`).
-    pub(crate) fn locate_to(&mut self, i: usize) -> Result<(), String> {
+    /// Locates items up to and including `i` (`i < len()`). An error's
+    /// offset is within the page's contents.
+    pub(crate) fn locate_to(&mut self, i: usize) -> Result<(), DecodeError> {
         debug_assert!(i < self.count);
         while self.spans.len() <= i {
             let at = self.spans.last().map_or(0, ItemSpan::end);
-            let span = parse_item(&self.bytes, at, self.layout).ok_or("item overruns chunk")?;
+            let Some(span) = parse_item(&self.bytes, at, self.layout) else {
+                return Err(self.bad_item(at));
+            };
             self.spans.push(span);
         }
         Ok(())
+    }
+
+    /// An item at `at` of the chunk that does not parse.
+    #[cold]
+    fn bad_item(&self, at: usize) -> DecodeError {
+        DecodeError::new(at, "item overruns chunk").within(self.page_offset)
     }
 
     /// Key of item `i`, which must be located.
@@ -163,18 +183,18 @@ impl ChunkItems {
 
     /// Index of the first item whose key is >= `key` (forward seeks: items
     /// after it stay unparsed).
-    pub(crate) fn lower_bound(&mut self, key: &[u8]) -> Result<usize, String> {
+    pub(crate) fn lower_bound(&mut self, key: &[u8]) -> Result<usize, DecodeError> {
         self.first_where(|k| compare_keys(k, key).is_ge())
     }
 
     /// Index of the first item whose key is > `key` (reverse seeks).
-    pub(crate) fn upper_bound(&mut self, key: &[u8]) -> Result<usize, String> {
+    pub(crate) fn upper_bound(&mut self, key: &[u8]) -> Result<usize, DecodeError> {
         self.first_where(|k| compare_keys(k, key).is_gt())
     }
 
     /// The first item whose key satisfies `past` (monotone over the
     /// sorted items), or `len()`, locating items up to it.
-    fn first_where(&mut self, past: impl Fn(&[u8]) -> bool) -> Result<usize, String> {
+    fn first_where(&mut self, past: impl Fn(&[u8]) -> bool) -> Result<usize, DecodeError> {
         for i in 0..self.count {
             self.locate_to(i)?;
             if past(self.key(i)) {
@@ -209,7 +229,7 @@ mod tests {
         ];
         for layout in ItemLayout::ALL {
             let mut chunk = ChunkItems::default();
-            chunk.reset(encode(&items, layout), items.len(), layout);
+            chunk.reset(encode(&items, layout), items.len(), layout, 0);
             assert_eq!(chunk.len(), 5);
             assert_eq!(chunk.lower_bound(b"b"), Ok(1));
             assert_eq!(
@@ -229,7 +249,7 @@ mod tests {
                 assert_eq!(chunk.span(i).end(), at, "{layout:?}: item_len of item {i}");
             }
             // Reuse keeps nothing of the previous chunk.
-            chunk.reset(encode(&items[2..3], layout), 1, layout);
+            chunk.reset(encode(&items[2..3], layout), 1, layout, 0);
             chunk.locate_to(0).expect("locate");
             assert_eq!(chunk.len(), 1);
             assert_eq!(chunk.item(0), items[2]);
@@ -263,13 +283,13 @@ mod tests {
         let mut chunk = ChunkItems::default();
         for layout in ItemLayout::ALL {
             let good = encode(&[Item::put("k", "v")], layout);
-            chunk.reset(good, 2, layout);
+            chunk.reset(good, 2, layout, 0);
             assert!(chunk.locate_to(1).is_err(), "a count past the items");
         }
         for (layout, bad) in cases {
-            chunk.reset(Bytes::from(bad.clone()), 1, layout);
+            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0);
             assert!(chunk.locate_to(0).is_err(), "{layout:?} {bad:?}");
-            chunk.reset(Bytes::from(bad.clone()), 1, layout);
+            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0);
             assert!(chunk.lower_bound(b"k").is_err(), "{layout:?} {bad:?}");
         }
     }

@@ -7,7 +7,16 @@ use super::chunk::{ChunkItems, parse_item};
 use super::item::Item;
 use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC};
+use crate::error::DecodeError;
 use crate::key::{compare_keys, key_prefix};
+
+/// Where header fields an error names lie (`docs/format.md`, "Fixed header").
+pub(in crate::tree) const ITEM_COUNT_AT: usize = 8;
+const BLOCK_COUNT_AT: usize = 16;
+const BLOCK_SIZE_AT: usize = 20;
+pub(in crate::tree) const HEAD_LEN_AT: usize = 24;
+pub(in crate::tree) const FILTER_LEN_AT: usize = 28;
+const DATA_OFFSET_AT: usize = 32;
 
 /// One chunk index entry, decoded for lookups: 16 bytes, so that a binary
 /// search's last probes and the neighbouring entries a lookup reads next
@@ -47,28 +56,42 @@ pub(in crate::tree) fn u32_at(bytes: &[u8], at: usize) -> u32 {
 }
 
 impl LeafHead {
-    /// Decodes and verifies the head (`head` = the page's first `head_len` bytes).
-    pub(crate) fn decode(head: &Bytes) -> Result<Self, String> {
-        if head.len() < HEADER_BYTES || &head[..4] != MAGIC {
-            return Err("leaf head: bad magic or too short".into());
+    /// Decodes and verifies the head (`head` = the page's first `head_len`
+    /// bytes). An error's offset is within the page's contents, as the
+    /// head starts them.
+    pub(crate) fn decode(head: &Bytes) -> Result<Self, DecodeError> {
+        if head.len() < HEADER_BYTES {
+            return Err(DecodeError::new(
+                0,
+                format!("leaf head of {} bytes is too short", head.len()),
+            ));
         }
-        let Some(item_layout) = ItemLayout::from_version(u16::from_le_bytes([head[4], head[5]]))
-        else {
-            return Err("leaf head: unknown version".into());
+        if &head[..4] != MAGIC {
+            return Err(DecodeError::new(0, "leaf head: bad magic"));
+        }
+        let version = u16::from_le_bytes([head[4], head[5]]);
+        let Some(item_layout) = ItemLayout::from_version(version) else {
+            return Err(DecodeError::new(
+                4,
+                format!("leaf head: unknown format version {version}"),
+            ));
         };
         let field = |i: usize| u32_at(head, 8 + 4 * i);
         let (item_count, chunk_count, block_count, block_size) =
             (field(0), field(1), field(2), field(3));
         let (head_len, filter_len, data_offset) = (field(4), field(5), field(6));
         if head_len as usize != head.len() {
-            return Err(format!(
-                "leaf head: length {} but header says {head_len}",
-                head.len()
+            return Err(DecodeError::new(
+                HEAD_LEN_AT,
+                format!(
+                    "leaf head: length {} but header says {head_len}",
+                    head.len()
+                ),
             ));
         }
         let crc = crc32c::crc32c_append(crc32c::crc32c(&head[..44]), &head[HEADER_BYTES..]);
         if crc != u32_at(head, 44) {
-            return Err("leaf head: checksum mismatch".into());
+            return Err(DecodeError::new(0, "leaf head: checksum mismatch"));
         }
         let mut at = HEADER_BYTES;
         // Counts are only claims until parsed: bound the allocation by the
@@ -78,12 +101,15 @@ impl LeafHead {
         let mut separator_spans = Vec::with_capacity(claimed);
         for _ in 0..chunk_count {
             if at + INDEX_ENTRY_FIXED_BYTES > head.len() {
-                return Err("leaf head: index overruns head".into());
+                return Err(DecodeError::new(at, "leaf head: index overruns head"));
             }
             let sep_len = u16::from_le_bytes([head[at + 8], head[at + 9]]) as usize;
             let sep_at = at + INDEX_ENTRY_FIXED_BYTES;
             if sep_at + sep_len > head.len() {
-                return Err("leaf head: separator overruns head".into());
+                return Err(DecodeError::new(
+                    at + 8,
+                    "leaf head: separator overruns head",
+                ));
             }
             let separator = &head[sep_at..sep_at + sep_len];
             chunks.push(ChunkEntry {
@@ -95,8 +121,14 @@ impl LeafHead {
             separator_spans.push((sep_at as u32, (sep_at + sep_len) as u32));
             at = sep_at + sep_len;
         }
-        if at + 4 * block_count as usize != head.len() || block_size == 0 {
-            return Err("leaf head: block checksums do not fill the head".into());
+        if block_size == 0 {
+            return Err(DecodeError::new(BLOCK_SIZE_AT, "leaf head: block size 0"));
+        }
+        if at + 4 * block_count as usize != head.len() {
+            return Err(DecodeError::new(
+                BLOCK_COUNT_AT,
+                "leaf head: block checksums do not fill the head",
+            ));
         }
         let block_crcs = (0..block_count as usize)
             .map(|b| u32_at(head, at + 4 * b))
@@ -109,25 +141,51 @@ impl LeafHead {
             let (start, end) = separator_spans[c];
             &head[start as usize..end as usize]
         };
-        let ordered = (1..chunks.len()).all(|c| {
+        // Index entry `c` starts before its separator's fixed fields.
+        let entry_at = |c: usize| separator_spans[c].0 as usize - INDEX_ENTRY_FIXED_BYTES;
+        let out_of_order = (1..chunks.len()).find(|&c| {
             let (before, after) = (&chunks[c - 1], &chunks[c]);
-            before.first_item < after.first_item
-                && before.first_block < after.first_block
-                && separator(c - 1) < separator(c)
+            before.first_item >= after.first_item
+                || before.first_block >= after.first_block
+                || separator(c - 1) >= separator(c)
         });
+        if let Some(c) = out_of_order {
+            return Err(DecodeError::new(
+                entry_at(c),
+                format!("leaf head: chunk index entry {c} out of order"),
+            ));
+        }
         let first_at_start = chunks
             .first()
             .is_none_or(|c| c.first_item == 0 && c.first_block == 0 && separator(0).is_empty());
+        if !first_at_start {
+            return Err(DecodeError::new(
+                HEADER_BYTES,
+                "leaf head: chunk 0 does not start the items and the data",
+            ));
+        }
         let in_range = chunks
             .last()
             .is_none_or(|c| c.first_item < item_count && c.first_block < block_count);
-        if !ordered || !first_at_start || !in_range || (item_count == 0) != chunks.is_empty() {
-            return Err("leaf head: chunk index out of order or out of range".into());
+        if !in_range {
+            return Err(DecodeError::new(
+                entry_at(chunks.len() - 1),
+                "leaf head: last chunk beyond the items or blocks",
+            ));
+        }
+        if (item_count == 0) != chunks.is_empty() {
+            return Err(DecodeError::new(
+                ITEM_COUNT_AT,
+                format!("leaf head: {item_count} items in {} chunks", chunks.len()),
+            ));
         }
         // The data follows the head and the filter (both are read as
         // ranges of their own, and a chunk read must not return their bytes).
         if u64::from(data_offset) < u64::from(head_len) + u64::from(filter_len) {
-            return Err("leaf head: data overlaps the head or the filter".into());
+            return Err(DecodeError::new(
+                DATA_OFFSET_AT,
+                "leaf head: data overlaps the head or the filter",
+            ));
         }
         Ok(LeafHead {
             item_count,
@@ -183,12 +241,12 @@ impl LeafHead {
         c: usize,
         blocks: &Bytes,
         key: &[u8],
-    ) -> Result<Option<(u32, Item)>, String> {
+    ) -> Result<Option<(u32, Item)>, DecodeError> {
         let (first, end) = self.chunk_items(c);
         let mut at = 0usize;
         for index in first..end {
-            let span = parse_item(blocks, at, self.item_layout)
-                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
+            let span =
+                parse_item(blocks, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
             match compare_keys(span.key(blocks), key) {
                 std::cmp::Ordering::Less => at = span.end(),
                 std::cmp::Ordering::Equal => return Ok(Some((index, span.item(blocks)))),
@@ -307,15 +365,27 @@ impl LeafHead {
     }
 
     /// Verifies and decodes chunk `c` from its blocks' bytes.
-    pub(crate) fn decode_chunk(&self, c: usize, blocks: &Bytes) -> Result<Vec<Item>, String> {
+    pub(crate) fn decode_chunk(&self, c: usize, blocks: &Bytes) -> Result<Vec<Item>, DecodeError> {
         let items = self.decode_chunk_trusted(c, blocks)?;
         let first_block = self.chunks[c].first_block as usize;
+        let (chunk_at, _) = self.chunk_range(c);
         for (i, block) in blocks.chunks_exact(self.block_size as usize).enumerate() {
             if crc32c::crc32c(block) != self.block_crcs[first_block + i] {
-                return Err(format!("leaf block {}: checksum mismatch", first_block + i));
+                let block_at = chunk_at + i as u64 * u64::from(self.block_size);
+                return Err(DecodeError::new(
+                    0,
+                    format!("leaf block {}: checksum mismatch", first_block + i),
+                )
+                .within(block_at));
             }
         }
         Ok(items)
+    }
+
+    /// An item of chunk `c` at `at` of its bytes that does not parse.
+    fn bad_item(&self, c: usize, at: usize) -> DecodeError {
+        DecodeError::new(at, format!("leaf chunk {c}: item overruns chunk"))
+            .within(self.chunk_range(c).0)
     }
 
     /// `decode_chunk` without recomputing the blocks' checksums, for blocks
@@ -325,15 +395,15 @@ impl LeafHead {
         &self,
         c: usize,
         blocks: &Bytes,
-    ) -> Result<Vec<Item>, String> {
+    ) -> Result<Vec<Item>, DecodeError> {
         self.check_chunk_len(c, blocks)?;
         let (first, end) = self.chunk_items(c);
         let mut items =
             Vec::with_capacity(((end - first) as usize).min(blocks.len() / MIN_ITEM_BYTES));
         let mut at = 0usize;
         for _ in first..end {
-            let span = parse_item(blocks, at, self.item_layout)
-                .ok_or_else(|| format!("leaf chunk {c}: item overruns chunk"))?;
+            let span =
+                parse_item(blocks, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
             items.push(span.item(blocks));
             at = span.end();
         }
@@ -347,33 +417,39 @@ impl LeafHead {
         c: usize,
         blocks: Bytes,
         out: &mut ChunkItems,
-    ) -> Result<(), String> {
+    ) -> Result<(), DecodeError> {
         self.check_chunk_len(c, &blocks)?;
         let (first, end) = self.chunk_items(c);
-        out.reset(blocks, (end - first) as usize, self.item_layout);
+        let (chunk_at, _) = self.chunk_range(c);
+        out.reset(blocks, (end - first) as usize, self.item_layout, chunk_at);
         Ok(())
     }
 
-    fn check_chunk_len(&self, c: usize, blocks: &Bytes) -> Result<(), String> {
-        let (_, len) = self.chunk_range(c);
+    fn check_chunk_len(&self, c: usize, blocks: &Bytes) -> Result<(), DecodeError> {
+        let (chunk_at, len) = self.chunk_range(c);
         if blocks.len() as u64 != len {
-            return Err(format!(
-                "leaf chunk {c}: {} bytes, expected {len}",
-                blocks.len()
-            ));
+            return Err(DecodeError::new(
+                0,
+                format!("leaf chunk {c}: {} bytes, expected {len}", blocks.len()),
+            )
+            .within(chunk_at));
         }
         Ok(())
     }
 
-    /// Decodes every item of a whole page.
-    pub(crate) fn decode_all(&self, page: &Bytes) -> Result<Vec<Item>, String> {
+    /// Decodes every item of a whole page. An error's offset is within
+    /// the page's contents.
+    pub(crate) fn decode_all(&self, page: &Bytes) -> Result<Vec<Item>, DecodeError> {
         let mut items =
             Vec::with_capacity((self.item_count as usize).min(page.len() / MIN_ITEM_BYTES));
         for c in 0..self.chunks.len() {
             let (offset, len) = self.chunk_range(c);
             let end = (offset + len) as usize;
             if end > page.len() {
-                return Err("leaf: data blocks overrun the page".into());
+                return Err(DecodeError::new(
+                    offset as usize,
+                    format!("leaf chunk {c}: data blocks overrun the page"),
+                ));
             }
             let before = items.len();
             items.extend(self.decode_chunk(c, &page.slice(offset as usize..end))?);
@@ -386,14 +462,25 @@ impl LeafHead {
             let below_first = items.get(before).is_none_or(|it| separator <= it.key);
             let above_previous = before == 0 || items[before - 1].key < separator;
             if !below_first || !above_previous {
-                return Err(format!(
-                    "leaf chunk {c}: separator does not separate its chunk"
+                return Err(DecodeError::new(
+                    self.separator_spans[c].0 as usize,
+                    format!("leaf chunk {c}: separator does not separate its chunk"),
                 ));
             }
         }
-        let sorted = items.windows(2).all(|w| w[0].key < w[1].key);
-        if !sorted || (!self.has_tombstones && items.iter().any(|it| it.value.is_none())) {
-            return Err("leaf: items out of order or unexpected tombstone".into());
+        // The items are slices of the page: an offending key's place in it
+        // is where its bytes are.
+        let key_at = |it: &Item| (it.key.as_ptr() as usize).wrapping_sub(page.as_ptr() as usize);
+        if let Some(w) = items.windows(2).find(|w| w[0].key >= w[1].key) {
+            return Err(DecodeError::new(key_at(&w[1]), "leaf: items out of order"));
+        }
+        if !self.has_tombstones
+            && let Some(it) = items.iter().find(|it| it.value.is_none())
+        {
+            return Err(DecodeError::new(
+                key_at(it),
+                "leaf: a tombstone in a page whose header says it holds none",
+            ));
         }
         Ok(items)
     }

@@ -1,6 +1,7 @@
 use bytes::Bytes;
 
 use super::*;
+use crate::error::DecodeError;
 use crate::tree::format::chunk::ChunkItems;
 use crate::tree::format::item_layout::ItemLayout;
 
@@ -280,7 +281,7 @@ fn rebuilt(page: &[u8], edit: impl FnOnce(&mut [u32; 7], &mut Vec<IndexEntry>)) 
     Bytes::from(crate::tree::fuzz_hook::leaf_with_valid_checksums(&out))
 }
 
-fn head_of(page: &Bytes) -> Result<LeafHead, String> {
+fn head_of(page: &Bytes) -> Result<LeafHead, DecodeError> {
     LeafHead::decode(&page.slice(..u32_at(page, 24) as usize))
 }
 

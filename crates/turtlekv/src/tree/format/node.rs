@@ -12,6 +12,8 @@ use crate::page::PageId;
 
 /// Bytes of the fixed node page header.
 pub(in crate::tree) const HEADER_BYTES: usize = 20;
+/// Where the header keeps the node's height.
+pub(in crate::tree) const HEIGHT_AT: usize = 5;
 /// Most buffer levels; a batch arriving with all of them occupied merges into the last.
 pub(crate) const MAX_LEVELS: u8 = 8;
 
@@ -82,6 +84,11 @@ pub(crate) struct Node {
     pub range_lo: Bytes,
     /// Exclusive upper end of the node's range; `None` = unbounded.
     pub range_hi: Option<Bytes>,
+    /// The stored page this node's pivots and buffer counts were read from,
+    /// as an update edits it (not stored in the page): what a corruption
+    /// error found in memory names. `None` for a node the update built, or
+    /// joined from two stored nodes.
+    pub page: Option<PageId>,
 }
 
 pub(in crate::tree) fn pivot_entry_bytes(height: u8, index: usize, key: &[u8]) -> usize {

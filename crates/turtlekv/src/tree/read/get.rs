@@ -9,12 +9,12 @@ use bytes::Bytes;
 use super::memo::Memo;
 use super::probe::{LeafMemos, NodeIndex, NodeProbe, PivotTarget};
 use crate::Result;
+use crate::error::DecodeError;
 use crate::filter;
 use crate::key::compare_keys;
 use crate::page::{CachePriority, PageId};
 use crate::tree::CachedFilter;
 use crate::tree::Tree;
-use crate::tree::corrupt;
 use crate::tree::format::item::Item;
 use crate::tree::format::leaf::LeafHead;
 use crate::tree::format::node::LeafRef;
@@ -106,7 +106,7 @@ impl Tree {
     ) -> Result<Step> {
         let node = index.probe(PivotTarget::Holding(key));
         if expected_height.is_some_and(|h| h != node.height) {
-            return Err(corrupt(id, "child height does not match its parent"));
+            return Err(self.corrupt_height(id));
         }
         let probes = self.prefetch_filters(&node, key, hash)?;
         for (seg, probe) in node.segments.iter().zip(&probes) {
@@ -217,7 +217,9 @@ impl Tree {
                     &read
                 }
             };
-            if !filter::may_contain(&filter.bytes, hash).map_err(|reason| corrupt(r.id, reason))? {
+            let found = filter::may_contain(&filter.bytes, hash)
+                .map_err(|e| self.corrupt(r.id, e.within(u64::from(r.head_len))))?;
+            if !found {
                 return Ok(None);
             }
         }
@@ -234,11 +236,14 @@ impl Tree {
             .io
             .read_range(r.id, offset, len, CachePriority::LeafBlock)?;
         if blocks.len() as u64 != len {
-            return Err(corrupt(r.id, "leaf chunk read short"));
+            return Err(self.corrupt(
+                r.id,
+                DecodeError::new(0, "leaf chunk read short").within(offset),
+            ));
         }
         let found = head
             .find_in_chunk(chunk, &blocks, key)
-            .map_err(|reason| corrupt(r.id, reason))?;
+            .map_err(|e| self.corrupt(r.id, e))?;
         #[cfg(test)]
         if r.filter_len > 0 && found.is_none() {
             FILTER_FALSE_POSITIVES.with(|c| c.set(c.get() + 1));

@@ -8,11 +8,12 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use super::memo::Memo;
+use crate::error::DecodeError;
 use crate::page::PageId;
 use crate::tree::CachedFilter;
 use crate::tree::format::leaf::LeafHead;
-use crate::tree::format::node::{LeafRef, MAX_LEVELS};
-use crate::tree::format::node_codec::{Header, Reader};
+use crate::tree::format::node::LeafRef;
+use crate::tree::format::node_reader::{Header, check_flushed_key, is_active};
 
 /// What lookups remember of a leaf this node references (`memo`).
 #[derive(Debug, Default)]
@@ -104,111 +105,47 @@ fn span_range(span: &Range<u32>) -> Range<usize> {
     span.start as usize..span.end as usize
 }
 
-/// The next `len` bytes of the page, as offsets (pages are far below 4 GiB).
-fn take_span(r: &mut Reader<'_>, len: usize) -> Result<Range<u32>, String> {
-    let start = r.offset();
-    r.take(len)?;
-    Ok(start as u32..r.offset() as u32)
-}
-
 impl NodeIndex {
-    /// Parses a node page whose blocks the page store verified. Every field
-    /// is bounds-checked; the node checksum is not recomputed (see
-    /// `Header::parse_trusted`). The structure is checked as `Node::decode`
-    /// checks it (pivot keys in order, segment spans and levels, flushed
-    /// bounds on active pivots, within the item count and below the next
-    /// pivot), so that a page a checkpoint would refuse is not answered
-    /// from: a lookup would follow the wrong pivot or skip a segment.
-    pub(crate) fn parse(page: Bytes) -> Result<Self, String> {
+    /// Parses a node page whose blocks the page store verified, through
+    /// the reader the full decode uses (`node_reader`), so that a page a
+    /// checkpoint would refuse is not answered from: a lookup would follow
+    /// the wrong pivot or skip a segment. The node checksum is not
+    /// recomputed (`Header::parse_trusted`). Every flushed key entry is
+    /// checked against its pivot's range, as lookups keep every entry.
+    pub(crate) fn parse(page: Bytes) -> Result<Self, DecodeError> {
         let (header, mut r) = Header::parse_trusted(&page)?;
         let mut pivots: Vec<PivotEntry> =
             Vec::with_capacity(header.pivot_count.min(page.len() / 16));
-        for i in 0..header.pivot_count {
-            let (child_leaf, child_node) = if header.height == 1 {
-                let leaf = r.leaf_ref()?;
-                (Some(leaf), leaf.id)
-            } else {
-                (None, PageId::from_raw(r.u64()?))
-            };
-            r.u64()?; // pending bytes
-            let lower = if i == 0 {
-                take_span(&mut r, 0)?
-            } else {
-                let len = r.u16()? as usize;
-                take_span(&mut r, len)?
-            };
-            // Pivot 0 has no key; the others are not empty and ascend.
-            let key = &page[span_range(&lower)];
-            let ordered = match pivots.last() {
-                None => true,
-                Some(_) if i == 1 => !key.is_empty(),
-                Some(prev) => page[span_range(&prev.lower)] < *key,
-            };
-            if !ordered {
-                return Err("node: pivot keys out of order".into());
-            }
+        for _ in 0..header.pivot_count {
+            let field = r.next_pivot()?;
             pivots.push(PivotEntry {
-                lower,
-                child_leaf,
-                child_node,
+                child_leaf: field.child_leaf(),
+                child_node: field.child_id(),
+                lower: field.lower,
                 leaf_memos: LeafMemos::default(),
                 node_memo: Memo::default(),
             });
         }
         let mut segments = Vec::with_capacity(header.segment_count.min(page.len() / 16));
-        let mut previous_level = 0;
         for _ in 0..header.segment_count {
-            // Segments are stored newest level first.
-            let level = r.u8()?;
-            r.u8()?; // flags
-            let leaf = r.leaf_ref()?;
-            let item_count = r.u32()?;
-            let first_pivot = r.u16()? as usize;
-            let pivot_span = r.u16()? as usize;
-            if first_pivot + pivot_span > header.pivot_count
-                || level >= MAX_LEVELS
-                || level < previous_level
-                || pivot_span == 0
-            {
-                return Err("node: segment pivot span or level out of range".into());
-            }
-            previous_level = level;
-            let active_bits = take_span(&mut r, pivot_span.div_ceil(8))?;
-            let bound_count = r.u16()? as usize;
-            let mut bounds = Vec::with_capacity(bound_count.min(page.len() / 8));
-            for _ in 0..bound_count {
-                let pivot = r.u16()? as usize;
-                let index = r.u32()?;
-                let len = r.u16()? as usize;
-                let key = take_span(&mut r, len)?;
-                let bits = &page[span_range(&active_bits)];
-                let active = (first_pivot..first_pivot + pivot_span).contains(&pivot)
-                    && bits[(pivot - first_pivot) / 8] >> ((pivot - first_pivot) % 8) & 1 == 1;
-                if !active || index == 0 || index > item_count {
-                    return Err("node: flushed bound for an inactive pivot".into());
-                }
-                // Below the next pivot's key (`Node::check_flushed_keys`).
-                if let Some(next) = pivots.get(pivot + 1)
-                    && page[span_range(&key)] >= page[span_range(&next.lower)]
-                {
-                    return Err(format!(
-                        "node: flushed key of pivot {pivot} beyond its range"
-                    ));
-                }
-                bounds.push((pivot, index, key));
+            let seg = r.next_segment()?;
+            let mut bounds = Vec::with_capacity(seg.bound_count.min(page.len() / 8));
+            for _ in 0..seg.bound_count {
+                let b = r.next_bound(&seg)?;
+                let next = pivots.get(b.pivot + 1).map(|next| r.bytes(&next.lower));
+                check_flushed_key(b.pivot, r.bytes(&b.key), b.key.start as usize, next)?;
+                bounds.push((b.pivot, b.index, b.key));
             }
             segments.push(SegmentEntry {
-                leaf,
+                leaf: seg.leaf,
                 memos: LeafMemos::default(),
-                first_pivot,
-                pivot_span,
-                active_bits,
+                first_pivot: seg.first_pivot,
+                pivot_span: seg.pivot_span,
+                active_bits: seg.active_bits,
                 bounds,
             });
         }
-        if r.offset() != page.len() {
-            return Err("node: trailing bytes".into());
-        }
+        r.finish()?;
         Ok(NodeIndex {
             height: header.height,
             page,
@@ -288,8 +225,11 @@ impl NodeIndex {
     }
 
     fn is_active(&self, s: &SegmentEntry, pivot: usize) -> bool {
-        let bits = self.bytes(&s.active_bits);
-        (s.first_pivot..s.first_pivot + s.pivot_span).contains(&pivot)
-            && bits[(pivot - s.first_pivot) / 8] >> ((pivot - s.first_pivot) % 8) & 1 == 1
+        is_active(
+            self.bytes(&s.active_bits),
+            s.first_pivot,
+            s.pivot_span,
+            pivot,
+        )
     }
 }

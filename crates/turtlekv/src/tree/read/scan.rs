@@ -18,7 +18,6 @@ use crate::key::compare_keys;
 use crate::memtable::Versioned;
 use crate::page::{CachePriority, PageId, PageRange};
 use crate::tree::Tree;
-use crate::tree::corrupt;
 use crate::tree::format::chunk::ItemSpan;
 use crate::tree::format::leaf::LeafHead;
 
@@ -109,7 +108,7 @@ impl ScanCursor {
             };
             let node = index.probe(target);
             if expected_height.is_some_and(|h| h != node.height) {
-                return Err(corrupt(id, "child height does not match its parent"));
+                return Err(self.tree.corrupt_height(id));
             }
             // The first pivot starts, and the last ends, where the node does.
             self.window.narrow(node.lo, node.hi);

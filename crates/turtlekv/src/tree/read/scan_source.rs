@@ -6,6 +6,7 @@ use bytes::Bytes;
 
 use super::scan::ScanCursor;
 use crate::Result;
+use crate::error::DecodeError;
 use crate::key::{compare_keys, key_prefix};
 use crate::page::PageRange;
 use crate::tree::Tree;
@@ -223,8 +224,10 @@ fn above(key: &[u8], bound: Option<&[u8]>) -> bool {
 }
 
 impl Source {
-    fn corrupt(&self, reason: String) -> crate::Error {
-        crate::tree::corrupt(self.leaf.id, format!("leaf chunk {}: {reason}", self.chunk))
+    /// Damage in the chunk the source reads, at an offset of its page.
+    fn corrupt(&self, tree: &Tree, e: DecodeError) -> crate::Error {
+        let what = format!("leaf chunk {}: {}", self.chunk, e.what);
+        tree.corrupt(self.leaf.id, DecodeError::new(0, what).within(e.offset))
     }
 }
 
@@ -310,7 +313,7 @@ impl ScanCursor {
             (Some(k), true) => source.items.upper_bound(k).map(|i| i.wrapping_sub(1)),
             (None, _) => Ok(source.items.len().wrapping_sub(1)),
         };
-        source.pos = pos.map_err(|reason| source.corrupt(reason))?;
+        source.pos = pos.map_err(|e| source.corrupt(&self.tree, e))?;
         source.settle(&self.tree, &self.window, self.reverse)?;
         self.sources.push(source);
         Ok(())
@@ -347,8 +350,8 @@ impl Source {
                 continue;
             }
             let index = s.head.chunk_items(s.chunk).0 + s.pos as u32;
-            if let Err(reason) = s.items.locate_to(s.pos) {
-                return Err(s.corrupt(reason));
+            if let Err(e) = s.items.locate_to(s.pos) {
+                return Err(s.corrupt(tree, e));
             }
             let key = s.items.key(s.pos);
             let prefix = key_prefix(key);

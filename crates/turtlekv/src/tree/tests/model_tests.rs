@@ -457,6 +457,7 @@ fn four_pivots_of_the_longest_key_fit_a_node() {
             segments: Vec::new(),
             range_lo: Bytes::new(),
             range_hi: None,
+            page: None,
         };
         assert!(node.encoded_len() <= config.node_max_bytes, "{shift}");
     }

@@ -12,7 +12,6 @@ use super::cut;
 use super::merge::merge_runs;
 use super::update::Update;
 use crate::Result;
-use crate::tree::corrupt_buffer;
 use crate::tree::format::item::{
     Item, lower_bound, merge_prefix, shortest_separator, total_size_bytes,
 };
@@ -51,7 +50,8 @@ impl Update<'_> {
             // The count says the buffer holds items for the pivot, its
             // segments hold none. Moving nothing would leave the count as
             // it is, and `restore` would pick this pivot again, forever.
-            return Err(corrupt_buffer(
+            return Err(self.tree.corrupt_buffer(
+                node.page,
                 node.height,
                 format!("pivot {p} counts {pending} pending bytes, its segments hold none"),
             ));
@@ -92,7 +92,8 @@ impl Update<'_> {
         // bounds above are changed already; an error drops the update's
         // in-memory nodes, the stored tree is untouched.)
         let Some(left) = pending.checked_sub(removed) else {
-            return Err(corrupt_buffer(
+            return Err(self.tree.corrupt_buffer(
+                node.page,
                 node.height,
                 format!("pivot {p} counts {pending} pending bytes, a flush took {removed}"),
             ));
@@ -130,18 +131,26 @@ impl Update<'_> {
         if from_key && first_index > bound.index as usize {
             // The key lies above the item at the bound's index: the items
             // between would leave the buffer unread, their bytes counted.
-            return Err(crate::tree::corrupt(
-                r.id,
-                "flushed key above its bound's item",
+            return Err(self.tree.corrupt_buffer(
+                node.page,
+                node.height,
+                format!(
+                    "flushed key of pivot {p} lies above the item at its bound in segment {:#x}",
+                    r.id.to_raw()
+                ),
             ));
         }
         // The span starts at the first unflushed item, unless the bound's
         // index lies above its key (then the index rules, as for decoded ones).
         let skip = (bound.index as usize).saturating_sub(first_index);
         if skip > items.len() {
-            return Err(crate::tree::corrupt(
-                r.id,
-                "flushed bound beyond the segment",
+            return Err(self.tree.corrupt_buffer(
+                node.page,
+                node.height,
+                format!(
+                    "flushed bound of pivot {p} beyond segment {:#x}",
+                    r.id.to_raw()
+                ),
             ));
         }
         Ok(Unflushed {
@@ -266,7 +275,8 @@ impl Update<'_> {
             .map(|q| q.pending_bytes)
             .sum();
         if new_pending != old_pending {
-            return Err(corrupt_buffer(
+            return Err(self.tree.corrupt_buffer(
+                node.page,
                 node.height,
                 format!(
                     "pivot {p} counts {old_pending} pending bytes, its segments hold {new_pending}"

@@ -17,7 +17,7 @@ use super::new_pages::SPILL_MIN_LEVEL;
 use super::span::KeySpan;
 use super::update::Update;
 use crate::Result;
-use crate::tree::corrupt_buffer;
+use crate::tree::Tree;
 use crate::tree::format::item::{Item, lower_bound, total_size_bytes};
 use crate::tree::format::node::{Flushed, LeafData, Node, Segment};
 
@@ -122,7 +122,7 @@ impl Update<'_> {
                 continue;
             }
             if let Some(items) = self.decoded(&seg.data) {
-                let ranges = take_unflushed(node, seg, &active, &items, 0)?;
+                let ranges = take_unflushed(self.tree, node, seg, &active, &items, 0)?;
                 sources.push((items, ranges));
                 continue;
             }
@@ -142,14 +142,20 @@ impl Update<'_> {
                 let first = active[read.spans.start];
                 let bound_index = seg.bounds[first].as_ref().map_or(0, |b| b.index as usize);
                 if node.unflushed_start(seg, first).1 && read.first_index > bound_index {
-                    return Err(crate::tree::corrupt(
-                        r.id,
-                        "flushed key above its bound's item",
+                    return Err(self.tree.corrupt_buffer(
+                        node.page,
+                        node.height,
+                        format!(
+                            "flushed key of pivot {first} lies above the item at its bound in \
+                             segment {:#x}",
+                            r.id.to_raw()
+                        ),
                     ));
                 }
                 let items = Arc::new(read.items);
                 let pivots = &active[read.spans];
-                let ranges = take_unflushed(node, seg, pivots, &items, read.first_index)?;
+                let ranges =
+                    take_unflushed(self.tree, node, seg, pivots, &items, read.first_index)?;
                 self.events.merge_read_item_bytes += total_size_bytes(&items) as u64;
                 self.events.merge_unflushed_item_bytes += ranges
                     .iter()
@@ -243,6 +249,7 @@ fn unflushed_span<'a>(node: &'a Node, seg: &'a Segment, p: usize) -> KeySpan<'a>
 /// rules where it and its key disagree. A count short of the items is
 /// corruption: it comes from the node's page.
 fn take_unflushed(
+    tree: &Tree,
     node: &mut Node,
     seg: &Segment,
     pivots: &[usize],
@@ -255,7 +262,8 @@ fn take_unflushed(
         let bytes = total_size_bytes(&items[r.clone()]) as u64;
         let pending = node.pivots[p].pending_bytes;
         let Some(left) = pending.checked_sub(bytes) else {
-            return Err(corrupt_buffer(
+            return Err(tree.corrupt_buffer(
+                node.page,
                 node.height,
                 format!("pivot {p} counts {pending} pending bytes, a merge took {bytes}"),
             ));

@@ -248,6 +248,7 @@ fn split_at(mut node: Node, m: usize) -> (Node, Node) {
         segments: right_segs,
         range_lo: sep.clone(),
         range_hi: node.range_hi,
+        page: node.page,
     };
     let left = Node {
         height: node.height,
@@ -255,6 +256,7 @@ fn split_at(mut node: Node, m: usize) -> (Node, Node) {
         segments: left_segs,
         range_lo: node.range_lo,
         range_hi: Some(sep),
+        page: node.page,
     };
     (left, right)
 }
@@ -292,11 +294,18 @@ fn join_nodes(left: Node, mut right: Node, sep: Bytes) -> Node {
     }
     let mut pivots = left.pivots;
     pivots.extend(right.pivots);
+    // The counts of a node joined from two stored ones came from two
+    // pages: no one page to name.
+    let page = match (left.page, right.page) {
+        (Some(a), Some(b)) if a != b => None,
+        (a, b) => a.or(b),
+    };
     Node {
         height: left.height,
         pivots,
         segments,
         range_lo: left.range_lo,
         range_hi: right.range_hi,
+        page,
     }
 }

@@ -9,12 +9,13 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::Result;
+use crate::error::DecodeError;
 use crate::tree::Item;
 use crate::tree::Tree;
-use crate::tree::corrupt;
 use crate::tree::format::item;
 use crate::tree::format::item::edge_key;
 use crate::tree::format::leaf::LeafHead;
+use crate::tree::format::leaf_head::ITEM_COUNT_AT;
 use crate::tree::format::node;
 
 /// A key span `[lo, hi)`; `hi: None` = to the end.
@@ -136,15 +137,33 @@ impl Tree {
             let blocks = bytes.slice(at..at + len as usize);
             let chunk = head
                 .decode_chunk_trusted(c, &blocks)
-                .map_err(|reason| corrupt(r.id, reason))?;
+                .map_err(|e| self.corrupt(r.id, e))?;
             items.extend(chunk);
         }
         let first_index = head.chunk_items(chunks.start).0 as usize;
         let start = item::lower_bound(&items, lo);
         let end = hi.map_or(items.len(), |hi| item::lower_bound(&items, hi));
-        let sorted = items.windows(2).all(|w| w[0].key < w[1].key);
-        if !sorted || first_index + items.len() > head.item_count as usize {
-            return Err(corrupt(r.id, "leaf items out of order or miscounted"));
+        // The items are slices of `bytes`, which start at `offset` of the
+        // page: an offending key's place in the page is where its bytes are.
+        let key_at = |it: &Item| {
+            let in_read = (it.key.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
+            DecodeError::new(in_read, "leaf: items out of order").within(offset)
+        };
+        if let Some(w) = items.windows(2).find(|w| w[0].key >= w[1].key) {
+            return Err(self.corrupt(r.id, key_at(&w[1])));
+        }
+        if first_index + items.len() > head.item_count as usize {
+            return Err(self.corrupt(
+                r.id,
+                DecodeError::new(
+                    ITEM_COUNT_AT,
+                    format!(
+                        "leaf: chunks from item {first_index} hold {} items, the header counts {}",
+                        items.len(),
+                        head.item_count
+                    ),
+                ),
+            ));
         }
         items.truncate(end.max(start));
         items.drain(..start);

@@ -9,9 +9,8 @@ use bytes::Bytes;
 
 use super::cut;
 use crate::Result;
-use crate::page::PageId;
+use crate::page::{PageId, PageKind};
 use crate::tree::Tree;
-use crate::tree::corrupt;
 use crate::tree::format::item::{Item, edge_key};
 use crate::tree::format::node::{Child, LeafData, Node, Pivot, Segment};
 
@@ -173,26 +172,29 @@ impl<'a> Update<'a> {
     ) -> Result<&'n mut Node> {
         let (lo, hi) = node.pivot_range(p);
         let (lo, hi) = (lo.clone(), hi.cloned());
-        let height = node.height;
+        let (height, page) = (node.height, node.page);
         let child = &mut node.pivots[p].child;
         if let Child::StoredNode(id) = child {
             let id = *id;
             let mut loaded = self.tree.read_node(id)?;
             if loaded.height + 1 != height {
-                return Err(corrupt(id, "child height does not match its parent"));
+                return Err(self.tree.corrupt_height(id));
             }
             loaded.range_lo = lo;
             loaded.range_hi = hi;
             // Its range is known only now.
-            loaded.check_range().map_err(|reason| corrupt(id, reason))?;
+            loaded
+                .check_range()
+                .map_err(|reason| self.tree.corrupt_page(id, reason))?;
             self.dead.push(id);
             *child = Child::Node(Box::new(loaded));
         }
         match child {
             Child::Node(n) => Ok(n),
-            _ => Err(corrupt(
-                PageId::from_raw(0),
-                "node expected below a node of height > 1",
+            _ => Err(self.tree.corrupt_buffer(
+                page,
+                height,
+                format!("pivot {p} holds a leaf, not a node"),
             )),
         }
     }
@@ -211,9 +213,13 @@ impl<'a> Update<'a> {
                 }
                 Ok(items)
             }
-            _ => Err(corrupt(
-                PageId::from_raw(0),
-                "leaf expected below a node of height 1",
+            // Never read from a page (a node of height 1 decodes to leaf
+            // children only): a node this update built.
+            _ => Err(self.tree.io.corruption_in_file(
+                PageKind::Node,
+                "an update's node holds a node where a leaf belongs (offset 0 stands for \
+                 no page)"
+                    .into(),
             )),
         }
     }
@@ -248,6 +254,7 @@ fn empty_root() -> Node {
         segments: Vec::new(),
         range_lo: Bytes::new(),
         range_hi: None,
+        page: None,
     }
 }
 
@@ -330,6 +337,7 @@ impl Tree {
                 segments: Vec::new(),
                 range_lo: Bytes::new(),
                 range_hi: None,
+                page: None,
             };
             // A half can be left small: a split joins a small leaf that
             // becomes the last of its half with its left neighbour. Below
