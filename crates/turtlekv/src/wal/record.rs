@@ -135,6 +135,7 @@ pub(crate) fn encode_as(
 }
 
 /// Appends `record` framed in `format` (only the current one holds links).
+#[cfg(any(test, feature = "sim"))]
 pub(crate) fn encode_record(format: PayloadFormat, out: &mut Vec<u8>, record: &Record) {
     encode_frame(
         format,
