@@ -455,7 +455,7 @@ mod tests {
     }
 
     /// A workload listed twice (`c,c`) compares each run with TurtleKV's
-    /// run in the same place, not both with its first (found by review).
+    /// run in the same place, not both with its first.
     #[test]
     fn a_repeated_workload_compares_like_with_like() {
         let mut results = vec![

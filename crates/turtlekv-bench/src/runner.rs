@@ -30,7 +30,7 @@ impl PhaseSettings {
     /// (0 for its first): a repeated phase draws new requests, not the
     /// same ones again, which a cache would serve from what the first run
     /// admitted. The first run keeps the run's seed, so single phases stay
-    /// reproducible from `--seed` as before.
+    /// reproducible from `--seed`.
     pub fn for_repeat(&self, repeat: u64) -> PhaseSettings {
         PhaseSettings {
             seed: self.seed ^ repeat.wrapping_mul(0xD1B5_4A32_D192_ED03),

@@ -122,7 +122,7 @@ fn missing_database_without_create_is_an_error() {
 
 /// An existing directory that holds no database (empty, or another
 /// engine's files) is refused without `create_if_missing`, and nothing is
-/// written to it (found by review: `LOCK` and `wal/` were made first).
+/// written to it, not even `LOCK` or `wal/`.
 #[test]
 fn an_existing_directory_without_a_database_is_refused_untouched() {
     let dir = tempfile::tempdir().unwrap();
@@ -365,8 +365,8 @@ fn relative_path_child() {
 }
 
 /// A database opened by a relative path keeps working in its own
-/// directory after the process changes its working directory (found by
-/// review: new WAL segments and page files followed the new one).
+/// directory after the process changes its working directory: new WAL
+/// segments and page files must not follow the new one.
 #[test]
 fn a_relative_path_survives_a_change_of_directory() {
     let dir = tempfile::tempdir().unwrap();
@@ -669,8 +669,8 @@ fn long_scans_over_tree_and_memtable_match_a_model() {
 
 /// An iterator keeps its database open, as a snapshot does: another handle
 /// would rebuild free space from its own root and reuse pages the
-/// iterator still reads (found by review: the old iterator then reported
-/// a checksum mismatch on a healthy database).
+/// iterator still reads (the old iterator would then report a checksum
+/// mismatch on a healthy database).
 #[test]
 fn an_iterator_outliving_its_handle_keeps_the_database_open() {
     let fs = FaultFs::new();
@@ -701,8 +701,8 @@ fn an_iterator_outliving_its_handle_keeps_the_database_open() {
 }
 
 /// Dropping the last `Db` handle makes acknowledged writes durable even
-/// while a snapshot or an iterator keeps the database open (found by
-/// review: the sync waited for them).
+/// while a snapshot or an iterator keeps the database open: the sync does
+/// not wait for them to go.
 #[test]
 fn dropping_the_last_handle_syncs_while_a_snapshot_or_iterator_lives() {
     for keep in ["snapshot", "iterator"] {
@@ -802,7 +802,8 @@ fn close_returns_a_failed_last_sync() {
 /// A memory budget or a checkpoint distance far beyond the machine's
 /// memory is a bound, not an allocation: the MemTable's key filter and the
 /// record cache's frequency sketch are sized for at most a few GiB of
-/// entries (found by review: `open` aborted allocating 2.7 TB).
+/// entries (sized from the budget alone, `open` would abort allocating
+/// 2.7 TB).
 #[test]
 fn budgets_far_beyond_memory_are_bounds_not_allocations() {
     let dir = tempfile::tempdir().unwrap();

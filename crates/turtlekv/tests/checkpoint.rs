@@ -303,7 +303,8 @@ fn values_too_large_for_small_leaves_are_refused_up_front() {
     db.checkpoint_now().unwrap();
     assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&fits[..]));
     // The limit reported is exact for every key length: it is accepted and
-    // one byte more is not (it was one byte short, found by review).
+    // one byte more is not (not a limit one byte short of the largest
+    // value accepted).
     for key_len in [1, 60, 64, 91, 200] {
         let key = vec![b'q'; key_len];
         let too_large = vec![3u8; turtlekv::MAX_VALUE_SIZE + 1];

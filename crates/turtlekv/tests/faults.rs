@@ -214,8 +214,8 @@ fn io_errors_anywhere_make_the_engine_fail_stop_and_lose_nothing() {
 
 /// A checkpoint that fails on a page file poisons the handle, but the WAL
 /// never failed: closing the handle still syncs it, so a power cut after
-/// the close keeps every write acknowledged without `sync` (promise 3).
-/// Found by review: the close skipped the sync for any poison.
+/// the close keeps every write acknowledged without `sync` (promise 3),
+/// which a close that skipped the sync for any poison would lose.
 ///
 /// Dropping the handle and `Db::close` must both do it; `close` returns
 /// the checkpoint's failure, as RocksDB's `Close` returns its background
@@ -541,11 +541,12 @@ fn real_efbig_under_a_file_size_rlimit() {
 
 /// A superblock sync fails after its slot was written: the OS's cache holds
 /// the new slot, nothing says it is durable. Reopened without a power cut,
-/// the store read that slot as the newest and freed every page only the
-/// older, durable slot reaches; its next checkpoint reused and synced those
-/// slots, and a power cut before that checkpoint's own superblock left the
-/// durable slot naming overwritten pages: the database no longer opened.
-/// Open now writes and syncs the newest slot before it frees anything.
+/// the store reads that slot as the newest. Were it to free every page
+/// only the older, durable slot reaches, its next checkpoint would reuse
+/// and sync those slots, and a power cut before that checkpoint's own
+/// superblock would leave the durable slot naming overwritten pages: the
+/// database would not open. So open writes and syncs the newest slot
+/// before it frees anything.
 #[test]
 fn reopening_after_a_failed_superblock_sync_keeps_the_durable_root() {
     let overwrite = |db: &Db, model: &mut Model, from: u64| -> turtlekv::Result<()> {

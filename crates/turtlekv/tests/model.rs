@@ -280,7 +280,7 @@ proptest! {
 
     /// Keys of 1 to 58 bytes over a wide key space and values up to 600
     /// bytes: the data above fits one leaf, so snapshots, reopens and
-    /// ranges never met a tree of several levels (found by review). These
+    /// ranges there never meet a tree of several levels. These
     /// runs end with 8-24 leaves under a tree of height 2 (23 cases of 24
     /// when measured), in about 5 s.
     #[test]

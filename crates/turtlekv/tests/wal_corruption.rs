@@ -306,7 +306,7 @@ fn damaged_header_of_a_newest_segment_without_records_is_removed() {
 /// `flush_wal` makes an older, unsynced segment durable and leaves proof of
 /// it in the current one, so rot in that segment's last record after a
 /// crash is corruption, not a torn tail that would drop it and everything
-/// after it (found by a review: 102 flushed keys were dropped silently).
+/// after it (here, 102 flushed keys would be dropped silently).
 #[test]
 fn rot_in_an_older_segment_made_durable_by_flush_wal_is_corruption() {
     let fs = FaultFs::new();

@@ -83,9 +83,9 @@ impl Engine for Fjall {
     }
 
     /// Flushes the MemTable and waits for flushes and compactions to end,
-    /// as RocksDB's and TurtleKV's settles do (it did nothing before: a
-    /// phase's debt fell on the next, found by review). These calls are
-    /// fjall's hidden, experimental ones, of the version pinned here.
+    /// as RocksDB's and TurtleKV's settles do, so that a phase's debt does
+    /// not fall on the next. These calls are fjall's hidden, experimental
+    /// ones, of the version pinned here.
     fn settle(&self) -> Result<()> {
         const LIMIT: std::time::Duration = std::time::Duration::from_secs(600);
         self.keyspace.rotate_memtable_and_wait()?;

@@ -38,7 +38,7 @@ impl RocksDb {
         options.set_write_buffer_size(WRITE_BUFFER_BYTES);
         // The benchmark's values are random bytes: compression (Snappy by
         // default) would only cost CPU on every flush and compaction, and
-        // TurtleKV does not compress either (found by review).
+        // TurtleKV does not compress either.
         options.set_compression_type(DBCompressionType::None);
         options.set_use_direct_reads(config.direct_io);
         options.set_use_direct_io_for_flush_and_compaction(config.direct_io);

@@ -184,7 +184,7 @@ fn check_reports_a_damaged_wal_record() {
 
 /// A crash that cut the last WAL record short leaves a torn tail; the
 /// check's own open cuts it off, which removes the evidence, so the check
-/// says what it cut (found by review: it reported OK and nothing else).
+/// says what it cut, not just OK.
 #[test]
 fn check_says_when_its_open_cut_a_torn_wal_tail() {
     let (_dir, db) = temp_db();

@@ -169,7 +169,8 @@ fn bad_input_is_reported_with_its_line() {
     assert!(stderr.contains("nope.jsonl"), "{stderr}");
     assert!(!db.exists());
     // Nor does a file whose first record is bad, or a CSV file without
-    // its header (found by review: the database was created first).
+    // its header (the database is created only once the first record is
+    // known good).
     for (name, text) in [
         ("bad.jsonl", "{\"key\":\"\",\"value\":\"x\"}\n"),
         ("notes.txt", "some notes, not records\n"),

@@ -1,5 +1,7 @@
-//! Inputs that broke the documented behaviour, found by a review of the
-//! tool (2026-11-26): each test failed before its fix.
+//! Inputs at the edges of the documented behaviour (`docs/cli.md`): empty
+//! input, duplicate fields, another engine's directory, a byte order mark,
+//! keys too long for small nodes, a dump that fails or targets the
+//! database's own directory (`docs/testing.md`, "Known bugs fixed").
 
 use crate::{ok, path, run, temp_db, turtlekv};
 
@@ -152,9 +154,9 @@ fn a_failed_dump_keeps_the_previous_file() {
     ok(&["dump", path(&db), "-o", path(&backup)]);
     let good = std::fs::read(&backup).unwrap();
     // Damage the page that holds the last key, so the dump fails after it
-    // has written most records. (The file's middle byte, used until
-    // 2026-11-27, can fall in the unused tail of a 2 MiB slot, which no
-    // page reads: the dump then succeeded and the test failed in CI.)
+    // has written most records. (A fixed byte such as the file's middle one
+    // can fall in the unused tail of a 2 MiB slot, which no page reads: the
+    // dump would then succeed and the test fail.)
     let leaves = db.join("leaves.pages");
     let mut bytes = std::fs::read(&leaves).unwrap();
     let last_key = b"key02999";
@@ -181,7 +183,7 @@ fn a_failed_dump_keeps_the_previous_file() {
 
 /// `dump -o` into the database's own directory would rename the dump over
 /// the file it names there (`SUPERBLOCK`: the database is gone): refused
-/// as a bad command line, and nothing changes (found by review).
+/// as a bad command line, and nothing changes.
 #[test]
 fn a_dump_into_the_database_directory_is_refused() {
     let (_dir, db) = temp_db();

@@ -97,7 +97,8 @@ fn checkpoints_run_idle_unless_someone_waits() {
 
 /// Closing waits for the running checkpoint (it joins the thread), so it
 /// raises the class first, and a checkpoint starting after it stays
-/// normal. Found by review: the close joined an idle checkpoint.
+/// normal: otherwise the close would wait on a checkpoint in the idle
+/// class, starved of I/O.
 #[test]
 fn closing_raises_the_checkpoint_out_of_the_idle_class() {
     let dir = tempfile::tempdir().unwrap();

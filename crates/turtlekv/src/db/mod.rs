@@ -55,8 +55,8 @@ pub struct Db {
 /// What dropping the last `Db` handle does: stop the checkpoint thread,
 /// then sync and seal the WAL. Snapshots and iterators keep `DbInner`
 /// (and the `LOCK`) alive after it, so its own drop, which seals too,
-/// may come much later: until 2026-11-27 writes acknowledged before the
-/// last handle went were not durable while a snapshot lived (review).
+/// may come much later: syncing here makes writes acknowledged before the
+/// last handle went durable even while a snapshot lives.
 #[derive(Debug)]
 pub(crate) struct LastHandle {
     worker: Option<WorkerGuard>,

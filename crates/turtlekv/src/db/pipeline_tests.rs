@@ -195,8 +195,8 @@ fn checkpoint_now_waits_for_checkpoints_to_end() {
 
 /// The checkpoint thread's read-pressure freeze never waits: not for a
 /// frozen slot, and not behind a leader stalled for one (that leader
-/// waits for the checkpoint thread, so queueing behind it hung every
-/// writer). Found by review; before, the freeze queued in the write path.
+/// waits for the checkpoint thread, so a freeze queued behind it in the
+/// write path would hang every writer).
 #[test]
 fn the_read_pressure_freeze_never_waits() {
     let fs = FaultFs::new();
@@ -469,8 +469,8 @@ fn open_panicking() -> Db {
 }
 
 /// A checkpoint thread that dies by a panic must wake `checkpoint_now`
-/// (and stalled writers) with an error, as a failed checkpoint does.
-/// Found by review: both waited forever.
+/// (and stalled writers) with an error, as a failed checkpoint does,
+/// instead of leaving both waiting forever.
 #[test]
 fn a_panicking_checkpoint_does_not_hang_checkpoint_now() {
     let db = open_panicking();

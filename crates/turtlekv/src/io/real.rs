@@ -171,7 +171,7 @@ fn try_flock(file: &fs::File) -> io::Result<bool> {
 /// writable again; a copy-on-write one (btrfs, ZFS, bcachefs, f2fs) may
 /// need a new block for that, and on a full disk the process gets
 /// `SIGBUS` where `write(2)` would have returned an error the WAL can
-/// report. Elsewhere the WAL appends with `write(2)` (found by review).
+/// report. Elsewhere the WAL appends with `write(2)`.
 fn mapped_writes_cannot_need_space(fd: RawFd) -> bool {
     const EXT4_SUPER_MAGIC: u32 = 0xEF53;
     const XFS_SUPER_MAGIC: u32 = 0x5846_5342;

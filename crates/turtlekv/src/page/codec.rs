@@ -386,8 +386,7 @@ mod tests {
 
     /// A last block whose used bytes disagree with the header (checksum
     /// recomputed, as a crafted file could) is corruption, not a shorter
-    /// page (found by review: a debug assertion caught it, release builds
-    /// returned the short page).
+    /// page: unchecked, release builds would return the short page.
     #[test]
     fn a_last_block_disagreeing_with_the_header_is_corruption() {
         let g = leaf_geometry();

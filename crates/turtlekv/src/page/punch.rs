@@ -1,12 +1,13 @@
 //! Returning leaf slot space to the file system, once per commit.
 //!
-//! A freed leaf slot used to be hole-punched the moment it was reclaimed,
-//! which is in the middle of the next checkpoint's page writes. On ext4 with
+//! A freed leaf slot is not hole-punched the moment it is reclaimed, which
+//! is in the middle of the next checkpoint's page writes. On ext4 with
 //! direct I/O a punch waits for every direct I/O in flight on the file, so
-//! each took about 2 ms there (a sixth of the load's checkpoint time went to
-//! punches and to re-allocating blocks for slots that the same checkpoint
-//! wrote again at once). Now a reclaimed slot is only marked dirty. A page
-//! written into a dirty slot leaves the slot's tail past the page to punch.
+//! each takes about 2 ms there (punching at once, a sixth of a load's
+//! checkpoint time goes to punches and to re-allocating blocks for slots
+//! that the same checkpoint writes again at once). Instead a reclaimed slot
+//! is only marked dirty. A page written into a dirty slot leaves the slot's
+//! tail past the page to punch.
 //! Each commit, before its syncs and while no page write is in flight,
 //! punches the tails of those pages and every dirty slot no write reused.
 //! Disk usage then follows live data to within one checkpoint's freed

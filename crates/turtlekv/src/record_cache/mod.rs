@@ -457,8 +457,8 @@ mod tests {
     }
 
     /// The frequency counters are charged to the capacity, so a cache too
-    /// small for the smallest sketch (or off, at 0) has none: it used to
-    /// report 512 bytes used against a capacity of 0 (found by review).
+    /// small for the smallest sketch (or off, at 0) has none: with one, it
+    /// would report 512 bytes used against a capacity of 0.
     #[test]
     fn a_cache_too_small_for_its_counters_stays_within_its_capacity() {
         for capacity_bytes in [0, 1, 511, 512, 64 << 10] {

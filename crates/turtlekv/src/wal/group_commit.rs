@@ -379,7 +379,6 @@ mod tests {
 
     /// A leader that panics (a bug) must not leave the group commit led
     /// forever: its group and every later writer fail instead of waiting.
-    /// Found by review.
     #[test]
     fn a_panicking_leader_fails_later_writers_instead_of_wedging_them() {
         let commit = std::sync::Arc::new(GroupCommit::<()>::default());

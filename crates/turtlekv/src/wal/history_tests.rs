@@ -228,9 +228,9 @@ fn fuzz_once(seed: u64) -> std::result::Result<(), String> {
 /// second power cut. Every reopen must replay a prefix of the history,
 /// lose nothing made durable, and pass the WAL check; each is opened with
 /// the WAL floor a superblock would name, and the links rotations write,
-/// so a state crashes reach that replay took for a missing segment fails. Written by a review
-/// of the unsynced rotations (session 31), where 40,000 seeds passed;
-/// `TURTLEKV_WAL_HISTORY_SEEDS` sets the count.
+/// so a state crashes reach that replay took for a missing segment fails.
+/// It attacks the unsynced rotations; `TURTLEKV_WAL_HISTORY_SEEDS` sets
+/// the count of seeds (5,000 by default; 40,000 pass).
 #[test]
 fn random_histories_recover_a_prefix_with_every_durable_record() {
     let n: u64 = std::env::var("TURTLEKV_WAL_HISTORY_SEEDS")

@@ -825,8 +825,8 @@ mod tests {
     }
 
     /// A close that has nothing to prove (nothing written since the open)
-    /// still cuts the space reserved ahead (found by review: a clean close
-    /// left 5 MiB of zeros that the next open cut as a torn tail).
+    /// still cuts the space reserved ahead: otherwise a clean close leaves
+    /// 5 MiB of zeros that the next open cuts as a torn tail.
     #[test]
     fn a_clean_close_gives_the_reserve_back_with_nothing_to_prove() {
         let dir = tempfile::tempdir().unwrap();
@@ -847,7 +847,7 @@ mod tests {
     }
 
     /// A segment named with the largest id leaves none for the next one:
-    /// corruption, not an overflow (found by review).
+    /// corruption, not an overflow.
     #[test]
     fn a_segment_with_the_largest_id_is_corruption() {
         let fs = FaultFs::new();
@@ -875,8 +875,8 @@ mod tests {
     }
 
     /// A later segment that cannot tell whether the damaged one was synced
-    /// is no licence to cut it and remove the later ones (found by review:
-    /// a newer build's segment after rot lost every record of both).
+    /// is no licence to cut it and remove the later ones: with a newer
+    /// build's segment after rot, that would lose every record of both.
     #[test]
     fn damage_before_a_segment_that_cannot_tell_is_corruption_and_all_are_kept() {
         // A newer build's segment.
@@ -997,8 +997,8 @@ mod tests {
 
     /// Rule 2 of the recovery rules finds frames after damage by their
     /// magic; a frame inside a later value of the same segment, claiming
-    /// more than its own position as synced, is no proof (found by a
-    /// review: the power cut was reported as corruption).
+    /// more than its own position as synced, is no proof: taken as one, it
+    /// would make the power cut's torn tail read as corruption.
     #[test]
     fn a_frame_inside_a_value_of_the_same_segment_is_no_proof() {
         let (fs, mut wal) = new_log();

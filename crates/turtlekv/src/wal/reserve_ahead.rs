@@ -2,20 +2,21 @@
 //! pages in and dropping written pages from memory, on a thread of its own.
 //!
 //! Appends go through a shared mapping of the segment (`io/write_map.rs`).
-//! Every 1 MiB step the group-commit leader, whose turn every writer waits
-//! on, used to reserve storage (`fallocate`) and drop the written pages
-//! (`madvise`): over 200 µs each time, about 1,500 times in a 10M-record
-//! load. And its first write to each 4 KiB page faulted (the kernel reads
-//! the reserved zeros in and prepares the page for writing): 5% of an
-//! in-cache load's samples. The leader now asks this worker for all of it,
-//! up to `RESERVE_AHEAD_STEPS` steps ahead (with one step ahead, half as
-//! many appends as before still took 200 µs or more: the worker shares two
-//! cores with the writers and checkpoints): by the time the appends get to
-//! a step, it is reserved and its pages are read in (the leader's first
-//! write still makes each writable: see `Populater::populate`). When the
-//! worker is late, or failed, the leader reserves the step itself as
-//! before (`SegmentWriter::mapping_reserved_to`). Dropping the worker's
-//! handle stops it.
+//! Every 1 MiB step needs storage reserved (`fallocate`) and the written
+//! pages dropped (`madvise`): over 200 µs each time, about 1,500 times in a
+//! 10M-record load, too long for the group-commit leader, whose turn every
+//! writer waits on. And a first write to each 4 KiB page faults (the kernel
+//! reads the reserved zeros in and prepares the page for writing): 5% of an
+//! in-cache load's samples when the leader takes those faults. So the
+//! leader asks this worker for all of it, up to `RESERVE_AHEAD_STEPS` steps
+//! ahead (with one step ahead, half as many appends as with no worker still
+//! take 200 µs or more: the worker shares two cores with the writers and
+//! checkpoints): by the time the appends get to a step, it is reserved and
+//! its pages are read in (the leader's first write still makes each
+//! writable: see `Populater::populate`). When the worker is late, or
+//! failed, the leader reserves the step itself
+//! (`SegmentWriter::mapping_reserved_to`). Dropping the worker's handle
+//! stops it.
 
 use std::io;
 use std::ops::Range;

@@ -485,7 +485,7 @@ impl SegmentWriter {
         // its handle ends it.
         self.ahead = None;
         // The worker may have reserved up to what was asked of it; only
-        // what is known reserved counts as such if the cut fails (review).
+        // what is known reserved counts as such if the cut fails.
         let may_reach_bytes = self.reserved_len_bytes.max(self.requested_len_bytes);
         if may_reach_bytes > self.len_bytes {
             self.file.set_len(self.len_bytes)?;
@@ -848,8 +848,8 @@ mod tests {
         while w.len_bytes() < 3 * MIB + 10_000 {
             w.append(&record).unwrap();
         }
-        // The worker either takes the requests made since (before the fix)
-        // or has stopped at its failure.
+        // The worker either takes the requests made since (one that skipped
+        // its failed step would) or has stopped at its failure.
         let ahead = w.ahead.as_ref().expect("a worker");
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         while ahead.ready_to_bytes() < w.requested_len_bytes && !ahead.has_ended() {

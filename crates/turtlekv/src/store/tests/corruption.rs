@@ -96,8 +96,8 @@ fn a_damaged_newest_superblock_slot_falls_back_to_the_older_one() {
 
 /// A superblock cut inside its newer slot is damage, as a flipped bit
 /// there is: open falls back to the older slot and keeps the newer root's
-/// pages for repair (found by review: the cut slot read as zeros, and open
-/// truncated the page files).
+/// pages for repair (read as zeros, the cut slot would make open truncate
+/// the page files).
 #[test]
 fn a_superblock_cut_inside_its_newer_slot_keeps_the_newer_roots_pages() {
     let (fs, v) = committed_store();
@@ -113,8 +113,7 @@ fn a_superblock_cut_inside_its_newer_slot_keeps_the_newer_roots_pages() {
 }
 
 /// A slot whose checksum holds but whose generation no database could
-/// reach is not valid: `generation + 1` would overflow at the next commit
-/// (found by review).
+/// reach is not valid: `generation + 1` would overflow at the next commit.
 #[test]
 fn a_slot_with_an_implausible_generation_is_not_valid() {
     use crate::store::superblock::{MAX_PLAUSIBLE_COUNTER, Slot};
@@ -188,8 +187,8 @@ fn ids_that_cannot_name_a_page_are_corruption() {
     }
     // A committed node naming such ids fails the open's walk, or two ids
     // for one slot. Leaf pages are not read there, so leaf ids past the end
-    // of their file are caught by length (before the fix, one at slot 2^20
-    // opened with a million free slots, and one at the largest slot made
+    // of their file are caught by length (unchecked, one at slot 2^20 would
+    // open with a million free slots, and one at the largest slot would make
     // the open try to list 2^40 of them).
     let far = PageId::new(PageKind::Leaf, 1 << 20, 1, 1);
     let farthest = PageId::new(PageKind::Leaf, crate::page::id::MAX_SLOT, 1, 1);

@@ -288,7 +288,7 @@ fn head_of(page: &Bytes) -> Result<LeafHead, DecodeError> {
 /// Chunk indexes a writer never makes, with valid checksums: lookups go
 /// by the index alone, so each would have searched the wrong chunk or
 /// read the head as items, and answered "not found" instead of reporting
-/// corruption (review of the tree's update path, session 33).
+/// corruption.
 #[test]
 fn crafted_chunk_indexes_are_corruption() {
     let its = items(200, |i| i % 20);

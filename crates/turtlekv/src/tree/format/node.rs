@@ -119,10 +119,10 @@ impl Node {
     /// half's first, chosen so that the smaller half's pivot entries
     /// (`bytes`) take the most. Pivot `m` gives its key to the parent, so
     /// with keys of very different lengths a cut by the pivots' running
-    /// sum left one half far below the other, under a node's minimum
-    /// (review, session 33). With 4 pivots or more each half keeps two (a
-    /// half of one child could not join an underfull child). `(0, 0)` for
-    /// fewer than 2 pivots.
+    /// sum could leave one half far below the other, under a node's
+    /// minimum. With 4 pivots or more each half keeps two (a half of one
+    /// child could not join an underfull child). `(0, 0)` for fewer than 2
+    /// pivots.
     pub(crate) fn best_split(&self) -> (usize, usize) {
         let n = self.pivots.len();
         if n < 2 {

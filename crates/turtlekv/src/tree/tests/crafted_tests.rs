@@ -1,7 +1,7 @@
 //! Node pages whose checksums hold but whose buffer contradicts itself (a
 //! crafted file, or a bug in an older writer): an update or a lookup at
 //! them ends in `Error::Corruption`, never in a panic or an endless loop
-//! (review of the tree's update path, session 33; docs/testing.md).
+//! (`docs/testing.md`, "Known bugs fixed").
 
 use std::sync::Arc;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -127,8 +127,8 @@ fn pending_bytes_no_segment_holds_are_corruption_not_a_loop() {
 }
 
 /// `pending_bytes` below what the segments hold: a merge that takes the
-/// pivot's items out of the buffer takes more than the count (a debug
-/// assertion, a panic in test builds, before the fix).
+/// pivot's items out of the buffer would take more than the count (left
+/// unchecked, a debug assertion fails: a panic in test builds).
 #[test]
 fn pending_bytes_below_what_the_segments_hold_are_corruption() {
     let v = versions();

@@ -358,11 +358,10 @@ fn scan_window_probes_agree_with_full_decodes() {
 }
 
 /// Node pages the full decode refuses, with valid checksums, are refused
-/// by the lookup index too: it checked only that fields fit the page, so
-/// lookups and scans answered from them (a flushed index of 0 or past the
-/// segment, or pivots out of order, made a lookup skip a segment or take
-/// the wrong child) where a checkpoint reported corruption (review of the
-/// tree's update path, session 33).
+/// by the lookup index too: an index that checks only that fields fit the
+/// page lets lookups and scans answer from them (a flushed index of 0 or
+/// past the segment, or pivots out of order, make a lookup skip a segment
+/// or take the wrong child) where a checkpoint reports corruption.
 #[test]
 fn node_pages_the_full_decode_refuses_are_refused_by_lookups() {
     use crate::tree::format::node::Flushed;

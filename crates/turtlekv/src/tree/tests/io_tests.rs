@@ -260,10 +260,10 @@ fn scans_read_about_one_block_per_block_of_items() {
     assert_eq!(m.whole_leaves, 0);
 }
 
-/// A scan whose range ends within its leaf window plans no next window:
-/// before 2026-11-27 a range ending at a leaf's last key descended again
-/// and read the next leaf's head and its segments' first chunks, and
-/// failed if that leaf, outside the range, was damaged (found by review).
+/// A scan whose range ends within its leaf window plans no next window: a
+/// range ending at a leaf's last key must not descend again and read the
+/// next leaf's head and its segments' first chunks, nor fail when that
+/// leaf, outside the range, is damaged.
 #[test]
 fn a_scan_ending_within_its_window_opens_no_other() {
     use std::ops::Bound::Included;

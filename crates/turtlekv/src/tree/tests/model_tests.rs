@@ -40,11 +40,11 @@ fn run_model(
     h
 }
 
-/// Found by the model above when leaf items shrank: joining two child
-/// nodes ended in a split, restoring the halves' buffers joined children
-/// of one half and left it with a single pivot, and `fix_underfull` did
-/// not look at the pieces of a split again (`check()` then reported a
-/// non-root node underfull).
+/// A run of the model above where joining two child nodes ends in a
+/// split: restoring the halves' buffers must not join children of one half
+/// and leave it with a single pivot, and `fix_underfull` must look at the
+/// pieces of a split again (else `check()` reports a non-root node
+/// underfull).
 #[test]
 fn a_node_join_that_splits_leaves_no_underfull_piece() {
     let h = run_model(14, 512, 180, 6000, 400);
@@ -605,7 +605,7 @@ fn long_keys_grow_and_shrink() {
 
 /// Values of most of a 4 KiB leaf beside small ones: a leaf cut could leave
 /// a small part before a huge item, next to a leaf it would fit with, which
-/// `check()` reports (found by review: two batches into an empty tree).
+/// `check()` reports. Two batches into an empty tree are enough.
 #[test]
 fn cuts_leave_no_small_leaf_that_could_join_its_neighbour() {
     fn batch(spec: &[(u32, char)]) -> Vec<(Bytes, Option<Bytes>)> {

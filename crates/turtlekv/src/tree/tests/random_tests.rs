@@ -1,8 +1,8 @@
 //! Random batches of many shapes against the model, with `check()` after
 //! every batch (`Harness::apply`). Values of most of a leaf are what make
-//! leaves small beside neighbours they cannot join; the seeds here found
-//! three ways such a leaf was left beside one it could join (review of the
-//! tree, 2026-11-26; docs/testing.md, "Bugs found").
+//! leaves small beside neighbours they cannot join; the seeds here reach
+//! three ways a cut or join could leave such a leaf beside one it could
+//! join (`docs/testing.md`, "Known bugs fixed").
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -210,9 +210,9 @@ fn random_batches_leave_no_small_leaf_beside_one_it_could_join() {
 /// deletes, in 4 KiB nodes (the default size, which takes the longest
 /// keys): the other runs use keys of 8 bytes (`k%07d`, kinds 0 and 1, and
 /// kind 4), of at most 10 (kind 2) or 20 to 30 (kind 3), so none reached
-/// keys of 64 bytes and more or near the limit. Seeds 107 and 112 failed
-/// `check()` (a non-root node under its minimum) before node splits cut
-/// by the halves' true sizes (session 33; docs/testing.md).
+/// keys of 64 bytes and more or near the limit. Seeds 107 and 112 fail
+/// `check()` (a non-root node under its minimum) unless node splits cut by
+/// the halves' true sizes (`docs/testing.md`, "Known bugs fixed").
 #[test]
 fn random_batches_of_keys_of_every_length_match_the_model() {
     for seed in 105..113 {

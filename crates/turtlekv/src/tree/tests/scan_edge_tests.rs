@@ -2,8 +2,8 @@
 //! windows' edges: the cases where a scan compares prefixes first and keys
 //! only on ties (`WindowRange`, `LeafHead::chunks_for`), and where a window
 //! ends and the next begins. Each scan, both ways, must give the model's
-//! range. (Added after the session 35 review, which found these cases
-//! covered only by fixed-length keys.)
+//! range. The keys vary in length (1 to 18 bytes): fixed-length keys miss
+//! these cases.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
