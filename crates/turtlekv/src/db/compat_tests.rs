@@ -13,25 +13,18 @@ use crate::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem, OpenO
 use crate::store::superblock::{SUPERBLOCK_FILE_NAME, Slot, read_newest};
 use crate::wal::compat_tests::{downgrade_at, downgrade_superblock};
 use crate::wal::{check_header, list_segments, segment_file_name};
-use crate::{Db, Options, WriteOptions};
+use crate::{Db, WriteOptions};
 
 const DIR: &str = "/db";
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn options() -> Options {
-    Options {
-        wal_segment_size_bytes: 64 * 1024,
-        leaf_size_bytes: 16 * 1024,
-        node_size_bytes: 1024,
-        checkpoint_distance_bytes: 4 * 1024,
-        cache_capacity_bytes: 64 * 1024,
-        ..Options::default()
-    }
-}
-
 fn open(fs: &FaultFs) -> crate::Result<Db> {
-    Db::open_with_fs(DIR, options(), Arc::new(fs.clone()))
+    Db::open_with_fs(
+        DIR,
+        super::checkpointing_test_options(),
+        Arc::new(fs.clone()),
+    )
 }
 
 fn contents(db: &Db) -> Model {
@@ -75,9 +68,9 @@ fn unseed_page_blocks(fs: &FaultFs, name: &str, block_bytes: usize) {
     let file = fs.open(&path, OpenOptions::read_write_create()).unwrap();
     let mut bytes = read_all(&*file).unwrap();
     let slot_bytes = if name == "nodes.pages" {
-        options().node_size_bytes
+        super::checkpointing_test_options().node_size_bytes
     } else {
-        options().leaf_size_bytes
+        super::checkpointing_test_options().leaf_size_bytes
     } as usize;
     let mut rewritten = 0;
     for slot in (0..bytes.len()).step_by(slot_bytes) {
@@ -114,7 +107,11 @@ fn to_previous_format(fs: &FaultFs) {
     for id in list_segments(fs, &wal).unwrap() {
         downgrade_at(fs, &wal.join(segment_file_name(id)), id, 3);
     }
-    unseed_page_blocks(fs, "nodes.pages", options().node_size_bytes as usize);
+    unseed_page_blocks(
+        fs,
+        "nodes.pages",
+        super::checkpointing_test_options().node_size_bytes as usize,
+    );
     unseed_page_blocks(fs, "leaves.pages", 4096);
     let legacy = "# TurtleKV stored options: read by Options::load, written by Options::store\n\
                   # (`turtlekv tune`). One `name = value` per line; sizes in bytes.\n\

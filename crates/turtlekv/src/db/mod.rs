@@ -15,6 +15,20 @@ mod snapshot;
 mod space_tests;
 mod write;
 
+/// Tiny pages, segments and MemTables, so that a few kilobytes of writes
+/// make checkpoints, rotations, flushes and splits (the `db` tests').
+#[cfg(test)]
+fn checkpointing_test_options() -> Options {
+    Options {
+        wal_segment_size_bytes: 64 * 1024,
+        leaf_size_bytes: 16 * 1024,
+        node_size_bytes: 1024,
+        checkpoint_distance_bytes: 4 * 1024,
+        cache_capacity_bytes: 64 * 1024,
+        ..Options::default()
+    }
+}
+
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;

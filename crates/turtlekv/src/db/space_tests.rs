@@ -11,17 +11,6 @@ use crate::{Db, Options};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
-fn options() -> Options {
-    Options {
-        wal_segment_size_bytes: 64 * 1024,
-        leaf_size_bytes: 16 * 1024,
-        node_size_bytes: 1024,
-        checkpoint_distance_bytes: 4 * 1024,
-        cache_capacity_bytes: 64 * 1024,
-        ..Options::default()
-    }
-}
-
 fn open(fs: &FaultFs, o: Options) -> Db {
     Db::open_with_fs("/db", o, Arc::new(fs.clone())).unwrap()
 }
@@ -80,7 +69,7 @@ fn churn(db: &Db, model: &mut Model, rng: &mut Rng, ops: usize, keys: u64, delet
 fn no_page_leaks_across_many_checkpoints() {
     for seed in [1u64, 7, 99, 12345] {
         let fs = FaultFs::new();
-        let db = open(&fs, options());
+        let db = open(&fs, super::checkpointing_test_options());
         let mut model = Model::new();
         let mut rng = Rng((seed * 2654435761) | 1);
         let mut worst = 0i64;
@@ -142,7 +131,7 @@ fn no_page_leaks_in_deep_trees() {
         (5, 1024, 32 * 1024, 50_000),
         (11, 512, 16 * 1024, 5_000),
     ] {
-        let mut o = options();
+        let mut o = super::checkpointing_test_options();
         o.node_size_bytes = node;
         o.checkpoint_distance_bytes = distance;
         let fs = FaultFs::new();
@@ -205,7 +194,7 @@ fn no_page_leaks_in_deep_trees() {
 /// their pages are freed once they go.
 #[test]
 fn long_lived_readers_across_many_checkpoints() {
-    let mut o = options();
+    let mut o = super::checkpointing_test_options();
     o.node_size_bytes = 512;
     o.checkpoint_distance_bytes = 16 * 1024;
     let fs = FaultFs::new();
@@ -294,7 +283,7 @@ fn allocated(fs: &FaultFs, name: &str) -> u64 {
 #[test]
 fn space_stays_bounded_over_many_checkpoints() {
     let fs = FaultFs::new();
-    let db = open(&fs, options());
+    let db = open(&fs, super::checkpointing_test_options());
     let mut model = Model::new();
     let mut rng = Rng(4242);
     let mut samples = Vec::new();
