@@ -82,6 +82,14 @@ pub struct Options {
     /// Threads that merge and serialise pages during a checkpoint; 0 means
     /// one per CPU core.
     pub checkpoint_threads: usize,
+    /// Garbage the tree may hold, in percent of its live bytes, before
+    /// checkpoints (and the idle checkpoint thread) drain the buffers that
+    /// hold the most: flushed items that segment pages keep, and older
+    /// versions and deleted records that buffered updates shadow in the
+    /// leaves (`docs/tuning.md`, "Disk space"). Lower values use less
+    /// disk for more write amplification under overwrites and deletes;
+    /// 0 turns reclamation off. At most 1000.
+    pub garbage_percent: u32,
     /// Largest leaf page, in bytes (multiple of 4 KiB).
     pub leaf_size_bytes: u64,
     /// Size of a node page, in bytes (power of two). Below 4 KiB it bounds
@@ -147,6 +155,10 @@ impl std::fmt::Display for WalRecovery {
     }
 }
 
+/// `Options::garbage_percent` by default.
+pub const DEFAULT_GARBAGE_PERCENT: u32 = 20;
+const MAX_GARBAGE_PERCENT: u32 = 1000;
+
 impl Default for Options {
     fn default() -> Self {
         Options {
@@ -155,6 +167,7 @@ impl Default for Options {
             checkpoint_distance_bytes: 64 * MIB,
             write_only_checkpoint_distance_bytes: 0,
             checkpoint_threads: 0,
+            garbage_percent: DEFAULT_GARBAGE_PERCENT,
             checkpoint_on_read_pressure: true,
             checkpoint_io_idle: false,
             record_cache_capacity_bytes: 32 * MIB,
@@ -206,6 +219,12 @@ impl Options {
                 "cache_capacity_bytes = {} must be at least 65536",
                 self.cache_capacity_bytes
             ));
+        }
+        if self.garbage_percent > MAX_GARBAGE_PERCENT {
+            return Err(Error::InvalidOptions(format!(
+                "garbage_percent = {} must be in 0..={MAX_GARBAGE_PERCENT}",
+                self.garbage_percent
+            )));
         }
         if self.checkpoint_threads > 1024 {
             return invalid(format!(
@@ -265,6 +284,7 @@ impl Options {
                 self.cache_capacity_bytes,
             ),
             create_if_missing: self.create_if_missing,
+            garbage_percent: self.garbage_percent,
         }
     }
 }

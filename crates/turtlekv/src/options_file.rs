@@ -197,7 +197,7 @@ fn format(o: &Options, database_id: u64) -> String {
 
 fn format_body(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\ngarbage_percent = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
         o.cache_capacity_bytes,
         o.record_cache_capacity_bytes,
         o.record_cache_auto_split,
@@ -206,6 +206,7 @@ fn format_body(o: &Options) -> String {
         o.checkpoint_on_read_pressure,
         o.checkpoint_io_idle,
         o.checkpoint_threads,
+        o.garbage_percent,
         o.filter_bits_per_key,
         o.direct_io,
         o.wal_segment_size_bytes,
@@ -242,6 +243,9 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
             }
             "checkpoint_threads" => {
                 o.checkpoint_threads = usize::try_from(number()?).map_err(|_| bad("too large"))?
+            }
+            "garbage_percent" => {
+                o.garbage_percent = u32::try_from(number()?).map_err(|_| bad("too large"))?
             }
             "filter_bits_per_key" => {
                 o.filter_bits_per_key = u32::try_from(number()?).map_err(|_| bad("too large"))?

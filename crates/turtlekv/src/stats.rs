@@ -160,6 +160,30 @@ pub struct Stats {
     pub tree_segment_pages: u64,
     /// Bytes of updates waiting in node buffers.
     pub tree_buffered_bytes: u64,
+    /// Bytes the leaf pages of the newest checkpoint's tree occupy on disk.
+    pub tree_leaf_page_bytes: u64,
+    /// Bytes their slots span (`tree_leaf_pages * leaf_size_bytes`): what
+    /// full leaves would occupy. See [`Stats::leaf_fill`].
+    pub tree_leaf_capacity_bytes: u64,
+    /// Bytes the buffer segment pages occupy on disk, flushed items they
+    /// keep included.
+    pub tree_segment_page_bytes: u64,
+
+    /// Bytes the database directory occupies on disk (allocated blocks of
+    /// the WAL, page and superblock files; holes cost nothing).
+    pub space_allocated_bytes: u64,
+    /// Estimated live bytes of the newest checkpoint's tree, as stored:
+    /// its leaf pages, and what its buffers hold above them that shadows
+    /// nothing below. Data only in the MemTables (and WAL) is not counted.
+    pub space_live_bytes: u64,
+    /// Estimated garbage of the newest checkpoint's tree: flushed items
+    /// that segment pages keep, and leaf data that buffered updates and
+    /// tombstones make dead. Checkpoints drain the buffers that hold the
+    /// most when it passes `Options::garbage_percent` of the live bytes.
+    pub space_garbage_bytes: u64,
+    /// Flushes made to reclaim space (by checkpoints, and by the
+    /// checkpoint thread while writes have stopped).
+    pub reclaim_flushes: u64,
 
     /// Gets answered by the record cache.
     pub record_cache_hits: u64,
@@ -195,6 +219,26 @@ impl Stats {
             return 0.0;
         }
         self.get_disk_reads as f64 / self.gets as f64
+    }
+
+    /// Allocated bytes of the database directory per estimated live byte
+    /// of its tree (0 while the tree is empty): what the WAL, the
+    /// MemTables' share of it, page fill and garbage cost on disk.
+    pub fn space_amplification(&self) -> f64 {
+        if self.space_live_bytes == 0 {
+            return 0.0;
+        }
+        self.space_allocated_bytes as f64 / self.space_live_bytes as f64
+    }
+
+    /// How full the leaf pages are: their bytes on disk over their slots'
+    /// (0 for an empty tree). Splits leave leaves half full and joins keep
+    /// them at least a quarter full; space not used is never allocated.
+    pub fn leaf_fill(&self) -> f64 {
+        if self.tree_leaf_capacity_bytes == 0 {
+            return 0.0;
+        }
+        self.tree_leaf_page_bytes as f64 / self.tree_leaf_capacity_bytes as f64
     }
 
     /// Bytes written to the device (WAL and page files) per byte of user

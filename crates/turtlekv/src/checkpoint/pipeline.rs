@@ -40,6 +40,7 @@ impl Pipeline<'_> {
     pub fn run(&self, trees: &dyn TreeStore) {
         let mut retired: Vec<Arc<dyn MemTable>> = Vec::new();
         let mut monitor = Monitor::new(self.activity(trees));
+        let mut quiet = Quiet::new(self.versions.visible_seq());
         loop {
             {
                 let control = &self.checkpoints.control;
@@ -55,14 +56,38 @@ impl Pipeline<'_> {
             if let Some(delta) = monitor.window(self.activity(trees)) {
                 self.decide_memory(delta);
             }
-            if self.versions.state().frozen.is_empty() {
-                continue;
-            }
-            if let Err(e) = self.checkpoint_oldest(trees, &mut retired) {
+            let result = if self.versions.state().frozen.is_empty() {
+                match quiet.idle(self.versions.visible_seq()) {
+                    true => self.reclaim_while_idle(trees, &mut quiet),
+                    false => Ok(()),
+                }
+            } else {
+                self.checkpoint_oldest(trees, &mut retired)
+            };
+            if let Err(e) = result {
                 let e = self.poison.with_error(e);
                 self.checkpoints.control.fail(e.to_string());
                 return;
             }
+        }
+    }
+
+    /// Reclaims the tree's garbage while no write comes: one bounded
+    /// update per call, published as the newest version. With nothing (more)
+    /// to reclaim, punches what the last commits freed, as no commit may
+    /// come to do it.
+    fn reclaim_while_idle(&self, trees: &dyn TreeStore, quiet: &mut Quiet) -> Result<()> {
+        match trees.reclaim_space(self.checkpoints.workers())? {
+            Some(version) => {
+                self.versions.install_tree(version);
+                quiet.space_released = false;
+                trees.reclaim()
+            }
+            None if !quiet.space_released => {
+                quiet.space_released = true;
+                trees.release_freed_space()
+            }
+            None => Ok(()),
         }
     }
 
@@ -219,6 +244,36 @@ impl Drop for PanicIsFailure<'_> {
         let cause = "the checkpoint thread panicked";
         self.poison.set(cause);
         self.checkpoints.control.fail(cause.to_string());
+    }
+}
+
+/// Writes must have stopped this long before the checkpoint thread
+/// reclaims space on its own (checkpoints reclaim while writes come).
+const IDLE_RECLAIM_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether writes have stopped: the visible sequence number has not moved
+/// for `IDLE_RECLAIM_AFTER`.
+struct Quiet {
+    seq: u64,
+    since: Instant,
+    /// The space freed by the last commits was punched since they came.
+    space_released: bool,
+}
+
+impl Quiet {
+    fn new(seq: u64) -> Self {
+        Quiet {
+            seq,
+            since: Instant::now(),
+            space_released: false,
+        }
+    }
+
+    fn idle(&mut self, seq: u64) -> bool {
+        if seq != self.seq {
+            *self = Quiet::new(seq);
+        }
+        self.since.elapsed() >= IDLE_RECLAIM_AFTER
     }
 }
 

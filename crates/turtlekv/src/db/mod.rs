@@ -10,6 +10,8 @@ mod iter;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
+#[cfg(test)]
+mod reclaim_tests;
 mod snapshot;
 #[cfg(test)]
 mod space_tests;
@@ -364,6 +366,7 @@ impl Db {
         if let Some(trees) = inner.versions.trees() {
             add_store_stats(&mut stats, &trees.stats());
         }
+        stats.space_allocated_bytes = allocated_bytes(&*inner.fs, &inner.path);
         stats
     }
 
@@ -483,4 +486,23 @@ fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
     stats.tree_leaf_pages = shape.leaf_pages;
     stats.tree_segment_pages = shape.segment_pages;
     stats.tree_buffered_bytes = shape.pending_bytes;
+    stats.tree_leaf_page_bytes = shape.leaf_page_bytes;
+    stats.tree_leaf_capacity_bytes = shape.leaf_capacity_bytes;
+    stats.tree_segment_page_bytes = shape.segment_page_bytes;
+    stats.space_live_bytes = t.space.live_bytes;
+    stats.space_garbage_bytes = t.space.garbage_bytes;
+    stats.reclaim_flushes = written.reclaim_flushes;
+}
+
+/// Allocated bytes of the files in `dir` and its WAL directory. A file
+/// removed while they are summed (a trimmed WAL segment) counts as 0.
+fn allocated_bytes(fs: &dyn FileSystem, dir: &Path) -> u64 {
+    let mut total = 0;
+    for sub in [dir.to_path_buf(), dir.join(crate::wal::WAL_DIR)] {
+        for name in fs.list_dir(&sub).unwrap_or_default() {
+            let file = fs.open(&sub.join(&name), crate::io::OpenOptions::read_only());
+            total += file.and_then(|f| f.allocated_bytes()).unwrap_or(0);
+        }
+    }
+    total
 }

@@ -126,7 +126,6 @@ pub trait File: Send + Sync + Debug {
 
     /// Bytes of storage the file occupies (`st_blocks * 512`): holes cost
     /// nothing. Defaults to the length, as for a file without holes.
-    #[cfg(any(test, feature = "sim"))]
     fn allocated_bytes(&self) -> io::Result<u64> {
         self.len()
     }

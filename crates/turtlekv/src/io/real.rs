@@ -128,7 +128,6 @@ impl File for RealFile {
         self.fallocate(0, offset, len)
     }
 
-    #[cfg(any(test, feature = "sim"))]
     fn allocated_bytes(&self) -> io::Result<u64> {
         use std::os::unix::fs::MetadataExt as _;
         // `st_blocks` counts 512-byte units whatever the file system's block size.

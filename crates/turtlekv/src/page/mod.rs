@@ -57,6 +57,11 @@ pub(crate) fn max_page_bytes(kind: PageKind, node_size_bytes: u64, leaf_size_byt
     Geometry::new(kind, node_size_bytes, leaf_size_bytes).capacity_bytes()
 }
 
+/// Size of one block of a `kind` page on disk, trailer included.
+pub(crate) fn block_bytes(kind: PageKind, node_size_bytes: u64, leaf_size_bytes: u64) -> usize {
+    Geometry::new(kind, node_size_bytes, leaf_size_bytes).block_bytes
+}
+
 /// Counters and gauges of a [`PageStore`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct PageStoreStats {

@@ -260,6 +260,16 @@ impl PageStore {
         self.reclaim_locked()
     }
 
+    /// `reclaim`, then punches the freed leaf slots at once instead of at
+    /// the next commit: for a database whose writes have stopped, so that
+    /// no commit may come.
+    pub fn release_freed_space(&self) -> Result<()> {
+        let _serial = self.commit_lock.lock();
+        self.check_writable()?;
+        self.reclaim_locked()?;
+        self.punch_deferred()
+    }
+
     fn reclaim_locked(&self) -> Result<()> {
         let pages = self.versions.take_reusable();
         if pages.is_empty() {

@@ -12,6 +12,7 @@ mod durable_pages;
 #[cfg(test)]
 pub(crate) mod memory;
 mod paged;
+pub(crate) mod space;
 mod state;
 mod stored_version;
 pub(crate) mod superblock;

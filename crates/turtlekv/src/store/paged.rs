@@ -15,6 +15,7 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
+use super::space::SpacePolicy;
 use super::stored_version::StoredVersion;
 use super::superblock::{Identity, SlotDamage, SuperblockRecord};
 use super::{Coverage, StoreStats, TreeStore, TreeVersion};
@@ -22,7 +23,10 @@ use crate::Result;
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, collect_latest};
 use crate::page::{PageIo, PageStoreOptions};
-use crate::tree::{Item, Tree, TreeConfig, TreeShape, UpdateEvents, referenced_pages};
+use crate::tree::format::item::total_size_bytes;
+use crate::tree::{
+    BatchOutcome, Item, ReclaimPlan, Tree, TreeConfig, TreeShape, UpdateEvents, referenced_pages,
+};
 
 /// What the paged tree store is configured with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +35,9 @@ pub(crate) struct StoreConfig {
     pub tree: TreeConfig,
     /// Create the store when the directory holds none.
     pub create_if_missing: bool,
+    /// Garbage the tree may hold before updates reclaim it, in percent of
+    /// its live bytes (`Options::garbage_percent`); 0 = never.
+    pub garbage_percent: u32,
 }
 
 /// The TurtleTree store. Only the checkpoint thread calls `checkpoint`.
@@ -41,8 +48,22 @@ pub(crate) struct PagedTreeStore {
     current: ArcSwap<StoredVersion>,
     /// Sums of what every checkpoint of this handle wrote, and the shape of
     /// the newest version (computed once per checkpoint from node pages).
-    progress: Mutex<(UpdateEvents, TreeShape)>,
+    progress: Mutex<Progress>,
 }
+
+/// What the store learnt from its checkpoints.
+#[derive(Debug)]
+struct Progress {
+    written: UpdateEvents,
+    shape: TreeShape,
+    space: SpacePolicy,
+}
+
+/// An update reclaims at most this many times its batch's bytes...
+const RECLAIM_WORK_PER_BATCH_BYTE: u64 = 4;
+/// ...and at least this many leaves' worth; an update with no batch (the
+/// database is idle) this many.
+const RECLAIM_MIN_LEAVES: u64 = 4;
 
 impl PagedTreeStore {
     /// Opens (or creates) the store in `dir` and pins its newest root.
@@ -62,8 +83,52 @@ impl PagedTreeStore {
             pages,
             tree,
             current: ArcSwap::from_pointee(version),
-            progress: Mutex::new((UpdateEvents::default(), shape)),
+            progress: Mutex::new(Progress {
+                written: UpdateEvents::default(),
+                shape,
+                space: SpacePolicy::new(config.garbage_percent),
+            }),
         })
+    }
+}
+
+impl PagedTreeStore {
+    /// The reclamation the next update makes, with a budget of
+    /// `batch_work_bytes` (at least a few leaves).
+    fn reclaim_plan(&self, batch_work_bytes: u64) -> ReclaimPlan {
+        let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
+        let budget = batch_work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
+        let progress = self.progress.lock();
+        progress.space.plan(&progress.shape, budget)
+    }
+
+    /// Commits an update's outcome with `coverage`, publishes the new
+    /// version and learns from what the update did.
+    fn commit(&self, outcome: BatchOutcome, coverage: Coverage) -> Result<Arc<dyn TreeVersion>> {
+        let record = SuperblockRecord {
+            root: outcome.root,
+            covered_seq: coverage.covered_seq,
+            wal_replay_from: coverage.wal_replay_from,
+        };
+        self.pages.commit(record, &outcome.dead_pages)?;
+        let version = Arc::new(StoredVersion::new(
+            self.tree.clone(),
+            self.pages.pages().clone(),
+            coverage,
+        ));
+        debug_assert_eq!(version.root(), outcome.root);
+        self.current.store(version.clone());
+        // The commit is durable: statistics must not fail it (a failed
+        // checkpoint poisons the handle). A node that cannot be read now is
+        // reported by the reads that need it; the shape stays the last one.
+        let shape = self.tree.shape(outcome.root);
+        let mut progress = self.progress.lock();
+        progress.written.add(&outcome.events);
+        progress.space.observe(&outcome.events);
+        if let Ok(shape) = shape {
+            progress.shape = shape;
+        }
+        Ok(version)
     }
 }
 
@@ -84,31 +149,27 @@ impl TreeStore for PagedTreeStore {
                 .into_iter()
                 .map(|(key, value)| Item { key, value })
                 .collect();
-            self.tree.apply_items(root, batch)
+            let batch_bytes = total_size_bytes(&batch) as u64;
+            let plan = self.reclaim_plan(batch_bytes.saturating_mul(RECLAIM_WORK_PER_BATCH_BYTE));
+            self.tree.apply_items(root, batch, &plan)
         })?;
-        let record = SuperblockRecord {
-            root: outcome.root,
-            covered_seq: coverage.covered_seq,
-            wal_replay_from: coverage.wal_replay_from,
-        };
-        self.pages.commit(record, &outcome.dead_pages)?;
-        let version = Arc::new(StoredVersion::new(
-            self.tree.clone(),
-            self.pages.pages().clone(),
-            coverage,
-        ));
-        debug_assert_eq!(version.root(), outcome.root);
-        self.current.store(version.clone());
-        // The commit is durable: statistics must not fail it (a failed
-        // checkpoint poisons the handle). A node that cannot be read now is
-        // reported by the reads that need it; the shape stays the last one.
-        let shape = self.tree.shape(outcome.root);
-        let mut progress = self.progress.lock();
-        progress.0.add(&outcome.events);
-        if let Ok(shape) = shape {
-            progress.1 = shape;
+        self.commit(outcome, coverage)
+    }
+
+    fn reclaim_space(&self, workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
+        let current = self.current.load_full();
+        let plan = self.reclaim_plan(0);
+        if plan.targets.is_empty() {
+            return Ok(None);
         }
-        Ok(version)
+        let outcome =
+            workers.install(|| self.tree.apply_items(current.root(), Vec::new(), &plan))?;
+        if outcome.events.reclaim_flushes == 0 {
+            // The estimate counts garbage that draining cannot reach (a
+            // segment shared with a sibling): nothing to commit.
+            return Ok(None);
+        }
+        Ok(Some(self.commit(outcome, current.coverage())?))
     }
 
     fn identity(&self) -> Option<(Identity, u64)> {
@@ -136,18 +197,23 @@ impl TreeStore for PagedTreeStore {
     }
 
     fn stats(&self) -> StoreStats {
-        let (written, shape) = *self.progress.lock();
+        let progress = self.progress.lock();
         let mut pages = self.pages.stats();
         pages.syncs += self.pages.superblock_syncs();
         StoreStats {
-            written,
+            written: progress.written,
             pages,
-            shape,
+            space: progress.space.estimate(&progress.shape),
+            shape: progress.shape.clone(),
         }
     }
 
     fn reclaim(&self) -> Result<()> {
         self.pages.reclaim()
+    }
+
+    fn release_freed_space(&self) -> Result<()> {
+        self.pages.pages().release_freed_space()
     }
 
     fn set_cache_capacity(&self, capacity_bytes: u64) {

@@ -8,6 +8,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use super::TreeVersion;
+use super::space::SpaceEstimate;
 use super::superblock::{Identity, SlotDamage};
 use crate::Result;
 use crate::memtable::MemTable;
@@ -26,7 +27,7 @@ pub(crate) struct Coverage {
 }
 
 /// Counters and gauges of a store, for `Db::stats`.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct StoreStats {
     /// Pages and bytes written by every checkpoint so far (this handle).
     pub written: UpdateEvents,
@@ -34,6 +35,8 @@ pub(crate) struct StoreStats {
     pub pages: PageStoreStats,
     /// Shape of the newest version.
     pub shape: TreeShape,
+    /// Its garbage and live bytes, as the space policy estimates them.
+    pub space: SpaceEstimate,
 }
 
 /// Where checkpoints go: the newest durable tree version, and how the next
@@ -82,6 +85,20 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
     /// Counters and gauges; a store without pages reports zeros.
     fn stats(&self) -> StoreStats {
         StoreStats::default()
+    }
+
+    /// Reclaims garbage while the database is idle: when the newest
+    /// version holds more than its threshold, drains some of the worst
+    /// buffers and commits the result with the same coverage. `None` when
+    /// there was nothing to do.
+    fn reclaim_space(&self, _workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
+        Ok(None)
+    }
+
+    /// `reclaim`, and returns freed leaf slots' space to the file system
+    /// now rather than at the next commit (the database is idle).
+    fn release_freed_space(&self) -> Result<()> {
+        self.reclaim()
     }
 
     /// Reuses the pages of versions no reader holds any more; the pipeline

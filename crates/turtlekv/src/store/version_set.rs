@@ -166,6 +166,24 @@ impl VersionSet {
         });
     }
 
+    /// Publishes `version`, a rewrite of the current tree version with the
+    /// same coverage (space reclamation while the database is idle).
+    pub fn install_tree(&self, version: Arc<dyn TreeVersion>) {
+        self.transition(|current| {
+            debug_assert!(
+                current
+                    .tree
+                    .as_ref()
+                    .is_none_or(|t| t.covered_seq() == version.covered_seq())
+            );
+            State {
+                active: current.active.clone(),
+                frozen: current.frozen.clone(),
+                tree: Some(version),
+            }
+        });
+    }
+
     /// Removes the WAL segments every record of which a durable checkpoint
     /// covering `covered_seq` holds; returns how many went.
     pub fn trim_wal(&self, covered_seq: u64) -> io::Result<usize> {

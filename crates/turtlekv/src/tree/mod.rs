@@ -49,8 +49,9 @@ pub(crate) use format::item::Item;
 pub(crate) use format::item_layout::ItemLayout;
 pub(crate) use format::node_codec::referenced_pages;
 pub(crate) use read::scan::ScanCursor;
-pub(crate) use shape::TreeShape;
-pub(crate) use write::update::UpdateEvents;
+pub(crate) use shape::{NodeSpace, TreeShape};
+pub(crate) use write::space::ReclaimPlan;
+pub(crate) use write::update::{BatchOutcome, UpdateEvents};
 
 use format::{chunk, leaf, leaf_head, node};
 use read::{memo, probe};
@@ -71,6 +72,11 @@ pub(crate) struct TreeConfig {
     pub node_max_bytes: usize,
     /// Block size inside leaves: the unit a point lookup reads.
     pub block_size_bytes: usize,
+    /// Size of a page-store block of the leaf file, trailer included: what
+    /// one block of a leaf or segment page occupies on disk.
+    pub leaf_block_bytes: usize,
+    /// Size of a leaf slot in the page file (`leaf_size_bytes`).
+    pub leaf_slot_bytes: usize,
     pub filter_bits_per_key: u32,
     /// New leaves and high-level segments a batch update holds in memory
     /// before it writes them out, so that its memory does not grow with
@@ -118,6 +124,8 @@ impl TreeConfig {
             leaf_min_bytes: leaf_size_bytes as usize / 4,
             node_max_bytes,
             block_size_bytes,
+            leaf_block_bytes: crate::page::block_bytes(PageKind::Leaf, node, leaf),
+            leaf_slot_bytes: leaf as usize,
             filter_bits_per_key,
             spill_after_new_pages: spill_after_new_pages(leaf_size_bytes, budget_bytes),
         }

@@ -40,6 +40,17 @@ struct Tree {
     buffer_segment_pages: u64,
     /// Updates waiting in node buffers.
     buffered_bytes: u64,
+    /// Bytes the leaf pages occupy on disk.
+    leaf_page_bytes: u64,
+    /// `leaf_page_bytes` over what full leaf slots would occupy.
+    leaf_fill: f64,
+    /// Bytes the buffer segment pages occupy on disk.
+    buffer_segment_page_bytes: u64,
+    /// The engine's estimate of the tree's live bytes, as stored.
+    estimated_live_bytes: u64,
+    /// The engine's estimate of the tree's garbage: flushed items segment
+    /// pages keep, leaf data that buffered updates make dead.
+    estimated_garbage_bytes: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +174,11 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
             leaf_pages: stats.tree_leaf_pages,
             buffer_segment_pages: stats.tree_segment_pages,
             buffered_bytes: stats.tree_buffered_bytes,
+            leaf_page_bytes: stats.tree_leaf_page_bytes,
+            leaf_fill: stats.leaf_fill(),
+            buffer_segment_page_bytes: stats.tree_segment_page_bytes,
+            estimated_live_bytes: stats.space_live_bytes,
+            estimated_garbage_bytes: stats.space_garbage_bytes,
         },
         memtable: MemTable {
             bytes: stats.memtable_bytes,

@@ -24,6 +24,33 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
         r.tree.buffer_segment_pages.to_string(),
     )?;
     line(out, "buffered in nodes", format_size(r.tree.buffered_bytes))?;
+    line(
+        out,
+        "leaf pages on disk",
+        format!(
+            "{} ({:.0}% of their slots)",
+            format_size(r.tree.leaf_page_bytes),
+            r.tree.leaf_fill * 100.0
+        ),
+    )?;
+    line(
+        out,
+        "segment pages on disk",
+        format_size(r.tree.buffer_segment_page_bytes),
+    )?;
+    line(
+        out,
+        "live, estimated",
+        format_size(r.tree.estimated_live_bytes),
+    )?;
+    line(
+        out,
+        "garbage, estimated",
+        format!(
+            "{} (drained past Options::garbage_percent)",
+            format_size(r.tree.estimated_garbage_bytes)
+        ),
+    )?;
     writeln!(out, "disk (allocated blocks)")?;
     line(out, "total", format_size(r.disk.bytes_on_disk))?;
     for file in &r.disk.files {

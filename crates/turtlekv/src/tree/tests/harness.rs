@@ -9,10 +9,10 @@ use bytes::Bytes;
 
 use super::mem_io::MemPageIo;
 use crate::page::{CachePriority, PageId, PageIo, PageKind};
-use crate::tree::Tree;
 use crate::tree::TreeConfig;
 use crate::tree::format::node_codec::referenced_pages;
 use crate::tree::write::update::UpdateEvents;
+use crate::tree::{ReclaimPlan, Tree};
 
 pub(in crate::tree) type Model = BTreeMap<Bytes, Bytes>;
 
@@ -86,7 +86,24 @@ impl Harness {
 
     /// Applies a batch, frees the dead pages, and checks everything.
     pub(in crate::tree) fn apply(&mut self, batch: Vec<(Bytes, Option<Bytes>)>) {
-        let outcome = self.tree.apply_batch(self.root, &batch).unwrap();
+        self.apply_with(batch, &ReclaimPlan::default());
+    }
+
+    /// `apply` with space reclamation as `plan` asks (an empty batch
+    /// reclaims only).
+    pub(in crate::tree) fn apply_with(
+        &mut self,
+        batch: Vec<(Bytes, Option<Bytes>)>,
+        plan: &ReclaimPlan,
+    ) {
+        let items = batch
+            .iter()
+            .map(|(key, value)| crate::tree::Item {
+                key: key.clone(),
+                value: value.clone(),
+            })
+            .collect();
+        let outcome = self.tree.apply_items(self.root, items, plan).unwrap();
         for (k, v) in batch {
             match v {
                 Some(v) => self.model.insert(k, v),

@@ -218,11 +218,14 @@ impl PageIo for MemPageIo {
     fn write_page(&self, kind: PageKind, bytes: &[u8]) -> Result<PageId> {
         let mut inner = self.inner.lock();
         inner.next_id += 1;
-        let id = inner.next_id;
+        // The block count a page store of 4 KiB blocks would give it, so
+        // that sizes computed from ids (`Tree::shape`) mean something.
+        let blocks = (16 + bytes.len()).div_ceil(4096 - 8).max(1) as u32;
+        let id = PageId::new(kind, inner.next_id, blocks, 0);
         inner
             .pages
-            .insert(id, (kind, Bytes::copy_from_slice(bytes)));
-        Ok(PageId::from_raw(id))
+            .insert(id.to_raw(), (kind, Bytes::copy_from_slice(bytes)));
+        Ok(id)
     }
 
     fn read_page(&self, id: PageId, priority: CachePriority) -> Result<Bytes> {

@@ -11,4 +11,5 @@ mod model_tests;
 mod prop_tests;
 mod random_tests;
 mod scan_edge_tests;
+mod space_tests;
 mod store_tests;

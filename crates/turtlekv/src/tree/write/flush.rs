@@ -169,6 +169,7 @@ impl Update<'_> {
     ) -> Result<Vec<Piece>> {
         if node.height == 1 {
             let old = self.take_leaf(&node.pivots[p].child)?;
+            self.count_dead(&batch, &old);
             let merged = merge_runs(&[&batch, &old], true);
             drop_in_background((batch, old));
             return Ok(self.leaf_pieces(merged));
@@ -187,6 +188,28 @@ impl Update<'_> {
             .into_iter()
             .map(|(lower, n)| (lower, Child::Node(Box::new(n))))
             .collect())
+    }
+
+    /// Counts what merging `batch` into a leaf of `old` items makes dead,
+    /// for puts and tombstones apart: the old items they replace, and the
+    /// tombstones themselves. Both runs are sorted: one walk.
+    fn count_dead(&mut self, batch: &[Item], old: &[Item]) {
+        let e = &mut self.events;
+        let mut below = old.iter().peekable();
+        for item in batch {
+            while below.next_if(|o| o.key < item.key).is_some() {}
+            let shadowed = below
+                .next_if(|o| o.key == item.key)
+                .map_or(0, |o| o.size_bytes());
+            let size = item.size_bytes() as u64;
+            if item.value.is_some() {
+                e.leaf_flush_bytes += size;
+                e.leaf_flush_dead_bytes += shadowed as u64;
+            } else {
+                e.leaf_flush_tombstone_bytes += size;
+                e.leaf_flush_tombstone_dead_bytes += size + shadowed as u64;
+            }
+        }
     }
 
     /// Cuts leaf items into new leaves with separators between them.

@@ -12,5 +12,6 @@ pub(crate) mod merge;
 pub(crate) mod new_pages;
 pub(crate) mod reclaim;
 pub(crate) mod reshape;
+pub(crate) mod space;
 pub(crate) mod span;
 pub(crate) mod update;

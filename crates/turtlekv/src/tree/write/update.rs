@@ -8,6 +8,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::cut;
+use super::space::ReclaimPlan;
 use crate::Result;
 use crate::page::{PageId, PageKind};
 use crate::tree::Tree;
@@ -68,6 +69,19 @@ pub(crate) struct UpdateEvents {
     /// between or around those).
     pub merge_read_item_bytes: u64,
     pub merge_unflushed_item_bytes: u64,
+    /// Bytes of puts flushed into leaves, and of the leaf items they
+    /// replaced: their ratio estimates how much of what is buffered above
+    /// the leaves shadows older data.
+    pub leaf_flush_bytes: u64,
+    pub leaf_flush_dead_bytes: u64,
+    /// The same for tombstones, which are dead themselves and make the
+    /// record they delete dead.
+    pub leaf_flush_tombstone_bytes: u64,
+    pub leaf_flush_tombstone_dead_bytes: u64,
+    /// Bytes of tombstones in the update's batch.
+    pub batch_tombstone_bytes: u64,
+    /// Flushes made to reclaim space (`write/space.rs`).
+    pub reclaim_flushes: u64,
 }
 
 impl UpdateEvents {
@@ -87,6 +101,12 @@ impl UpdateEvents {
         self.level_merge_writes += other.level_merge_writes;
         self.merge_read_item_bytes += other.merge_read_item_bytes;
         self.merge_unflushed_item_bytes += other.merge_unflushed_item_bytes;
+        self.leaf_flush_bytes += other.leaf_flush_bytes;
+        self.leaf_flush_dead_bytes += other.leaf_flush_dead_bytes;
+        self.leaf_flush_tombstone_bytes += other.leaf_flush_tombstone_bytes;
+        self.leaf_flush_tombstone_dead_bytes += other.leaf_flush_tombstone_dead_bytes;
+        self.batch_tombstone_bytes += other.batch_tombstone_bytes;
+        self.reclaim_flushes += other.reclaim_flushes;
         self.shared_segments_dropped += other.shared_segments_dropped;
         self.leaf_pages_written += other.leaf_pages_written;
         self.leaf_bytes_written += other.leaf_bytes_written;
@@ -275,20 +295,23 @@ impl Tree {
                 value: v.clone(),
             })
             .collect();
-        self.apply_items(root, items)
+        self.apply_items(root, items, &ReclaimPlan::default())
     }
 
-    /// `apply_batch` on items it may consume (no copy of the batch).
+    /// `apply_batch` on items it may consume (no copy of the batch), then
+    /// the space reclamation `plan` asks for (`write/space.rs`).
     pub(crate) fn apply_items(
         &self,
         root: Option<PageId>,
         items: Vec<Item>,
+        plan: &ReclaimPlan,
     ) -> Result<BatchOutcome> {
         debug_assert!(
             items.windows(2).all(|w| w[0].key < w[1].key),
             "batch must be sorted with unique keys"
         );
-        if items.is_empty() {
+        let reclaims = plan.budget_bytes > 0 && !plan.targets.is_empty();
+        if items.is_empty() && (!reclaims || root.is_none()) {
             return Ok(BatchOutcome {
                 root,
                 new_pages: Vec::new(),
@@ -297,6 +320,11 @@ impl Tree {
             });
         }
         let mut up = Update::new(self);
+        up.events.batch_tombstone_bytes = items
+            .iter()
+            .filter(|it| it.value.is_none())
+            .map(|it| it.size_bytes() as u64)
+            .sum();
         let mut node = match root {
             Some(id) => {
                 up.dead.push(id);
@@ -307,6 +335,9 @@ impl Tree {
         for piece in cut::cut_batch(items, self.config.leaf_max_bytes) {
             up.insert_and_flush(&mut node, piece)?;
             up.spill_if_large(&mut node)?;
+        }
+        if reclaims {
+            up.reclaim(&mut node, plan)?;
         }
         // Grow: split the root until it fits, adding a level each time.
         loop {

@@ -1,0 +1,262 @@
+//! The space policy: how much of a tree version is garbage, and what the
+//! next update reclaims (`docs/tuning.md`, "Disk space").
+//!
+//! Garbage is estimated from the node pages alone (`TreeShape`): segment
+//! pages keep their flushed items until every pivot they cover has
+//! flushed, and what is buffered above the leaves shadows older versions
+//! in them (tombstones shadow whole records). How much a buffered byte
+//! shadows is learnt from the flushes into leaves, which see both sides.
+
+use crate::tree::{NodeSpace, ReclaimPlan, TreeShape, UpdateEvents};
+
+/// Until flushes say otherwise, a buffered put is taken to shadow half its
+/// size below, and a tombstone (with itself) eight times its size (a
+/// 16-byte key's tombstone over a 100-byte value), each with the weight of
+/// this many flushed bytes.
+const PRIOR_FLUSHED_BYTES: f64 = (4 << 20) as f64;
+const PRIOR_PUT_RATIO: f64 = 0.5;
+const PRIOR_TOMBSTONE_RATIO: f64 = 8.0;
+/// Flushed bytes after which older observations count half: the ratios
+/// follow a workload that turns from inserts to overwrites.
+const OBSERVATION_WINDOW_BYTES: f64 = (256 << 20) as f64;
+/// Nodes one update drains at most.
+const MAX_TARGETS: usize = 8;
+
+/// Garbage and live data of a tree version, in bytes as stored.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SpaceEstimate {
+    /// Leaf pages less what buffered updates make dead in them, plus the
+    /// buffered puts.
+    pub live_bytes: u64,
+    /// Flushed items segment pages keep, the leaf data that buffered
+    /// updates make dead, and buffered tombstones.
+    pub garbage_bytes: u64,
+}
+
+/// Dead bytes per byte flushed into leaves, learnt as flushes see both
+/// sides.
+#[derive(Debug, Clone, Copy)]
+struct ShadowRatio {
+    flushed_bytes: f64,
+    dead_bytes: f64,
+    prior: f64,
+}
+
+impl ShadowRatio {
+    fn new(prior: f64) -> Self {
+        ShadowRatio {
+            flushed_bytes: 0.0,
+            dead_bytes: 0.0,
+            prior,
+        }
+    }
+
+    fn get(&self) -> f64 {
+        (self.dead_bytes + self.prior * PRIOR_FLUSHED_BYTES)
+            / (self.flushed_bytes + PRIOR_FLUSHED_BYTES)
+    }
+
+    fn observe(&mut self, flushed_bytes: u64, dead_bytes: u64) {
+        if self.flushed_bytes > OBSERVATION_WINDOW_BYTES {
+            self.flushed_bytes /= 2.0;
+            self.dead_bytes /= 2.0;
+        }
+        self.flushed_bytes += flushed_bytes as f64;
+        self.dead_bytes += dead_bytes as f64;
+    }
+}
+
+/// What the store learnt of the workload's overwrites and deletes, and
+/// the threshold.
+#[derive(Debug, Clone)]
+pub(crate) struct SpacePolicy {
+    /// Garbage the tree may hold, in percent of its live bytes; 0 turns
+    /// reclamation off.
+    garbage_percent: u32,
+    puts: ShadowRatio,
+    tombstones: ShadowRatio,
+    /// Tombstone bytes checkpoints put into the tree less those flushed
+    /// into leaves since this handle opened: an estimate of those
+    /// buffered (node pages do not count them).
+    pending_tombstone_bytes: u64,
+}
+
+impl SpacePolicy {
+    pub fn new(garbage_percent: u32) -> Self {
+        SpacePolicy {
+            garbage_percent,
+            puts: ShadowRatio::new(PRIOR_PUT_RATIO),
+            tombstones: ShadowRatio::new(PRIOR_TOMBSTONE_RATIO),
+            pending_tombstone_bytes: 0,
+        }
+    }
+
+    /// Learns from what an update buffered and what its flushes into
+    /// leaves found.
+    pub fn observe(&mut self, events: &UpdateEvents) {
+        self.puts
+            .observe(events.leaf_flush_bytes, events.leaf_flush_dead_bytes);
+        self.tombstones.observe(
+            events.leaf_flush_tombstone_bytes,
+            events.leaf_flush_tombstone_dead_bytes,
+        );
+        self.pending_tombstone_bytes = (self.pending_tombstone_bytes
+            + events.batch_tombstone_bytes)
+            .saturating_sub(events.leaf_flush_tombstone_bytes);
+    }
+
+    pub fn estimate(&self, shape: &TreeShape) -> SpaceEstimate {
+        let tombstones = self.pending_tombstone_bytes.min(shape.pending_bytes) as f64;
+        let puts = shape.pending_bytes_above_leaves as f64 - tombstones;
+        let puts = puts.max(0.0);
+        let put_shadow = puts * self.puts.get().min(1.0);
+        let tombstone_dead = tombstones * self.tombstones.get();
+        let flushed_kept = shape.segment_page_bytes.saturating_sub(shape.pending_bytes);
+        // Tombstones are dead themselves; the rest of what they make dead
+        // lies in the leaves.
+        let leaf_dead = put_shadow + (tombstone_dead - tombstones).max(0.0);
+        SpaceEstimate {
+            live_bytes: (shape.leaf_page_bytes as f64 + puts - leaf_dead).max(0.0) as u64,
+            garbage_bytes: flushed_kept + (put_shadow + tombstone_dead) as u64,
+        }
+    }
+
+    /// What the next update reclaims: nothing while the garbage is within
+    /// the threshold; else the worst nodes, with a budget of
+    /// `budget_bytes` of rewriting.
+    pub fn plan(&self, shape: &TreeShape, budget_bytes: u64) -> ReclaimPlan {
+        let estimate = self.estimate(shape);
+        let allowed = u128::from(estimate.live_bytes) * u128::from(self.garbage_percent) / 100;
+        if self.garbage_percent == 0 || u128::from(estimate.garbage_bytes) <= allowed {
+            return ReclaimPlan::default();
+        }
+        // Per node, what is buffered is weighed as the tree's mix of puts
+        // and tombstones.
+        let pending = shape.pending_bytes_above_leaves.max(1) as f64;
+        let per_pending_byte = (estimate.garbage_bytes as f64
+            - shape.segment_page_bytes.saturating_sub(shape.pending_bytes) as f64)
+            .max(0.0)
+            / pending;
+        let reclaimable = |n: &NodeSpace| {
+            let kept = n.segment_page_bytes.saturating_sub(n.pending_bytes) as f64;
+            kept + n.pending_bytes as f64 * per_pending_byte
+        };
+        let mut nodes: Vec<&NodeSpace> = shape
+            .nodes_above_leaves
+            .iter()
+            .filter(|n| n.pending_bytes > 0)
+            .collect();
+        nodes.sort_by(|a, b| reclaimable(b).total_cmp(&reclaimable(a)));
+        ReclaimPlan {
+            targets: nodes
+                .into_iter()
+                .take(MAX_TARGETS)
+                .map(|n| n.key.clone())
+                .collect(),
+            budget_bytes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(leaf: u64, segments: u64, pending: u64) -> TreeShape {
+        TreeShape {
+            leaf_page_bytes: leaf,
+            segment_page_bytes: segments,
+            pending_bytes: pending,
+            pending_bytes_above_leaves: pending,
+            nodes_above_leaves: vec![
+                NodeSpace {
+                    key: "a".into(),
+                    segment_page_bytes: segments / 4,
+                    pending_bytes: pending / 4,
+                },
+                NodeSpace {
+                    key: "m".into(),
+                    segment_page_bytes: segments * 3 / 4,
+                    pending_bytes: pending * 3 / 4,
+                },
+                NodeSpace {
+                    key: "z".into(),
+                    segment_page_bytes: 0,
+                    pending_bytes: 0,
+                },
+            ],
+            ..TreeShape::default()
+        }
+    }
+
+    fn flushes(flushed: u64, dead: u64) -> UpdateEvents {
+        UpdateEvents {
+            leaf_flush_bytes: flushed,
+            leaf_flush_dead_bytes: dead,
+            ..UpdateEvents::default()
+        }
+    }
+
+    #[test]
+    fn inserts_shadow_nothing_and_overwrites_everything() {
+        let mut policy = SpacePolicy::new(20);
+        let s = shape(100 << 20, 30 << 20, 30 << 20);
+        policy.observe(&flushes(1 << 30, 0));
+        let inserts = policy.estimate(&s);
+        assert!(inserts.garbage_bytes < 1 << 20, "{inserts:?}");
+        assert!(inserts.live_bytes > 129 << 20, "{inserts:?}");
+        assert_eq!(policy.plan(&s, 1 << 20), ReclaimPlan::default());
+
+        let mut policy = SpacePolicy::new(20);
+        for _ in 0..8 {
+            policy.observe(&flushes(1 << 30, 1 << 30));
+        }
+        let overwrites = policy.estimate(&s);
+        assert!(overwrites.garbage_bytes > 29 << 20, "{overwrites:?}");
+        let plan = policy.plan(&s, 1 << 20);
+        assert_eq!(plan.targets, vec![Bytes::from("m"), Bytes::from("a")]);
+        assert_eq!(plan.budget_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn flushed_items_kept_by_segments_are_garbage() {
+        let mut policy = SpacePolicy::new(20);
+        policy.observe(&flushes(1 << 30, 0));
+        let s = shape(100 << 20, 60 << 20, 10 << 20);
+        assert!(policy.estimate(&s).garbage_bytes >= 50 << 20);
+        assert_eq!(policy.plan(&s, 1).targets.len(), 2);
+        assert_eq!(
+            SpacePolicy::new(0).plan(&s, 1),
+            ReclaimPlan::default(),
+            "0 turns reclamation off"
+        );
+    }
+
+    #[test]
+    fn buffered_tombstones_count_what_they_delete() {
+        let mut policy = SpacePolicy::new(20);
+        policy.observe(&flushes(1 << 30, 0));
+        // Inserts only: 10 MiB buffered, nothing shadowed.
+        let s = shape(100 << 20, 10 << 20, 10 << 20);
+        assert_eq!(policy.plan(&s, 1), ReclaimPlan::default());
+        // The same bytes buffered as tombstones: each deletes about eight
+        // times its size.
+        policy.observe(&UpdateEvents {
+            batch_tombstone_bytes: 10 << 20,
+            ..UpdateEvents::default()
+        });
+        let e = policy.estimate(&s);
+        assert!(e.garbage_bytes > 70 << 20, "{e:?}");
+        assert!(e.live_bytes < 40 << 20, "{e:?}");
+        assert_eq!(policy.plan(&s, 1).targets.len(), 2);
+        // Flushed into the leaves, they no longer count.
+        policy.observe(&UpdateEvents {
+            leaf_flush_tombstone_bytes: 10 << 20,
+            leaf_flush_tombstone_dead_bytes: 90 << 20,
+            ..UpdateEvents::default()
+        });
+        assert!(policy.estimate(&s).garbage_bytes < 1 << 20);
+    }
+
+    use bytes::Bytes;
+}
