@@ -1,7 +1,7 @@
 //! The stores under test, behind one small trait.
 //!
 //! Every adapter gets the same [`EngineConfig`]: one cache budget, one
-//! durability setting, a fresh directory. Peer engines are compiled only
+//! durability setting, what the values are like, a fresh directory. Peer engines are compiled only
 //! with their cargo feature.
 
 use std::fmt;
@@ -49,6 +49,16 @@ pub struct EngineConfig {
     /// RocksDB: MemTables, index and filter blocks count against the block
     /// cache too (`--rocksdb-memory-in-cache`).
     pub rocksdb_memory_in_cache: bool,
+    /// Share of each value LZ4 removes (`--value-compressibility`); above
+    /// 0, the peers that compress (RocksDB, fjall) do, with LZ4.
+    pub value_compressibility: f64,
+}
+
+impl EngineConfig {
+    /// Whether the values compress, so that engines should compress them.
+    pub fn compressible_values(&self) -> bool {
+        self.value_compressibility > 0.0
+    }
 }
 
 /// TurtleKV's own knobs for a run; `None` keeps the engine's default.
@@ -211,6 +221,7 @@ mod tests {
             threads: 2,
             turtlekv: TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
+            value_compressibility: 0.0,
         }
     }
 
