@@ -1,8 +1,8 @@
 //! The stores under test, behind one small trait.
 //!
 //! Every adapter gets the same [`EngineConfig`]: one cache budget, one
-//! durability setting, what the values are like, a fresh directory. Peer engines are compiled only
-//! with their cargo feature.
+//! durability setting, how compressible the values are, a fresh directory.
+//! Peer engines are compiled only with their cargo feature.
 
 use std::fmt;
 use std::path::Path;
@@ -229,17 +229,21 @@ mod tests {
     fn built_engines_put_get_scan() {
         let config = test_config();
         // RocksDB twice: with only data blocks in its cache, and with its
-        // MemTables, index and filter blocks charged to it as well.
-        for (kind, memory_in_cache) in [
-            (EngineKind::Turtlekv, false),
-            (EngineKind::Rocksdb, false),
-            (EngineKind::Rocksdb, true),
-            (EngineKind::Fjall, false),
-            (EngineKind::Redb, false),
-            (EngineKind::Lmdb, false),
+        // MemTables, index and filter blocks charged to it as well. RocksDB
+        // and fjall again with compressible values, which they compress.
+        for (kind, memory_in_cache, value_compressibility) in [
+            (EngineKind::Turtlekv, false, 0.0),
+            (EngineKind::Rocksdb, false, 0.0),
+            (EngineKind::Rocksdb, true, 0.0),
+            (EngineKind::Rocksdb, false, 0.5),
+            (EngineKind::Fjall, false, 0.0),
+            (EngineKind::Fjall, false, 0.5),
+            (EngineKind::Redb, false, 0.0),
+            (EngineKind::Lmdb, false, 0.0),
         ] {
             let config = EngineConfig {
                 rocksdb_memory_in_cache: memory_in_cache,
+                value_compressibility,
                 ..config
             };
             let dir = tempfile::tempdir().unwrap();
