@@ -19,6 +19,7 @@ fn config() -> EngineConfig {
         threads: 1,
         turtlekv: turtlekv_bench::engines::TurtlekvKnobs::default(),
         rocksdb_memory_in_cache: false,
+        value_compressibility: 0.0,
     }
 }
 
@@ -61,5 +62,35 @@ fn put_get(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, put_get);
+/// What the driver spends making and checking one value, outside the
+/// engine's timer: random bytes, and text LZ4 halves
+/// (`--value-compressibility 0.5`).
+fn value_codec(c: &mut Criterion) {
+    let mut key = Vec::new();
+    KeyFormat::Binary.encode(7, &mut key);
+    let mut value = Vec::new();
+    for size in [VALUE_SIZE_BYTES, 1024] {
+        for compressibility in [0.0, 0.5] {
+            let codec = ValueCodec::with_compressibility(1, size, compressibility);
+            let mut nonce = 0u64;
+            c.bench_function(
+                &format!("value encode {size}B compressibility {compressibility}"),
+                |b| {
+                    b.iter(|| {
+                        nonce += 1;
+                        codec.encode(black_box(&key), nonce, &mut value);
+                        black_box(&value);
+                    })
+                },
+            );
+            codec.encode(&key, 1, &mut value);
+            c.bench_function(
+                &format!("value verify {size}B compressibility {compressibility}"),
+                |b| b.iter(|| assert!(codec.verify(black_box(&key), black_box(&value)))),
+            );
+        }
+    }
+}
+
+criterion_group!(benches, value_codec, put_get);
 criterion_main!(benches);

@@ -191,16 +191,27 @@ fn warmup(ops: u64, every_phase: bool) -> String {
     }
 }
 
+/// Nothing for random values; for compressible ones, how compressible, and
+/// that the peers then compress.
+fn compressibility(fraction: f64) -> String {
+    if fraction > 0.0 {
+        format!(" (compressibility {fraction}: RocksDB and fjall use LZ4)")
+    } else {
+        String::new()
+    }
+}
+
 fn describe_metadata(meta: &RunMetadata) -> String {
     let s = &meta.settings;
     let mut text = format!(
-        "commit `{}`, {}; {} records, {} ops per workload, {} threads, {}-byte values, {} keys, {}, seed {}; cache {} B",
+        "commit `{}`, {}; {} records, {} ops per workload, {} threads, {}-byte values{}, {} keys, {}, seed {}; cache {} B",
         meta.commit,
         meta.started_at,
         grouped(s.records as f64),
         grouped(s.ops as f64),
         s.threads,
         s.value_size,
+        compressibility(s.value_compressibility),
         s.key_format,
         s.distribution,
         s.seed,
@@ -369,5 +380,30 @@ mod tests {
         assert!(text.contains("| all engines | TurtleKV | 4 |"), "{text}");
         assert!(text.contains("|  | fjall | 1 (0.25) |"), "{text}");
         assert!(text.contains("- **all engines**: (no metadata"), "{text}");
+    }
+
+    #[test]
+    fn the_settings_line_names_compressible_values() {
+        use crate::cli::{Cli, Command};
+        use clap::Parser as _;
+        let describe_run = |extra: &[&str]| {
+            let mut argv = vec!["turtlekv-bench", "ycsb"];
+            argv.extend_from_slice(extra);
+            let Command::Ycsb(args) = Cli::try_parse_from(argv).unwrap().command else {
+                panic!("not ycsb")
+            };
+            let meta = RunMetadata::for_run(&args, Vec::new());
+            describe(&ResultsFile::new(Some(meta), Vec::new()))
+        };
+        let text = describe_run(&["--value-compressibility", "0.5"]);
+        assert!(
+            text.contains(
+                "120-byte values (compressibility 0.5: RocksDB and fjall use LZ4), binary keys"
+            ),
+            "{text}"
+        );
+        let text = describe_run(&[]);
+        assert!(text.contains("120-byte values, binary keys"), "{text}");
+        assert!(!text.contains("compressib"), "{text}");
     }
 }

@@ -39,7 +39,7 @@ pub struct RunMetadata {
 }
 
 /// Every setting of `turtlekv-bench ycsb` that a figure depends on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunConfig {
     pub engines: Vec<String>,
     pub workloads: Vec<String>,
@@ -47,6 +47,10 @@ pub struct RunConfig {
     pub ops: u64,
     pub threads: u16,
     pub value_size: u32,
+    /// `--value-compressibility`: the share of each value LZ4 removes; 0
+    /// for random values (and for files written before the option).
+    #[serde(default)]
+    pub value_compressibility: f64,
     /// `binary` or `ycsb`.
     pub key_format: String,
     /// `zipfian`, `zipfian-unscrambled` or `uniform`.
@@ -95,6 +99,7 @@ impl RunConfig {
             ops: args.ops,
             threads: args.threads,
             value_size: args.value_size,
+            value_compressibility: args.value_compressibility,
             key_format: value_name(&args.key_format),
             distribution: value_name(&args.distribution),
             seed: args.seed,
@@ -277,5 +282,29 @@ mod tests {
         let rocksdb = engine_version(EngineKind::Rocksdb);
         assert!(rocksdb.starts_with("rocksdb 0."), "{rocksdb}");
         assert!(rocksdb.contains("(RocksDB 1"), "{rocksdb}");
+    }
+
+    /// The results say which values a run wrote; files written before the
+    /// option read as random values, which is what those runs wrote.
+    #[test]
+    fn compressibility_is_recorded_and_old_files_read_as_random_values() {
+        use crate::cli::{Cli, Command};
+        use clap::Parser as _;
+        let argv = ["turtlekv-bench", "ycsb", "--value-compressibility", "0.5"];
+        let Command::Ycsb(args) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not ycsb")
+        };
+        let meta = RunMetadata::for_run(&args, Vec::new());
+        assert_eq!(meta.settings.value_compressibility, 0.5);
+        let mut json = serde_json::to_value(&meta).unwrap();
+        assert_eq!(json["settings"]["value_compressibility"], 0.5);
+        let back: RunMetadata = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, meta);
+        json["settings"]
+            .as_object_mut()
+            .unwrap()
+            .remove("value_compressibility");
+        let old: RunMetadata = serde_json::from_value(json).unwrap();
+        assert_eq!(old.settings.value_compressibility, 0.0);
     }
 }

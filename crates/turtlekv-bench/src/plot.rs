@@ -267,6 +267,10 @@ fn default_title(runs: &[LabelledRun]) -> String {
     }
     if let Some(meta) = &first.file.metadata {
         parts.push(format!("{}-byte values", meta.settings.value_size));
+        let compressibility = meta.settings.value_compressibility;
+        if compressibility > 0.0 {
+            parts.push(format!("{:.0}% compressible", compressibility * 100.0));
+        }
     }
     if let Some(cache) = cache {
         parts.push(format!("{} cache", bytes_title(cache)));

@@ -141,6 +141,7 @@ mod tests {
             threads: 2,
             turtlekv: crate::engines::TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
+            value_compressibility: 0.0,
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }

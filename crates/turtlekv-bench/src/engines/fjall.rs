@@ -1,7 +1,9 @@
 //! fjall (an LSM-tree in Rust). Its journal is written to the OS on every
 //! insert by default, which matches the benchmark's non-sync setting; with
 //! `--sync` every insert is followed by an `fdatasync` of the journal.
-//! fjall has no direct I/O mode.
+//! fjall has no direct I/O mode. Data blocks are compressed as fjall does by
+//! default (LZ4 from level 2 down) when the values compress
+//! (`--value-compressibility`), and not at all when they are random.
 
 use std::path::Path;
 
@@ -26,13 +28,16 @@ impl Fjall {
             .cache_size(config.cache_bytes)
             .open()
             .context("opening fjall")?;
+        let compress = config.compressible_values();
         let keyspace = db
             .keyspace("ycsb", || {
-                // Random values: compression (LZ4 below level 1 by default)
-                // would only cost CPU; TurtleKV does not compress either.
-                KeyspaceCreateOptions::default()
-                    .max_memtable_size(MEMTABLE_BYTES)
-                    .data_block_compression_policy(CompressionPolicy::disabled())
+                let options = KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+                if compress {
+                    options
+                } else {
+                    // Random values: compression would only cost CPU.
+                    options.data_block_compression_policy(CompressionPolicy::disabled())
+                }
             })
             .context("creating the fjall keyspace")?;
         Ok(Fjall {

@@ -1,8 +1,8 @@
 //! The stores under test, behind one small trait.
 //!
 //! Every adapter gets the same [`EngineConfig`]: one cache budget, one
-//! durability setting, a fresh directory. Peer engines are compiled only
-//! with their cargo feature.
+//! durability setting, how compressible the values are, a fresh directory.
+//! Peer engines are compiled only with their cargo feature.
 
 use std::fmt;
 use std::path::Path;
@@ -49,6 +49,16 @@ pub struct EngineConfig {
     /// RocksDB: MemTables, index and filter blocks count against the block
     /// cache too (`--rocksdb-memory-in-cache`).
     pub rocksdb_memory_in_cache: bool,
+    /// Share of each value LZ4 removes (`--value-compressibility`); above
+    /// 0, the peers that compress (RocksDB, fjall) do, with LZ4.
+    pub value_compressibility: f64,
+}
+
+impl EngineConfig {
+    /// Whether the values compress, so that engines should compress them.
+    pub fn compressible_values(&self) -> bool {
+        self.value_compressibility > 0.0
+    }
 }
 
 /// TurtleKV's own knobs for a run; `None` keeps the engine's default.
@@ -211,6 +221,7 @@ mod tests {
             threads: 2,
             turtlekv: TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
+            value_compressibility: 0.0,
         }
     }
 
@@ -218,17 +229,21 @@ mod tests {
     fn built_engines_put_get_scan() {
         let config = test_config();
         // RocksDB twice: with only data blocks in its cache, and with its
-        // MemTables, index and filter blocks charged to it as well.
-        for (kind, memory_in_cache) in [
-            (EngineKind::Turtlekv, false),
-            (EngineKind::Rocksdb, false),
-            (EngineKind::Rocksdb, true),
-            (EngineKind::Fjall, false),
-            (EngineKind::Redb, false),
-            (EngineKind::Lmdb, false),
+        // MemTables, index and filter blocks charged to it as well. RocksDB
+        // and fjall again with compressible values, which they compress.
+        for (kind, memory_in_cache, value_compressibility) in [
+            (EngineKind::Turtlekv, false, 0.0),
+            (EngineKind::Rocksdb, false, 0.0),
+            (EngineKind::Rocksdb, true, 0.0),
+            (EngineKind::Rocksdb, false, 0.5),
+            (EngineKind::Fjall, false, 0.0),
+            (EngineKind::Fjall, false, 0.5),
+            (EngineKind::Redb, false, 0.0),
+            (EngineKind::Lmdb, false, 0.0),
         ] {
             let config = EngineConfig {
                 rocksdb_memory_in_cache: memory_in_cache,
+                value_compressibility,
                 ..config
             };
             let dir = tempfile::tempdir().unwrap();

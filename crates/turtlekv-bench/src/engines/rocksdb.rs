@@ -5,6 +5,8 @@
 //! With `--rocksdb-memory-in-cache` the MemTables (through a write buffer
 //! manager) and the index and filter blocks are charged to the block cache
 //! too, so the one cache size bounds what TurtleKV's budget bounds.
+//! Blocks are LZ4-compressed when the values compress
+//! (`--value-compressibility`), and not at all when they are random.
 
 use std::path::Path;
 
@@ -36,10 +38,14 @@ impl RocksDb {
         options.increase_parallelism(cores);
         options.set_max_background_jobs(cores);
         options.set_write_buffer_size(WRITE_BUFFER_BYTES);
-        // The benchmark's values are random bytes: compression (Snappy by
-        // default) would only cost CPU on every flush and compaction, and
-        // TurtleKV does not compress either.
-        options.set_compression_type(DBCompressionType::None);
+        // Random values (the default): compression (Snappy by default)
+        // would only cost CPU on every flush and compaction. Compressible
+        // values: LZ4 at every level.
+        options.set_compression_type(if config.compressible_values() {
+            DBCompressionType::Lz4
+        } else {
+            DBCompressionType::None
+        });
         options.set_use_direct_reads(config.direct_io);
         options.set_use_direct_io_for_flush_and_compaction(config.direct_io);
         let cache_bytes = usize::try_from(config.cache_bytes).context("cache size")?;
