@@ -185,6 +185,26 @@ fn crash_at_every_write_and_sync_across_checkpoints() {
     );
 }
 
+/// The same with space reclamation at nearly every checkpoint (a 1%
+/// garbage threshold over an overwrite-heavy workload): crashes land in
+/// the drains' page writes and in the commits that follow them.
+#[test]
+fn crash_at_every_write_and_sync_across_reclaiming_checkpoints() {
+    let work = workload_over(60, 30, 2500);
+    let mut options = checkpointing_options();
+    options.garbage_percent = 1;
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    run_until_failure(&db, &work);
+    let (checkpoints, reclaims) = (db.stats().checkpoints, db.stats().reclaim_flushes);
+    drop(db);
+    assert!(reclaims >= 4, "only {reclaims} reclaim flushes");
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {checkpoints} checkpoints ({reclaims} reclaim flushes)"
+    );
+}
+
 #[test]
 fn random_subset_crashes_without_faults_keep_synced_batches() {
     let work = workload();
