@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run YCSB core workloads on one or more engines and compare them.
-    /// (Boxed: its options outweigh the other commands' many times.)
+    // Boxed: its options outweigh the other commands' many times.
     Ycsb(Box<YcsbArgs>),
     /// Draw the throughput of one or more results files (`ycsb --json`)
     /// as an SVG bar chart.
