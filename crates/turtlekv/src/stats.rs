@@ -186,6 +186,15 @@ pub struct Stats {
     pub record_cache_resizes: u64,
     /// Page reads from disk (cache misses) made by gets.
     pub get_disk_reads: u64,
+
+    // Block compression (`Options::compression`).
+    /// Item bytes of the chunks of the leaf and buffer-segment pages
+    /// checkpoints wrote, before compression.
+    pub compression_input_bytes: u64,
+    /// Bytes those chunks took as stored: compressed, or their items
+    /// where compression did not pay or is off (padding to block ends
+    /// not counted).
+    pub compression_output_bytes: u64,
 }
 
 impl Stats {
@@ -195,6 +204,16 @@ impl Stats {
             return 0.0;
         }
         self.get_disk_reads as f64 / self.gets as f64
+    }
+
+    /// `compression_input_bytes / compression_output_bytes`: how many
+    /// times smaller checkpoints stored their leaf chunks (1.0 with
+    /// compression off; 0 before a checkpoint writes a leaf).
+    pub fn compression_ratio(&self) -> f64 {
+        if self.compression_output_bytes == 0 {
+            return 0.0;
+        }
+        self.compression_input_bytes as f64 / self.compression_output_bytes as f64
     }
 
     /// Bytes written to the device (WAL and page files) per byte of user

@@ -68,6 +68,12 @@ pub(crate) struct UpdateEvents {
     /// between or around those).
     pub merge_read_item_bytes: u64,
     pub merge_unflushed_item_bytes: u64,
+
+    // Compression of the leaf and segment pages written.
+    /// Item bytes of their chunks.
+    pub compression_input_bytes: u64,
+    /// Bytes those chunks take as stored (compressed or not).
+    pub compression_output_bytes: u64,
 }
 
 impl UpdateEvents {
@@ -93,6 +99,8 @@ impl UpdateEvents {
         self.filter_bytes_written += other.filter_bytes_written;
         self.node_pages_written += other.node_pages_written;
         self.node_bytes_written += other.node_bytes_written;
+        self.compression_input_bytes += other.compression_input_bytes;
+        self.compression_output_bytes += other.compression_output_bytes;
     }
 }
 
