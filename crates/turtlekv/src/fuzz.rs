@@ -23,8 +23,14 @@ pub fn wal_record(bytes: &[u8]) -> Result<usize, String> {
     crate::wal::fuzz_hook::decode_record(bytes)
 }
 
-/// Decodes leaf page contents (`docs/format.md`, "Leaf pages").
+/// Decodes leaf page contents (`docs/format.md`, "Leaf pages"), and the
+/// same bytes as one compressed chunk (a codec byte, a block size byte,
+/// the chunk's blocks; "Compressed chunks"), so that the codecs' decoders
+/// see arbitrary input too and not only what a page's checksums let through.
 pub fn leaf_page(bytes: &[u8]) -> Result<usize, String> {
+    let hook = &crate::tree::fuzz_hook::chunk_with_valid_lengths;
+    let _ = crate::tree::fuzz_hook::decode_compressed_chunk(&hook(bytes));
+    let _ = crate::tree::fuzz_hook::decode_compressed_chunk(bytes);
     let fixed = crate::tree::fuzz_hook::leaf_with_valid_checksums(bytes);
     let _ = crate::tree::fuzz_hook::decode_leaf(&fixed);
     crate::tree::fuzz_hook::decode_leaf(bytes)
@@ -88,12 +94,12 @@ pub mod seeds {
         crate::wal::fuzz_hook::encode_record(version, first_seq, ops)
     }
 
-    /// Valid leaf contents of sorted, unique `items` (`None`: tombstone),
-    /// the items laid out as in leaf format `version` (1 or 2, the current
-    /// one).
+    /// Valid leaf contents of sorted, unique `items` (`None`: tombstone)
+    /// in leaf format `version` (1, 2 or 3, the current one), no chunk
+    /// compressed.
     ///
     /// # Panics
-    /// If `version` is neither.
+    /// If `version` is none of those.
     pub fn leaf_page(
         version: u16,
         items: &[(Vec<u8>, Option<Vec<u8>>)],
@@ -101,6 +107,22 @@ pub mod seeds {
         filter_bits_per_key: u32,
     ) -> Vec<u8> {
         crate::tree::fuzz_hook::encode_leaf(version, items, block_size, filter_bits_per_key)
+    }
+
+    /// Valid leaf contents of sorted, unique `items` in the current leaf
+    /// format, chunks compressed as `compression` says where that pays.
+    pub fn compressed_leaf_page(
+        compression: crate::Compression,
+        items: &[(Vec<u8>, Option<Vec<u8>>)],
+        block_size: usize,
+        filter_bits_per_key: u32,
+    ) -> Vec<u8> {
+        crate::tree::fuzz_hook::encode_compressed_leaf(
+            compression,
+            items,
+            block_size,
+            filter_bits_per_key,
+        )
     }
 }
 

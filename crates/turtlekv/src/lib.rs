@@ -59,6 +59,6 @@ pub use db::Iter;
 pub use db::Snapshot;
 pub use db::{Db, LOCK_FILE_NAME};
 pub use error::{Error, Result};
-pub use options::{MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery, WriteOptions};
+pub use options::{Compression, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery, WriteOptions};
 pub use options_file::OPTIONS_FILE_NAME;
 pub use stats::Stats;

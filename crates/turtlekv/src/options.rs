@@ -108,6 +108,88 @@ pub struct Options {
     /// checkpoint. Not stored in `OPTIONS`: recovering is a choice made
     /// for one open.
     pub wal_recovery: WalRecovery,
+    /// How checkpoints compress the chunks of the leaf and buffer-segment
+    /// pages they write ([`Compression`]; `docs/tuning.md`,
+    /// "Compression"). Each chunk records its codec, so this may change
+    /// between opens: pages already written stay as they are and are read
+    /// as they were written.
+    pub compression: Compression,
+}
+
+/// How leaf and buffer-segment chunks are compressed (`docs/format.md`,
+/// "Compressed chunks"). A chunk that does not shrink is stored as it is.
+/// Stored in `OPTIONS` as `none`, `lz4`, `zstd` or `zstd:<level>`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Compression {
+    /// Chunks are stored as their items.
+    None,
+    /// LZ4 (the `lz4_flex` block format): fast to compress and to read,
+    /// about half the size of text-like values.
+    #[default]
+    Lz4,
+    /// zstd at `level` (`zstd::compression_level_range()`, -131072..=22;
+    /// 0 is zstd's default, 3): smaller than LZ4, slower to compress and
+    /// to read.
+    Zstd {
+        /// zstd's compression level.
+        level: i32,
+    },
+}
+
+impl Compression {
+    /// zstd's default level, which `zstd` without a level names.
+    pub const ZSTD_DEFAULT_LEVEL: i32 = 3;
+
+    /// Checks a zstd level against the range zstd accepts.
+    pub fn validate(self) -> Result<()> {
+        match self {
+            Compression::Zstd { level } if !zstd::compression_level_range().contains(&level) => {
+                Err(Error::InvalidOptions(format!(
+                    "compression = zstd:{level}: the level must be in {:?}",
+                    zstd::compression_level_range()
+                )))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = Error;
+
+    /// `none`, `lz4`, `zstd` or `zstd:<level>`.
+    fn from_str(s: &str) -> Result<Self> {
+        let parsed = match s.split_once(':') {
+            None if s == "none" => Compression::None,
+            None if s == "lz4" => Compression::Lz4,
+            None if s == "zstd" => Compression::Zstd {
+                level: Compression::ZSTD_DEFAULT_LEVEL,
+            },
+            Some(("zstd", level)) => Compression::Zstd {
+                level: level.parse().map_err(|_| {
+                    Error::InvalidOptions(format!("compression = {s:?}: bad zstd level"))
+                })?,
+            },
+            _ => {
+                return Err(Error::InvalidOptions(format!(
+                    "compression = {s:?}: expected \"none\", \"lz4\", \"zstd\" or \"zstd:<level>\""
+                )));
+            }
+        };
+        parsed.validate()?;
+        Ok(parsed)
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Compression::None => f.write_str("none"),
+            Compression::Lz4 => f.write_str("lz4"),
+            Compression::Zstd { level } => write!(f, "zstd:{level}"),
+        }
+    }
 }
 
 /// How an open treats a WAL that is not whole (`docs/format.md`,
@@ -178,6 +260,7 @@ impl Default for Options {
             direct_io: false,
             wal_segment_size_bytes: 64 * MIB,
             wal_recovery: WalRecovery::Strict,
+            compression: Compression::Lz4,
         }
     }
 }
@@ -244,7 +327,7 @@ impl Options {
                 self.wal_segment_size_bytes
             ));
         }
-        Ok(())
+        self.compression.validate()
     }
 
     /// The memory policy's share of the options.
@@ -282,7 +365,8 @@ impl Options {
                 self.leaf_size_bytes,
                 self.filter_bits_per_key,
                 self.cache_capacity_bytes,
-            ),
+            )
+            .with_compression(self.compression),
             create_if_missing: self.create_if_missing,
             garbage_percent: self.garbage_percent,
         }
@@ -355,6 +439,35 @@ mod tests {
             Err(Error::ValueTooLarge { .. })
         ));
         validate_entry(&vec![1u8; MAX_KEY_SIZE], Some(&vec![0u8; MAX_VALUE_SIZE])).unwrap();
+    }
+
+    #[test]
+    fn compression_parses_prints_back_and_checks_zstd_levels() {
+        for c in [
+            Compression::None,
+            Compression::Lz4,
+            Compression::Zstd { level: 3 },
+            Compression::Zstd { level: -5 },
+            Compression::Zstd { level: 22 },
+        ] {
+            assert_eq!(c.to_string().parse::<Compression>().unwrap(), c);
+        }
+        assert_eq!(
+            "zstd".parse::<Compression>().unwrap(),
+            Compression::Zstd { level: 3 }
+        );
+        assert_eq!(Options::default().compression, Compression::Lz4);
+        for bad in ["zstd:23", "zstd:x", "zstd:", "lz5", "", "lz4:1"] {
+            assert!(
+                matches!(bad.parse::<Compression>(), Err(Error::InvalidOptions(_))),
+                "{bad}"
+            );
+        }
+        let o = Options {
+            compression: Compression::Zstd { level: 99 },
+            ..Options::default()
+        };
+        assert!(matches!(o.validate(), Err(Error::InvalidOptions(_))));
     }
 
     #[test]

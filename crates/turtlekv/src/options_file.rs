@@ -32,7 +32,7 @@ impl Options {
 
     /// Stores the knobs that may change between opens (memory budget,
     /// checkpoint distance and threads, filter bits, direct I/O, WAL
-    /// segment size) as the database's defaults for [`Options::load`]. The
+    /// segment size, compression) as the database's defaults for [`Options::load`]. The
     /// database directory must exist. The file is replaced atomically.
     pub fn store(&self, path: impl AsRef<Path>) -> Result<()> {
         store_with_fs(&RealFs, path.as_ref(), self)
@@ -197,7 +197,7 @@ fn format(o: &Options, database_id: u64) -> String {
 
 fn format_body(o: &Options) -> String {
     format!(
-        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\ngarbage_percent = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\n",
+        "{HEADER}cache_capacity_bytes = {}\nrecord_cache_capacity_bytes = {}\nrecord_cache_auto_split = {}\ncheckpoint_distance_bytes = {}\nwrite_only_checkpoint_distance_bytes = {}\ncheckpoint_on_read_pressure = {}\ncheckpoint_io_idle = {}\ncheckpoint_threads = {}\ngarbage_percent = {}\nfilter_bits_per_key = {}\ndirect_io = {}\nwal_segment_size_bytes = {}\ncompression = {}\n",
         o.cache_capacity_bytes,
         o.record_cache_capacity_bytes,
         o.record_cache_auto_split,
@@ -210,6 +210,7 @@ fn format_body(o: &Options) -> String {
         o.filter_bits_per_key,
         o.direct_io,
         o.wal_segment_size_bytes,
+        o.compression,
     )
 }
 
@@ -252,6 +253,9 @@ fn parse_into(text: &str, o: &mut Options) -> Result<(), String> {
             }
             "direct_io" => o.direct_io = value.parse().map_err(|_| bad("not true/false"))?,
             "wal_segment_size_bytes" => o.wal_segment_size_bytes = number()?,
+            "compression" => {
+                o.compression = value.parse().map_err(|e: Error| bad(&e.to_string()))?
+            }
             _ => return Err(bad("unknown option")),
         }
     }
@@ -291,6 +295,7 @@ mod tests {
             checkpoint_distance_bytes: 128 << 20,
             write_only_checkpoint_distance_bytes: 256 << 20,
             checkpoint_io_idle: true,
+            compression: crate::Compression::Zstd { level: 7 },
             ..Options::default()
         };
         store_with_fs(&fs, dir, &tuned).unwrap();
@@ -299,6 +304,7 @@ mod tests {
         assert_eq!(loaded.checkpoint_distance_bytes, 128 << 20);
         assert_eq!(loaded.write_only_checkpoint_distance_bytes, 256 << 20);
         assert!(loaded.checkpoint_io_idle);
+        assert_eq!(loaded.compression, crate::Compression::Zstd { level: 7 });
         assert_eq!(
             (loaded.leaf_size_bytes, loaded.node_size_bytes),
             (64 * 1024, 2048)
@@ -320,6 +326,9 @@ mod tests {
             "cache_capacity_bytes = lots",
             "colour = blue",
             "direct_io = maybe",
+            "compression = gzip",
+            "compression = zstd:23",
+            "compression = zstd:fast",
         ] {
             assert!(parse_into(text, &mut o).is_err(), "{text}");
         }
@@ -333,9 +342,34 @@ mod tests {
             store_with_fs(&fs, Path::new("/db"), &bad),
             Err(Error::InvalidOptions(_))
         ));
-        let ok = "# comment\n\ncheckpoint_distance_bytes = 4096\n";
+        let ok = "# comment\n\ncheckpoint_distance_bytes = 4096\ncompression = zstd:-3\n";
         parse_into(ok, &mut o).unwrap();
         assert_eq!(o.checkpoint_distance_bytes, 4096);
+        assert_eq!(o.compression, crate::Compression::Zstd { level: -3 });
+        // A bad value names the file and the line.
+        let dir = Path::new("/db");
+        let body = format_body(&Options::default()).replace("lz4", "zstd:99");
+        let line = body.lines().position(|l| l.contains("zstd:99")).unwrap() + 1;
+        let crc = crc32c::crc32c(body.as_bytes());
+        let text = format!("{VERSION_2_PREFIX}{:016x}, crc32c {crc:08x}\n{body}", 0);
+        let file = fs
+            .open(
+                &dir.join(OPTIONS_FILE_NAME),
+                OpenOptions::read_write_create(),
+            )
+            .unwrap();
+        file.write_at(text.as_bytes(), 0).unwrap();
+        drop(file);
+        match load_with_fs(&fs, dir) {
+            Err(Error::InvalidOptions(msg)) => {
+                assert!(
+                    msg.contains("OPTIONS") && msg.contains(&format!("line {line}")),
+                    "{msg}"
+                );
+                assert!(msg.contains("zstd:99"), "{msg}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Stores at once each rename a whole file: every store succeeds (with

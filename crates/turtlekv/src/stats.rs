@@ -210,6 +210,15 @@ pub struct Stats {
     pub record_cache_resizes: u64,
     /// Page reads from disk (cache misses) made by gets.
     pub get_disk_reads: u64,
+
+    // Block compression (`Options::compression`).
+    /// Item bytes of the chunks of the leaf and buffer-segment pages
+    /// checkpoints wrote, before compression.
+    pub compression_input_bytes: u64,
+    /// Bytes those chunks took as stored: compressed, or their items
+    /// where compression did not pay or is off (padding to block ends
+    /// not counted).
+    pub compression_output_bytes: u64,
 }
 
 impl Stats {
@@ -239,6 +248,16 @@ impl Stats {
             return 0.0;
         }
         self.tree_leaf_page_bytes as f64 / self.tree_leaf_capacity_bytes as f64
+    }
+
+    /// `compression_input_bytes / compression_output_bytes`: how many
+    /// times smaller checkpoints stored their leaf chunks (1.0 with
+    /// compression off; 0 before a checkpoint writes a leaf).
+    pub fn compression_ratio(&self) -> f64 {
+        if self.compression_output_bytes == 0 {
+            return 0.0;
+        }
+        self.compression_input_bytes as f64 / self.compression_output_bytes as f64
     }
 
     /// Bytes written to the device (WAL and page files) per byte of user

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use common::{Rng, checkpointing_options, open_fault};
 use turtlekv::io::{FaultFs, FileSystem, OpenOptions, read_all};
-use turtlekv::{Options, WriteBatch, WriteOptions, fuzz};
+use turtlekv::{Compression, Options, WriteBatch, WriteOptions, fuzz};
 
 type Decoder = fn(&[u8]) -> bool;
 
@@ -143,6 +143,20 @@ fn seeds(target: &str) -> Vec<Vec<u8>> {
                 // Format version 1, which earlier builds wrote.
                 fuzz::seeds::leaf_page(1, &items(30, true), 256, 20),
                 fuzz::seeds::leaf_page(1, &[kv("big", Some(&[3; 700]))], 256, 10),
+                // Compressed chunks (format version 3), small and spanning blocks.
+                fuzz::seeds::compressed_leaf_page(Compression::Lz4, &items(60, true), 256, 10),
+                fuzz::seeds::compressed_leaf_page(
+                    Compression::Zstd { level: 3 },
+                    &items(60, true),
+                    256,
+                    0,
+                ),
+                fuzz::seeds::compressed_leaf_page(
+                    Compression::Lz4,
+                    &[kv("big", Some(&[3; 2000])), kv("small", Some(b"v"))],
+                    256,
+                    10,
+                ),
             ];
             leaves.extend(real_pages(false).into_iter().take(3));
             leaves

@@ -3,6 +3,8 @@
 mod check;
 #[cfg(test)]
 mod compat_tests;
+#[cfg(test)]
+mod compression_tests;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
@@ -481,6 +483,8 @@ fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
     stats.checkpoint_spills = written.spills;
     stats.node_pages_written = written.node_pages_written;
     stats.node_bytes_written = written.node_bytes_written;
+    stats.compression_input_bytes = written.compression_input_bytes;
+    stats.compression_output_bytes = written.compression_output_bytes;
     stats.tree_height = u64::from(shape.height);
     stats.tree_node_pages = shape.node_pages;
     stats.tree_leaf_pages = shape.leaf_pages;

@@ -75,6 +75,8 @@ pub(crate) struct SpacePolicy {
     garbage_percent: u32,
     puts: ShadowRatio,
     tombstones: ShadowRatio,
+    /// Bytes pages take on disk per item byte they hold (compression).
+    stored: ShadowRatio,
     /// Tombstone bytes checkpoints put into the tree less those flushed
     /// into leaves since this handle opened: an estimate of those
     /// buffered (node pages do not count them).
@@ -87,6 +89,7 @@ impl SpacePolicy {
             garbage_percent,
             puts: ShadowRatio::new(PRIOR_PUT_RATIO),
             tombstones: ShadowRatio::new(PRIOR_TOMBSTONE_RATIO),
+            stored: ShadowRatio::new(1.0),
             pending_tombstone_bytes: 0,
         }
     }
@@ -100,18 +103,26 @@ impl SpacePolicy {
             events.leaf_flush_tombstone_bytes,
             events.leaf_flush_tombstone_dead_bytes,
         );
+        self.stored.observe(
+            events.compression_input_bytes,
+            events.compression_output_bytes,
+        );
         self.pending_tombstone_bytes = (self.pending_tombstone_bytes
             + events.batch_tombstone_bytes)
             .saturating_sub(events.leaf_flush_tombstone_bytes);
     }
 
+    /// Item bytes are counted as pages store them: compressed chunks take
+    /// fewer bytes on disk than their items.
     pub fn estimate(&self, shape: &TreeShape) -> SpaceEstimate {
-        let tombstones = self.pending_tombstone_bytes.min(shape.pending_bytes) as f64;
-        let puts = shape.pending_bytes_above_leaves as f64 - tombstones;
+        let stored = self.stored.get().min(1.0);
+        let tombstones = self.pending_tombstone_bytes.min(shape.pending_bytes) as f64 * stored;
+        let puts = shape.pending_bytes_above_leaves as f64 * stored - tombstones;
         let puts = puts.max(0.0);
         let put_shadow = puts * self.puts.get().min(1.0);
         let tombstone_dead = tombstones * self.tombstones.get();
-        let flushed_kept = shape.segment_page_bytes.saturating_sub(shape.pending_bytes);
+        let pending = (shape.pending_bytes as f64 * stored) as u64;
+        let flushed_kept = shape.segment_page_bytes.saturating_sub(pending);
         // Tombstones are dead themselves; the rest of what they make dead
         // lies in the leaves.
         let leaf_dead = put_shadow + (tombstone_dead - tombstones).max(0.0);
@@ -132,13 +143,13 @@ impl SpacePolicy {
         }
         // Per node, what is buffered is weighed as the tree's mix of puts
         // and tombstones.
+        let stored = self.stored.get().min(1.0);
         let pending = shape.pending_bytes_above_leaves.max(1) as f64;
-        let per_pending_byte = (estimate.garbage_bytes as f64
-            - shape.segment_page_bytes.saturating_sub(shape.pending_bytes) as f64)
-            .max(0.0)
-            / pending;
+        let flushed_kept = shape.segment_page_bytes as f64 - shape.pending_bytes as f64 * stored;
+        let per_pending_byte =
+            (estimate.garbage_bytes as f64 - flushed_kept.max(0.0)).max(0.0) / pending;
         let reclaimable = |n: &NodeSpace| {
-            let kept = n.segment_page_bytes.saturating_sub(n.pending_bytes) as f64;
+            let kept = (n.segment_page_bytes as f64 - n.pending_bytes as f64 * stored).max(0.0);
             kept + n.pending_bytes as f64 * per_pending_byte
         };
         let mut nodes: Vec<&NodeSpace> = shape

@@ -4,9 +4,11 @@
 
 use bytes::Bytes;
 
+use crate::Compression;
 use crate::filter;
 use crate::page::PageId;
-use crate::tree::format::chunk::ChunkItems;
+use crate::tree::format::chunk::{ChunkItems, parse_item};
+use crate::tree::format::codec::{self, ChunkCodec};
 use crate::tree::format::item::Item;
 use crate::tree::format::item_layout::ItemLayout;
 use crate::tree::format::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHead};
@@ -58,6 +60,60 @@ pub(crate) fn decode_leaf(bytes: &[u8]) -> Result<usize, String> {
         }
     }
     Ok(items.len())
+}
+
+/// Decodes `bytes` as one compressed chunk, as every chunk read does
+/// (`LeafHead::chunk_item_bytes`), then its items: byte 0 picks the codec
+/// (LZ4 or zstd), byte 1 the block size (64 to 4096 bytes), and the rest,
+/// cut to whole blocks, are the chunk's blocks. Returns the items' count.
+pub(crate) fn decode_compressed_chunk(bytes: &[u8]) -> Result<usize, String> {
+    let [codec, block_size, blocks @ ..] = bytes else {
+        return Err("shorter than the codec and block size".into());
+    };
+    let (codec, block_size) = chunk_codec_and_block_size(*codec, *block_size);
+    let blocks = &blocks[..blocks.len() / block_size * block_size];
+    let raw = codec::decompress(codec, blocks, block_size)?;
+    let mut at = 0;
+    let mut count = 0;
+    while at < raw.len() {
+        let span = parse_item(&raw, at, ItemLayout::CURRENT).ok_or("an item overruns the chunk")?;
+        at = span.end();
+        count += 1;
+    }
+    Ok(count)
+}
+
+fn chunk_codec_and_block_size(codec: u8, block_size: u8) -> (ChunkCodec, usize) {
+    let codec = match codec % 2 {
+        0 => ChunkCodec::Lz4,
+        _ => ChunkCodec::Zstd,
+    };
+    (codec, 64 * (1 + usize::from(block_size % 64)))
+}
+
+/// `bytes` as `decode_compressed_chunk` reads them, with the chunk's
+/// lengths made to fit its blocks, so a fuzzer gets past them to the
+/// codecs.
+pub(crate) fn chunk_with_valid_lengths(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    if out.len() < 2 + codec::CHUNK_HEADER_BYTES {
+        return out;
+    }
+    let (_, block_size) = chunk_codec_and_block_size(out[0], out[1]);
+    let blocks = (out.len() - 2) / block_size * block_size;
+    if blocks < block_size {
+        return out;
+    }
+    let field = |out: &[u8], at: usize| u32::from_le_bytes(out[at..at + 4].try_into().expect("4"));
+    let raw_len = (field(&out, 2) as usize).clamp(1, codec::max_raw_len(block_size));
+    let room = blocks - codec::CHUNK_HEADER_BYTES;
+    let stored_len = (field(&out, 6) as usize).min(room);
+    // The chunk ends with the block its stored bytes end in.
+    let end = (codec::CHUNK_HEADER_BYTES + stored_len).div_ceil(block_size) * block_size;
+    out.truncate(2 + end);
+    out[2..6].copy_from_slice(&(raw_len as u32).to_le_bytes());
+    out[6..10].copy_from_slice(&(stored_len as u32).to_le_bytes());
+    out
 }
 
 /// Decodes node contents three ways: fully, as the read path's lookup
@@ -142,23 +198,48 @@ pub(crate) fn node_with_valid_checksum(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// Valid leaf contents holding `items` (sorted, unique keys; `None` is a
-/// tombstone), for seeds.
+/// tombstone), for seeds: in format `version`, no chunk compressed.
 ///
 /// # Panics
-/// If no item layout has format version `version`.
+/// If this build does not read format `version`.
 pub(crate) fn encode_leaf(
     version: u16,
     items: &[(Vec<u8>, Option<Vec<u8>>)],
     block_size: usize,
     filter_bits_per_key: u32,
 ) -> Vec<u8> {
-    let layout = ItemLayout::from_version(version).expect("a leaf format version");
-    let items: Vec<Item> = items
+    leaf::serialize_as(
+        version,
+        &to_items(items),
+        block_size,
+        filter_bits_per_key,
+        usize::MAX,
+    )
+}
+
+/// Valid leaf contents holding `items` in the current format version,
+/// their chunks compressed as `compression` says, for seeds.
+pub(crate) fn encode_compressed_leaf(
+    compression: Compression,
+    items: &[(Vec<u8>, Option<Vec<u8>>)],
+    block_size: usize,
+    filter_bits_per_key: u32,
+) -> Vec<u8> {
+    leaf::serialize(
+        &to_items(items),
+        block_size,
+        filter_bits_per_key,
+        usize::MAX,
+        compression,
+    )
+}
+
+fn to_items(items: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<Item> {
+    items
         .iter()
         .map(|(k, v)| Item {
             key: Bytes::copy_from_slice(k),
             value: v.as_deref().map(Bytes::copy_from_slice),
         })
-        .collect();
-    leaf::serialize_as(layout, &items, block_size, filter_bits_per_key, usize::MAX)
+        .collect()
 }

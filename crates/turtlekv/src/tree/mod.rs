@@ -82,6 +82,8 @@ pub(crate) struct TreeConfig {
     /// before it writes them out, so that its memory does not grow with
     /// its output.
     pub spill_after_new_pages: usize,
+    /// How new leaf and segment pages compress their chunks.
+    pub compression: crate::Compression,
 }
 
 /// A batch update's new pages in memory before it spills them: a
@@ -128,6 +130,15 @@ impl TreeConfig {
             leaf_slot_bytes: leaf as usize,
             filter_bits_per_key,
             spill_after_new_pages: spill_after_new_pages(leaf_size_bytes, budget_bytes),
+            compression: crate::Compression::default(),
+        }
+    }
+
+    /// These sizes with new pages compressed as `compression` says.
+    pub(crate) fn with_compression(self, compression: crate::Compression) -> Self {
+        TreeConfig {
+            compression,
+            ..self
         }
     }
 
@@ -156,7 +167,7 @@ impl TreeConfig {
     /// items; 2 MiB leaves hold `MAX_KEY_SIZE + MAX_VALUE_SIZE` easily).
     pub(crate) fn max_item_bytes(&self) -> usize {
         let blocks = self.leaf_max_bytes / self.block_size_bytes;
-        let head = leaf::HEADER_BYTES + 10 + 4 * blocks;
+        let head = leaf::HEADER_BYTES + leaf::INDEX_ENTRY_FIXED_BYTES + 4 * blocks;
         let filter = crate::filter::max_encoded_len(1, self.filter_bits_per_key);
         let data_offset = (head + filter + 16).next_multiple_of(self.block_size_bytes) - 16;
         (self.leaf_max_bytes - data_offset) / self.block_size_bytes * self.block_size_bytes

@@ -120,6 +120,8 @@ struct StoredOptions {
     filter_bits_per_key: u32,
     direct_io: bool,
     wal_segment_size_bytes: u64,
+    /// `none`, `lz4` or `zstd:<level>`.
+    compression: String,
 }
 
 /// The engine counts writes per open handle, not over the database's
@@ -134,6 +136,12 @@ struct ThisOpen {
     /// `(wal + page bytes written) / user bytes written`; absent with no
     /// user writes.
     write_amplification: Option<f64>,
+    /// Item bytes of the leaf chunks checkpoints wrote, and what they took
+    /// as stored, compressed or not.
+    compression_input_bytes: u64,
+    compression_output_bytes: u64,
+    /// Input over output; absent when no checkpoint wrote a leaf.
+    compression_ratio: Option<f64>,
 }
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
@@ -221,6 +229,7 @@ fn stored_options(path: &Path, o: &Options) -> StoredOptions {
         filter_bits_per_key: o.filter_bits_per_key,
         direct_io: o.direct_io,
         wal_segment_size_bytes: o.wal_segment_size_bytes,
+        compression: o.compression.to_string(),
     }
 }
 
@@ -232,6 +241,9 @@ fn this_open(stats: &Stats) -> ThisOpen {
         wal_bytes_written: stats.wal_bytes_written,
         page_bytes_written: stats.page_bytes_written,
         write_amplification: (stats.user_bytes_written > 0).then(|| stats.write_amplification()),
+        compression_input_bytes: stats.compression_input_bytes,
+        compression_output_bytes: stats.compression_output_bytes,
+        compression_ratio: (stats.compression_output_bytes > 0).then(|| stats.compression_ratio()),
     }
 }
 

@@ -171,6 +171,7 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
         format_size(o.wal_segment_size_bytes),
     )?;
     line(out, "leaf page size", format_size(o.leaf_size_bytes))?;
+    line(out, "compression", o.compression.clone())?;
     line(out, "node page size", format_size(o.node_size_bytes))?;
     let t = &r.this_open;
     writeln!(
@@ -194,6 +195,20 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
         t.write_amplification.map_or_else(
             || "n/a: nothing written since this open (`load` reports its own)".to_string(),
             |w| format!("{w:.2}"),
+        ),
+    )?;
+    line(
+        out,
+        "leaf chunks compressed",
+        t.compression_ratio.map_or_else(
+            || "n/a: no checkpoint wrote a leaf since this open".to_string(),
+            |ratio| {
+                format!(
+                    "{} to {} ({ratio:.2}x)",
+                    format_size(t.compression_input_bytes),
+                    format_size(t.compression_output_bytes)
+                )
+            },
         ),
     )?;
     Ok(())

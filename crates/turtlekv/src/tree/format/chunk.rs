@@ -91,20 +91,26 @@ pub(crate) struct ChunkItems {
     count: usize,
     /// Where the chunk starts in its page's contents, for errors.
     page_offset: u64,
+    /// Whether `bytes` are the page's own (a chunk stored raw), so that an
+    /// error can name its place in the page; a compressed chunk's are
+    /// reported at its start.
+    raw: bool,
     /// The items located so far, from the first.
     spans: Vec<ItemSpan>,
 }
 
 impl ChunkItems {
     /// Starts over on a chunk of `count` items laid out as `layout`, at
-    /// `page_offset` of its page's contents, reusing this value's
-    /// allocation. Nothing is parsed yet.
+    /// `page_offset` of its page's contents (`raw`: `bytes` are the page's
+    /// own, not decompressed), reusing this value's allocation. Nothing is
+    /// parsed yet.
     pub(in crate::tree) fn reset(
         &mut self,
         bytes: Bytes,
         count: usize,
         layout: ItemLayout,
         page_offset: u64,
+        raw: bool,
     ) {
         self.spans.clear();
         // Room for every item at once: growing the spans one doubling at a
@@ -116,6 +122,7 @@ impl ChunkItems {
         self.layout = layout;
         self.count = count;
         self.page_offset = page_offset;
+        self.raw = raw;
     }
 
     /// Asks the CPU to fetch the chunk's bytes into its caches. Locating
@@ -153,6 +160,7 @@ impl ChunkItems {
     /// An item at `at` of the chunk that does not parse.
     #[cold]
     fn bad_item(&self, at: usize) -> DecodeError {
+        let at = if self.raw { at } else { 0 };
         DecodeError::new(at, "item overruns chunk").within(self.page_offset)
     }
 
@@ -229,7 +237,7 @@ mod tests {
         ];
         for layout in ItemLayout::ALL {
             let mut chunk = ChunkItems::default();
-            chunk.reset(encode(&items, layout), items.len(), layout, 0);
+            chunk.reset(encode(&items, layout), items.len(), layout, 0, true);
             assert_eq!(chunk.len(), 5);
             assert_eq!(chunk.lower_bound(b"b"), Ok(1));
             assert_eq!(
@@ -249,7 +257,7 @@ mod tests {
                 assert_eq!(chunk.span(i).end(), at, "{layout:?}: item_len of item {i}");
             }
             // Reuse keeps nothing of the previous chunk.
-            chunk.reset(encode(&items[2..3], layout), 1, layout, 0);
+            chunk.reset(encode(&items[2..3], layout), 1, layout, 0, true);
             chunk.locate_to(0).expect("locate");
             assert_eq!(chunk.len(), 1);
             assert_eq!(chunk.item(0), items[2]);
@@ -283,13 +291,13 @@ mod tests {
         let mut chunk = ChunkItems::default();
         for layout in ItemLayout::ALL {
             let good = encode(&[Item::put("k", "v")], layout);
-            chunk.reset(good, 2, layout, 0);
+            chunk.reset(good, 2, layout, 0, true);
             assert!(chunk.locate_to(1).is_err(), "a count past the items");
         }
         for (layout, bad) in cases {
-            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0);
+            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0, true);
             assert!(chunk.locate_to(0).is_err(), "{layout:?} {bad:?}");
-            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0);
+            chunk.reset(Bytes::from(bad.clone()), 1, layout, 0, true);
             assert!(chunk.lower_bound(b"k").is_err(), "{layout:?} {bad:?}");
         }
     }

@@ -11,8 +11,8 @@ pub(crate) const MIN_ITEM_BYTES: usize = 2;
 /// Low bit of a version 2 item's tag: set for a put, clear for a tombstone.
 const TAG_PUT: u64 = 1;
 
-/// How a leaf page lays out its items, named by the format version in the
-/// page's header (`docs/format.md`, "Items"). Pages are written in the
+/// How a leaf page lays out its items, which the format version in the
+/// page's header selects (`docs/format.md`, "Items"; `leaf::version_format`). Pages are written in the
 /// current layout; older ones are still read, so a database written by
 /// an earlier build opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,21 +29,6 @@ impl ItemLayout {
     pub(crate) const CURRENT: Self = Self::V2;
     #[cfg(test)]
     pub(crate) const ALL: [Self; 2] = [Self::V1, Self::V2];
-
-    pub(crate) fn from_version(version: u16) -> Option<Self> {
-        match version {
-            1 => Some(Self::V1),
-            2 => Some(Self::V2),
-            _ => None,
-        }
-    }
-
-    pub(crate) fn version(self) -> u16 {
-        match self {
-            Self::V1 => 1,
-            Self::V2 => 2,
-        }
-    }
 
     /// Bytes `item` takes.
     #[inline]

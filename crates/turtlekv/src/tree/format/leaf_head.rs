@@ -4,9 +4,10 @@
 use bytes::Bytes;
 
 use super::chunk::{ChunkItems, parse_item};
+use super::codec::{self, ChunkCodec};
 use super::item::Item;
 use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
-use super::leaf::{HEADER_BYTES, INDEX_ENTRY_FIXED_BYTES, MAGIC};
+use super::leaf::{HEADER_BYTES, MAGIC, index_entry_fixed_bytes, version_format};
 use crate::error::DecodeError;
 use crate::key::{compare_keys, key_prefix};
 
@@ -40,10 +41,18 @@ pub(crate) struct LeafHead {
     pub head_len: u32,
     pub filter_len: u32,
     pub data_offset: u32,
+    /// The page's length with every chunk stored raw, which leaf sizing
+    /// measures (`LeafSizer`): the header says it in version 3; earlier
+    /// pages are stored raw.
+    pub raw_page_bytes: u32,
     pub has_tombstones: bool,
     /// How the page's items are laid out (its format version).
     pub item_layout: ItemLayout,
     pub chunks: Vec<ChunkEntry>,
+    /// Each chunk's codec (version 3); empty for pages of earlier
+    /// versions, whose chunks are all stored raw. Kept apart from
+    /// `chunks`, whose entries fit a lookup's cache lines.
+    codecs: Vec<ChunkCodec>,
     /// Where each chunk's separator lies in `raw`, `(start, end)`.
     separator_spans: Vec<(u32, u32)>,
     /// The head's bytes, which hold the separators.
@@ -70,7 +79,7 @@ impl LeafHead {
             return Err(DecodeError::new(0, "leaf head: bad magic"));
         }
         let version = u16::from_le_bytes([head[4], head[5]]);
-        let Some(item_layout) = ItemLayout::from_version(version) else {
+        let Some((item_layout, has_codec)) = version_format(version) else {
             return Err(DecodeError::new(
                 4,
                 format!("leaf head: unknown format version {version}"),
@@ -94,20 +103,32 @@ impl LeafHead {
             return Err(DecodeError::new(0, "leaf head: checksum mismatch"));
         }
         let mut at = HEADER_BYTES;
+        let entry_fixed = index_entry_fixed_bytes(has_codec);
         // Counts are only claims until parsed: bound the allocation by the
         // bytes that could hold them, so a bad count is an error, not an abort.
-        let claimed = (chunk_count as usize).min(head.len() / INDEX_ENTRY_FIXED_BYTES);
+        let claimed = (chunk_count as usize).min(head.len() / entry_fixed);
         let mut chunks = Vec::with_capacity(claimed);
         let mut separator_spans = Vec::with_capacity(claimed);
+        let mut codecs = Vec::with_capacity(if has_codec { claimed } else { 0 });
         for _ in 0..chunk_count {
-            if at + INDEX_ENTRY_FIXED_BYTES > head.len() {
+            if at + entry_fixed > head.len() {
                 return Err(DecodeError::new(at, "leaf head: index overruns head"));
             }
-            let sep_len = u16::from_le_bytes([head[at + 8], head[at + 9]]) as usize;
-            let sep_at = at + INDEX_ENTRY_FIXED_BYTES;
+            if has_codec {
+                let Some(codec) = ChunkCodec::from_byte(head[at + 8]) else {
+                    return Err(DecodeError::new(
+                        at + 8,
+                        format!("leaf head: unknown chunk codec {}", head[at + 8]),
+                    ));
+                };
+                codecs.push(codec);
+            }
+            let sep_len_at = at + entry_fixed - 2;
+            let sep_len = u16::from_le_bytes([head[sep_len_at], head[sep_len_at + 1]]) as usize;
+            let sep_at = at + entry_fixed;
             if sep_at + sep_len > head.len() {
                 return Err(DecodeError::new(
-                    at + 8,
+                    sep_len_at,
                     "leaf head: separator overruns head",
                 ));
             }
@@ -142,7 +163,7 @@ impl LeafHead {
             &head[start as usize..end as usize]
         };
         // Index entry `c` starts before its separator's fixed fields.
-        let entry_at = |c: usize| separator_spans[c].0 as usize - INDEX_ENTRY_FIXED_BYTES;
+        let entry_at = |c: usize| separator_spans[c].0 as usize - entry_fixed;
         let out_of_order = (1..chunks.len()).find(|&c| {
             let (before, after) = (&chunks[c - 1], &chunks[c]);
             before.first_item >= after.first_item
@@ -187,6 +208,10 @@ impl LeafHead {
                 "leaf head: data overlaps the head or the filter",
             ));
         }
+        let raw_page_bytes = match has_codec {
+            true => u32_at(head, super::leaf::RAW_PAGE_BYTES_AT),
+            false => data_offset.saturating_add(block_count.saturating_mul(block_size)),
+        };
         Ok(LeafHead {
             item_count,
             block_count,
@@ -194,9 +219,11 @@ impl LeafHead {
             head_len,
             filter_len,
             data_offset,
+            raw_page_bytes,
             has_tombstones: u16::from_le_bytes([head[6], head[7]]) & 1 == 1,
             item_layout,
             chunks,
+            codecs,
             separator_spans,
             raw: head.clone(),
             block_crcs,
@@ -229,7 +256,8 @@ impl LeafHead {
         let per_chunk = std::mem::size_of::<ChunkEntry>() + std::mem::size_of::<(u32, u32)>();
         let chunks = self.chunks.len() * per_chunk;
         let crcs = self.block_crcs.len() * 4;
-        (std::mem::size_of::<Self>() + chunks + crcs + self.head_len as usize) as u64
+        let codecs = self.codecs.len();
+        (std::mem::size_of::<Self>() + chunks + codecs + crcs + self.head_len as usize) as u64
     }
 
     /// Finds `key` in chunk `c` given its blocks' bytes, without decoding the
@@ -242,18 +270,50 @@ impl LeafHead {
         blocks: &Bytes,
         key: &[u8],
     ) -> Result<Option<(u32, Item)>, DecodeError> {
+        let bytes = self.chunk_item_bytes(c, blocks)?;
         let (first, end) = self.chunk_items(c);
         let mut at = 0usize;
         for index in first..end {
             let span =
-                parse_item(blocks, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
-            match compare_keys(span.key(blocks), key) {
+                parse_item(&bytes, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
+            match compare_keys(span.key(&bytes), key) {
                 std::cmp::Ordering::Less => at = span.end(),
-                std::cmp::Ordering::Equal => return Ok(Some((index, span.item(blocks)))),
+                std::cmp::Ordering::Equal => return Ok(Some((index, span.item(&bytes)))),
                 std::cmp::Ordering::Greater => return Ok(None),
             }
         }
         Ok(None)
+    }
+
+    /// How chunk `c` is stored.
+    #[inline]
+    pub(crate) fn codec(&self, c: usize) -> ChunkCodec {
+        self.codecs.get(c).copied().unwrap_or_default()
+    }
+
+    /// Chunk `c`'s items back to back, given its blocks' bytes: the blocks
+    /// themselves for a chunk stored raw (its items start them; padding
+    /// follows), else their bytes decompressed. Every reader of a chunk
+    /// goes through here. An error's offset is within the page's contents.
+    pub(crate) fn chunk_item_bytes(&self, c: usize, blocks: &Bytes) -> Result<Bytes, DecodeError> {
+        match self.codec(c) {
+            ChunkCodec::None => Ok(blocks.clone()),
+            codec => codec::decompress(codec, blocks, self.block_size as usize)
+                .map_err(|e| e.within(self.chunk_range(c).0)),
+        }
+    }
+
+    /// Where damage to the item whose key is `key`, in chunk `c` read from
+    /// `blocks`, is reported: where the key lies in the page for a chunk
+    /// stored raw, the chunk's start for a compressed one (its items are
+    /// not bytes of the page).
+    pub(crate) fn key_offset(&self, c: usize, blocks: &Bytes, key: &[u8]) -> u64 {
+        let chunk_at = self.chunk_range(c).0;
+        let in_blocks = (key.as_ptr() as usize).wrapping_sub(blocks.as_ptr() as usize);
+        match self.codec(c) {
+            ChunkCodec::None if in_blocks < blocks.len() => chunk_at + in_blocks as u64,
+            _ => chunk_at,
+        }
     }
 
     /// The chunk a key would be in: the last whose separator is `<= key`.
@@ -382,8 +442,14 @@ impl LeafHead {
         Ok(items)
     }
 
-    /// An item of chunk `c` at `at` of its bytes that does not parse.
+    /// An item of chunk `c` at `at` of its item bytes that does not parse:
+    /// at its place in the page, or the chunk's start if it is compressed.
     fn bad_item(&self, c: usize, at: usize) -> DecodeError {
+        let at = if self.codec(c) == ChunkCodec::None {
+            at
+        } else {
+            0
+        };
         DecodeError::new(at, format!("leaf chunk {c}: item overruns chunk"))
             .within(self.chunk_range(c).0)
     }
@@ -397,15 +463,23 @@ impl LeafHead {
         blocks: &Bytes,
     ) -> Result<Vec<Item>, DecodeError> {
         self.check_chunk_len(c, blocks)?;
+        let bytes = self.chunk_item_bytes(c, blocks)?;
         let (first, end) = self.chunk_items(c);
         let mut items =
-            Vec::with_capacity(((end - first) as usize).min(blocks.len() / MIN_ITEM_BYTES));
+            Vec::with_capacity(((end - first) as usize).min(bytes.len() / MIN_ITEM_BYTES));
         let mut at = 0usize;
         for _ in first..end {
             let span =
-                parse_item(blocks, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
-            items.push(span.item(blocks));
+                parse_item(&bytes, at, self.item_layout).ok_or_else(|| self.bad_item(c, at))?;
+            items.push(span.item(&bytes));
             at = span.end();
+        }
+        // A compressed chunk decompresses to its items exactly.
+        if self.codec(c) != ChunkCodec::None && at != bytes.len() {
+            return Err(
+                DecodeError::new(0, format!("leaf chunk {c}: bytes after the last item"))
+                    .within(self.chunk_range(c).0),
+            );
         }
         Ok(items)
     }
@@ -419,9 +493,17 @@ impl LeafHead {
         out: &mut ChunkItems,
     ) -> Result<(), DecodeError> {
         self.check_chunk_len(c, &blocks)?;
+        let bytes = self.chunk_item_bytes(c, &blocks)?;
         let (first, end) = self.chunk_items(c);
         let (chunk_at, _) = self.chunk_range(c);
-        out.reset(blocks, (end - first) as usize, self.item_layout, chunk_at);
+        let raw = self.codec(c) == ChunkCodec::None;
+        out.reset(
+            bytes,
+            (end - first) as usize,
+            self.item_layout,
+            chunk_at,
+            raw,
+        );
         Ok(())
     }
 
@@ -451,37 +533,58 @@ impl LeafHead {
                     format!("leaf chunk {c}: data blocks overrun the page"),
                 ));
             }
+            let blocks = page.slice(offset as usize..end);
             let before = items.len();
-            items.extend(self.decode_chunk(c, &page.slice(offset as usize..end))?);
-            // Each separator lies above the previous chunk's last key and
-            // at or below its own chunk's first (`docs/format.md`): lookups
-            // go by separators alone, so one that points elsewhere makes
-            // keys of the page unreachable (checks and updates read pages
-            // whole, here, and would not notice otherwise).
-            let separator = self.separator(c);
-            let below_first = items.get(before).is_none_or(|it| separator <= it.key);
-            let above_previous = before == 0 || items[before - 1].key < separator;
-            if !below_first || !above_previous {
-                return Err(DecodeError::new(
-                    self.separator_spans[c].0 as usize,
-                    format!("leaf chunk {c}: separator does not separate its chunk"),
-                ));
-            }
-        }
-        // The items are slices of the page: an offending key's place in it
-        // is where its bytes are.
-        let key_at = |it: &Item| (it.key.as_ptr() as usize).wrapping_sub(page.as_ptr() as usize);
-        if let Some(w) = items.windows(2).find(|w| w[0].key >= w[1].key) {
-            return Err(DecodeError::new(key_at(&w[1]), "leaf: items out of order"));
-        }
-        if !self.has_tombstones
-            && let Some(it) = items.iter().find(|it| it.value.is_none())
-        {
-            return Err(DecodeError::new(
-                key_at(it),
-                "leaf: a tombstone in a page whose header says it holds none",
-            ));
+            items.extend(self.decode_chunk(c, &blocks)?);
+            self.check_separator(c, &items, before)?;
+            self.check_chunk_items(c, &blocks, &items, before)?;
         }
         Ok(items)
+    }
+
+    /// Each separator lies above the previous chunk's last key and at or
+    /// below its own chunk's first (`docs/format.md`): lookups go by
+    /// separators alone, so one that points elsewhere makes keys of the
+    /// page unreachable (checks and updates read pages whole, in
+    /// `decode_all`, and would not notice otherwise). Chunk `c`'s items
+    /// start at `items[first]`.
+    fn check_separator(&self, c: usize, items: &[Item], first: usize) -> Result<(), DecodeError> {
+        let separator = self.separator(c);
+        let below_first = items.get(first).is_none_or(|it| separator <= it.key);
+        let above_previous = first == 0 || items[first - 1].key < separator;
+        if !below_first || !above_previous {
+            return Err(DecodeError::new(
+                self.separator_spans[c].0 as usize,
+                format!("leaf chunk {c}: separator does not separate its chunk"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Chunk `c`'s items, `items[first..]`, read from `blocks`: in order
+    /// after the previous chunk's, and no tombstone where the header says
+    /// there is none.
+    fn check_chunk_items(
+        &self,
+        c: usize,
+        blocks: &Bytes,
+        items: &[Item],
+        first: usize,
+    ) -> Result<(), DecodeError> {
+        let from = first.saturating_sub(1);
+        if let Some(w) = items[from..].windows(2).find(|w| w[0].key >= w[1].key) {
+            let at = self.key_offset(c, blocks, &w[1].key);
+            return Err(DecodeError::new(0, "leaf: items out of order").within(at));
+        }
+        if !self.has_tombstones
+            && let Some(it) = items[first..].iter().find(|it| it.value.is_none())
+        {
+            return Err(DecodeError::new(
+                0,
+                "leaf: a tombstone in a page whose header says it holds none",
+            )
+            .within(self.key_offset(c, blocks, &it.key)));
+        }
+        Ok(())
     }
 }

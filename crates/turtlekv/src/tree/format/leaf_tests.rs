@@ -5,6 +5,13 @@ use crate::error::DecodeError;
 use crate::tree::format::chunk::ChunkItems;
 use crate::tree::format::item_layout::ItemLayout;
 
+const COMPRESSIONS: [Compression; 4] = [
+    Compression::None,
+    Compression::Lz4,
+    Compression::Zstd { level: 3 },
+    Compression::Zstd { level: -2 },
+];
+
 fn items(n: usize, value_len: impl Fn(usize) -> usize) -> Vec<Item> {
     (0..n)
         .map(|i| {
@@ -18,8 +25,15 @@ fn items(n: usize, value_len: impl Fn(usize) -> usize) -> Vec<Item> {
         .collect()
 }
 
+/// Round-trips `items` through a page of every compression; returns the
+/// uncompressed page.
 fn roundtrip(items: &[Item], block_size: usize) -> Bytes {
-    let page = Bytes::from(serialize(items, block_size, 10, usize::MAX));
+    let pages = COMPRESSIONS.map(|c| roundtrip_as(c, items, block_size));
+    pages[0].clone()
+}
+
+fn roundtrip_as(compression: Compression, items: &[Item], block_size: usize) -> Bytes {
+    let page = Bytes::from(serialize(items, block_size, 10, usize::MAX, compression));
     let mut sizer = LeafSizer::new(block_size, 10);
     items.iter().for_each(|it| sizer.add(it));
     assert!(
@@ -35,10 +49,16 @@ fn roundtrip(items: &[Item], block_size: usize) -> Bytes {
     for item in items {
         let c = head.chunk_for(&item.key);
         let (offset, len) = head.chunk_range(c);
-        let chunk = head
-            .decode_chunk(c, &page.slice(offset as usize..(offset + len) as usize))
-            .unwrap();
+        let blocks = page.slice(offset as usize..(offset + len) as usize);
+        let chunk = head.decode_chunk(c, &blocks).unwrap();
         assert!(chunk.contains(item));
+        let index = items.iter().position(|it| it == item).unwrap() as u32;
+        let found = head.find_in_chunk(c, &blocks, &item.key).unwrap();
+        assert_eq!(found, Some((index, item.clone())), "{compression:?}");
+        let mut located = ChunkItems::default();
+        head.open_chunk(c, blocks, &mut located).unwrap();
+        let at = located.lower_bound(&item.key).unwrap();
+        assert_eq!(located.item(at), *item, "{compression:?}");
     }
     page
 }
@@ -59,7 +79,13 @@ fn values_larger_than_a_block_span_blocks() {
 
 #[test]
 fn small_item_chunks_are_one_block() {
-    let page = Bytes::from(serialize(&items(300, |_| 30), 512, 10, usize::MAX));
+    let page = Bytes::from(serialize(
+        &items(300, |_| 30),
+        512,
+        10,
+        usize::MAX,
+        Compression::None,
+    ));
     let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
     for c in 0..head.chunks.len() {
         assert_eq!(head.chunk_range(c).1, 512);
@@ -73,7 +99,7 @@ fn small_item_chunks_are_one_block() {
 
 #[test]
 fn corruption_is_detected() {
-    let page = serialize(&items(100, |_| 10), 256, 10, usize::MAX);
+    let page = serialize(&items(100, |_| 10), 256, 10, usize::MAX, Compression::None);
     let head_len = u32_at(&page, 24) as usize;
     for at in [0, 9, 50, head_len - 1] {
         let mut bad = page.clone();
@@ -94,8 +120,8 @@ fn corruption_is_detected() {
 #[test]
 fn filter_is_dropped_when_it_would_not_fit() {
     let its = items(200, |_| 4);
-    let with = serialize(&its, 256, 10, usize::MAX);
-    let without = serialize(&its, 256, 10, with.len() - 1);
+    let with = serialize(&its, 256, 10, usize::MAX, Compression::None);
+    let without = serialize(&its, 256, 10, with.len() - 1, Compression::None);
     assert!(without.len() < with.len());
     assert_eq!(u32_at(&without, 28), 0);
 }
@@ -104,12 +130,12 @@ fn filter_is_dropped_when_it_would_not_fit() {
 fn serialisation_is_deterministic() {
     let its = items(300, |i| i % 40);
     assert_eq!(
-        serialize(&its, 256, 10, usize::MAX),
-        serialize(&its, 256, 10, usize::MAX)
+        serialize(&its, 256, 10, usize::MAX, Compression::None),
+        serialize(&its, 256, 10, usize::MAX, Compression::None)
     );
     assert_eq!(
-        serialize(&its, 4088, 16, usize::MAX),
-        serialize(&its, 4088, 16, usize::MAX)
+        serialize(&its, 4088, 16, usize::MAX, Compression::None),
+        serialize(&its, 4088, 16, usize::MAX, Compression::None)
     );
 }
 
@@ -132,7 +158,7 @@ fn chunk_for_agrees_with_the_separators() {
         .iter()
         .map(|k| Item::put(k.clone(), vec![1; 40]))
         .collect();
-    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX));
+    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX, Compression::None));
     let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
     assert!(head.chunks.len() > 20, "{} chunks", head.chunks.len());
     let naive = |key: &[u8]| {
@@ -153,7 +179,15 @@ fn chunk_for_agrees_with_the_separators() {
     }
     // Searched side by side, heads of different sizes (empty, one chunk,
     // a few, many) answer as each alone does.
-    let page_of = |n: usize| Bytes::from(serialize(&items[..n], 256, 10, usize::MAX));
+    let page_of = |n: usize| {
+        Bytes::from(serialize(
+            &items[..n],
+            256,
+            10,
+            usize::MAX,
+            Compression::None,
+        ))
+    };
     let pages: Vec<Bytes> = [0, 1, 5, 40, 137, items.len()].map(page_of).into();
     let heads: Vec<LeafHead> = pages
         .iter()
@@ -178,7 +212,7 @@ fn chunk_of_item_from_is_the_later_of_both() {
     let items: Vec<Item> = (0..400u32)
         .map(|i| Item::put(i.to_be_bytes().to_vec(), vec![1; 20 + (i % 50) as usize]))
         .collect();
-    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX));
+    let page = Bytes::from(serialize(&items, 256, 10, usize::MAX, Compression::None));
     let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
     assert!(head.chunks.len() > 20, "{} chunks", head.chunks.len());
     for from in 0..head.chunks.len() {
@@ -197,11 +231,12 @@ fn chunk_of_item_from_is_the_later_of_both() {
 }
 
 #[test]
-fn pages_of_either_item_layout_are_read() {
+fn pages_of_every_version_are_read() {
     let its = items(400, |i| if i % 41 == 0 { 700 } else { i % 130 });
-    for layout in ItemLayout::ALL {
-        let page = Bytes::from(serialize_as(layout, &its, 512, 10, usize::MAX));
-        assert_eq!(u16::from_le_bytes([page[4], page[5]]), layout.version());
+    for version in [1, 2, 3] {
+        let layout = version_format(version).unwrap().0;
+        let page = Bytes::from(serialize_as(version, &its, 512, 10, usize::MAX));
+        assert_eq!(u16::from_le_bytes([page[4], page[5]]), version);
         let head = LeafHead::decode(&page.slice(..u32_at(&page, 24) as usize)).unwrap();
         assert_eq!(head.item_layout, layout);
         assert_eq!(head.decode_all(&page).unwrap(), its, "{layout:?}");
@@ -226,19 +261,21 @@ fn version_2_items_fit_one_more_benchmark_record_per_block() {
     let its: Vec<Item> = (0..3100)
         .map(|i| Item::put(format!("k{i:07}"), vec![7; 120]))
         .collect();
-    let blocks = |layout| {
-        let page = serialize_as(layout, &its, 4088, 0, usize::MAX);
+    let blocks = |version| {
+        let page = serialize_as(version, &its, 4088, 0, usize::MAX);
         u32_at(&page, 16)
     };
-    assert_eq!(blocks(ItemLayout::V1), 3100_u32.div_ceil(30));
-    assert_eq!(blocks(ItemLayout::V2), 3100_u32.div_ceil(31));
+    assert_eq!(blocks(1), 3100_u32.div_ceil(30));
+    assert_eq!(blocks(2), 3100_u32.div_ceil(31));
+    assert_eq!(blocks(3), 3100_u32.div_ceil(31));
     assert_eq!(ItemLayout::CURRENT.item_len(8, Some(120)), 130);
     // Buffers count every item in the version 1 measure, whatever its page.
     assert_eq!(its[0].size_bytes(), 135);
 }
 
-/// A chunk index entry: first item, first block, separator.
-type IndexEntry = (u32, u32, Vec<u8>);
+/// A chunk index entry: first item, first block, separator, and the codec
+/// byte of a version-3 page.
+type IndexEntry = (u32, u32, Vec<u8>, Option<u8>);
 
 /// `page` (of no filter) with its head rebuilt after `edit` changed the
 /// header's fields (item count, chunk count, block count, block size,
@@ -248,21 +285,26 @@ type IndexEntry = (u32, u32, Vec<u8>);
 fn rebuilt(page: &[u8], edit: impl FnOnce(&mut [u32; 7], &mut Vec<IndexEntry>)) -> Bytes {
     let mut fields: [u32; 7] = std::array::from_fn(|i| u32_at(page, 8 + 4 * i));
     assert_eq!(fields[5], 0, "a page without a filter");
+    let has_codec = version_format(u16::from_le_bytes([page[4], page[5]]))
+        .unwrap()
+        .1;
+    let fixed = index_entry_fixed_bytes(has_codec);
     let mut at = HEADER_BYTES;
     let mut index = Vec::new();
     for _ in 0..fields[1] {
-        let sep_len = u16::from_le_bytes([page[at + 8], page[at + 9]]) as usize;
-        let sep = page[at + 10..at + 10 + sep_len].to_vec();
-        index.push((u32_at(page, at), u32_at(page, at + 4), sep));
-        at += 10 + sep_len;
+        let sep_len = u16::from_le_bytes([page[at + fixed - 2], page[at + fixed - 1]]) as usize;
+        let sep = page[at + fixed..at + fixed + sep_len].to_vec();
+        let codec = has_codec.then(|| page[at + 8]);
+        index.push((u32_at(page, at), u32_at(page, at + 4), sep, codec));
+        at += fixed + sep_len;
     }
     let block_crcs = page[at..fields[4] as usize].to_vec();
     edit(&mut fields, &mut index);
-    let mut head = page[..8].to_vec();
-    head.resize(48, 0);
-    for (item, block, sep) in &index {
+    let mut head = page[..HEADER_BYTES].to_vec();
+    for (item, block, sep, codec) in &index {
         head.extend_from_slice(&item.to_le_bytes());
         head.extend_from_slice(&block.to_le_bytes());
+        head.extend(codec);
         head.extend_from_slice(&(sep.len() as u16).to_le_bytes());
         head.extend_from_slice(sep);
     }
@@ -292,7 +334,7 @@ fn head_of(page: &Bytes) -> Result<LeafHead, DecodeError> {
 #[test]
 fn crafted_chunk_indexes_are_corruption() {
     let its = items(200, |i| i % 20);
-    let page = serialize(&its, 256, 0, usize::MAX);
+    let page = serialize(&its, 256, 0, usize::MAX, Compression::None);
     let same = rebuilt(&page, |_, _| {});
     assert_eq!(same.as_ref(), &page[..], "the rebuild is exact");
     assert_eq!(head_of(&same).unwrap().decode_all(&same).unwrap(), its);

@@ -8,6 +8,7 @@
 //! lookup index.
 
 pub(crate) mod chunk;
+pub(crate) mod codec;
 pub(crate) mod item;
 pub(crate) mod item_layout;
 pub(crate) mod leaf;
@@ -15,3 +16,4 @@ pub(crate) mod leaf_head;
 pub(crate) mod node;
 pub(crate) mod node_codec;
 pub(crate) mod node_reader;
+mod pack;

@@ -31,7 +31,7 @@ fn sample_leaf() -> Vec<u8> {
     let items: Vec<Item> = (0..60u32)
         .map(|i| Item::put(format!("key{i:04}"), vec![i as u8; (i % 30) as usize]))
         .collect();
-    leaf::serialize(&items, 256, 10, usize::MAX)
+    leaf::serialize(&items, 256, 10, usize::MAX, crate::Compression::None)
 }
 
 proptest! {

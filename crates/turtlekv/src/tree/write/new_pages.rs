@@ -28,6 +28,10 @@ enum Pass {
     All,
 }
 
+/// A leaf page written: its reference, its length, and its chunks' item
+/// and stored bytes (`leaf::LeafBytes`).
+type WrittenLeaf = (LeafRef, usize, (u64, u64));
+
 impl Update<'_> {
     /// Writes the in-memory tree under `root`; returns the root's page id and
     /// every page written.
@@ -105,15 +109,18 @@ impl Update<'_> {
         // Each worker serialises a leaf and writes it, so only the pages in
         // flight are held as bytes.
         let io = &self.tree.io;
-        let written: Vec<Result<(LeafRef, usize)>> = jobs
+        let written: Vec<Result<WrittenLeaf>> = jobs
             .par_iter()
             .map(|items| {
-                let bytes = leaf::serialize(
+                let page = leaf::serialize_counted(
                     items,
                     config.block_size_bytes,
                     config.filter_bits_per_key,
                     config.leaf_max_bytes,
+                    config.compression,
                 );
+                let chunk_bytes = (page.chunk_raw_bytes, page.chunk_stored_bytes);
+                let bytes = page.bytes;
                 if bytes.len() > config.leaf_max_bytes {
                     return Err(Error::InvalidOptions(format!(
                         "a leaf of {} bytes exceeds the leaf page limit of {} bytes: leaf_size_bytes is too small for these items",
@@ -123,7 +130,7 @@ impl Update<'_> {
                 }
                 let id = io.write_page(PageKind::Leaf, &bytes)?;
                 let (head_len, filter_len) = leaf::page_lens(&bytes);
-                Ok((LeafRef { id, head_len, filter_len }, bytes.len()))
+                Ok((LeafRef { id, head_len, filter_len }, bytes.len(), chunk_bytes))
             })
             .collect();
         drop(jobs);
@@ -131,7 +138,9 @@ impl Update<'_> {
         for r in written {
             // On an error the pages already written are unreachable garbage
             // for the page store to reclaim, as after a crash mid-checkpoint.
-            let (r, len_bytes) = r?;
+            let (r, len_bytes, (chunk_raw_bytes, chunk_stored_bytes)) = r?;
+            self.events.compression_input_bytes += chunk_raw_bytes;
+            self.events.compression_output_bytes += chunk_stored_bytes;
             self.events.leaf_pages_written += 1;
             self.events.leaf_bytes_written += len_bytes as u64;
             self.events.filter_bytes_written += u64::from(r.filter_len);

@@ -210,11 +210,11 @@ impl Update<'_> {
             // A stored leaf is normally viable, but one left small next to a
             // leaf of huge items may join once that neighbour changes. Its
             // head (small, usually cached) tells its size.
+            // Measured as stored raw, as leaves are cut: a compressed page
+            // is smaller than its items' measure.
             Child::Leaf(LeafData::Stored(r)) => {
                 let head = self.tree.read_leaf_head(r)?;
-                let page_bytes = head.data_offset as usize
-                    + head.block_count as usize * head.block_size as usize;
-                page_bytes < config.leaf_min_bytes
+                (head.raw_page_bytes as usize) < config.leaf_min_bytes
             }
             Child::StoredNode(_) => false,
         })

@@ -130,7 +130,7 @@ impl Tree {
         let bytes = self
             .io
             .read_range_uncached(r.id, offset, last_offset + last_len - offset)?;
-        let mut items = Vec::new();
+        let mut items: Vec<Item> = Vec::new();
         for c in chunks.clone() {
             let (chunk_offset, len) = head.chunk_range(c);
             let at = (chunk_offset - offset) as usize;
@@ -138,20 +138,18 @@ impl Tree {
             let chunk = head
                 .decode_chunk_trusted(c, &blocks)
                 .map_err(|e| self.corrupt(r.id, e))?;
+            let before = items.len();
             items.extend(chunk);
+            let from = before.saturating_sub(1);
+            if let Some(w) = items[from..].windows(2).find(|w| w[0].key >= w[1].key) {
+                let at = head.key_offset(c, &blocks, &w[1].key);
+                let e = DecodeError::new(0, "leaf: items out of order").within(at);
+                return Err(self.corrupt(r.id, e));
+            }
         }
         let first_index = head.chunk_items(chunks.start).0 as usize;
         let start = item::lower_bound(&items, lo);
         let end = hi.map_or(items.len(), |hi| item::lower_bound(&items, hi));
-        // The items are slices of `bytes`, which start at `offset` of the
-        // page: an offending key's place in the page is where its bytes are.
-        let key_at = |it: &Item| {
-            let in_read = (it.key.as_ptr() as usize).wrapping_sub(bytes.as_ptr() as usize);
-            DecodeError::new(in_read, "leaf: items out of order").within(offset)
-        };
-        if let Some(w) = items.windows(2).find(|w| w[0].key >= w[1].key) {
-            return Err(self.corrupt(r.id, key_at(&w[1])));
-        }
         if first_index + items.len() > head.item_count as usize {
             return Err(self.corrupt(
                 r.id,

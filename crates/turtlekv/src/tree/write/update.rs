@@ -82,6 +82,12 @@ pub(crate) struct UpdateEvents {
     pub batch_tombstone_bytes: u64,
     /// Flushes made to reclaim space (`write/space.rs`).
     pub reclaim_flushes: u64,
+
+    // Compression of the leaf and segment pages written.
+    /// Item bytes of their chunks.
+    pub compression_input_bytes: u64,
+    /// Bytes those chunks take as stored (compressed or not).
+    pub compression_output_bytes: u64,
 }
 
 impl UpdateEvents {
@@ -113,6 +119,8 @@ impl UpdateEvents {
         self.filter_bytes_written += other.filter_bytes_written;
         self.node_pages_written += other.node_pages_written;
         self.node_bytes_written += other.node_bytes_written;
+        self.compression_input_bytes += other.compression_input_bytes;
+        self.compression_output_bytes += other.compression_output_bytes;
     }
 }
 
