@@ -153,6 +153,11 @@ pub struct YcsbArgs {
     /// the engine's own default.
     #[arg(long)]
     pub turtlekv_filter_bits_per_key: Option<u32>,
+    /// TurtleKV only: garbage its tree may hold, in percent of its live
+    /// bytes, before checkpoints reclaim it (`Options::garbage_percent`);
+    /// default: the engine's own default.
+    #[arg(long)]
+    pub turtlekv_garbage_percent: Option<u32>,
     /// TurtleKV only: threads of the checkpoint pool (`Options::
     /// checkpoint_threads`); default: the engine's own default.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -278,6 +283,9 @@ impl YcsbArgs {
         }
         if let Some(bits) = self.turtlekv_filter_bits_per_key {
             args.push(format!("--turtlekv-filter-bits-per-key={bits}").into());
+        }
+        if let Some(percent) = self.turtlekv_garbage_percent {
+            args.push(format!("--turtlekv-garbage-percent={percent}").into());
         }
         if let Some(threads) = self.turtlekv_checkpoint_threads {
             args.push(format!("--turtlekv-checkpoint-threads={threads}").into());

@@ -79,6 +79,8 @@ pub struct TurtlekvSettings {
     pub leaf_size_bytes: Option<u64>,
     pub filter_bits_per_key: Option<u32>,
     pub checkpoint_threads: Option<u16>,
+    #[serde(default)]
+    pub garbage_percent: Option<u32>,
 }
 
 /// The machine, as far as Linux tells it cheaply; `None` where it does not.
@@ -121,6 +123,7 @@ impl RunConfig {
                 leaf_size_bytes: args.turtlekv_leaf_size_bytes,
                 filter_bits_per_key: args.turtlekv_filter_bits_per_key,
                 checkpoint_threads: args.turtlekv_checkpoint_threads,
+                garbage_percent: args.turtlekv_garbage_percent,
             },
         }
     }

@@ -67,6 +67,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             record_cache_bytes: args.turtlekv_record_cache_bytes,
             leaf_size_bytes: args.turtlekv_leaf_size_bytes,
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,
+            garbage_percent: args.turtlekv_garbage_percent,
             checkpoint_threads: args.turtlekv_checkpoint_threads.map(usize::from),
             record_cache_auto_split: args.turtlekv_record_cache_auto_split,
             checkpoint_io_idle: args.turtlekv_checkpoint_io_idle,

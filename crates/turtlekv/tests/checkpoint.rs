@@ -10,7 +10,7 @@ use std::ops::Bound;
 
 use common::{Model, Rng, checkpointing_options, contents, open_fault};
 use turtlekv::io::FaultFs;
-use turtlekv::{Db, Snapshot, WriteBatch, WriteOptions};
+use turtlekv::{Compression, Db, Snapshot, WriteBatch, WriteOptions};
 
 fn key(n: u64) -> Vec<u8> {
     format!("k{n:06}").into_bytes()
@@ -420,6 +420,8 @@ fn read_pressure_checkpoints_a_big_memtable_early() {
     options.cache_capacity_bytes = 128 * 1024;
     options.record_cache_capacity_bytes = 0;
     options.checkpoint_distance_bytes = 1 << 30; // capped at 32 KiB
+    // Stored raw: compressed, these repetitive values would fit the cache.
+    options.compression = Compression::None;
     let db = open_fault(&fs, options).unwrap();
     for i in 0..20_000 {
         db.put(key(i), [1u8; 40]).unwrap();
@@ -461,6 +463,8 @@ fn write_only_options() -> turtlekv::Options {
     options.checkpoint_distance_bytes = SMALL_DISTANCE_BYTES;
     options.write_only_checkpoint_distance_bytes = WRITE_ONLY_DISTANCE_BYTES;
     options.checkpoint_on_read_pressure = false;
+    // Stored raw: compressed, the repetitive values would fit the cache.
+    options.compression = Compression::None;
     options
 }
 

@@ -74,6 +74,8 @@ pub struct TurtlekvKnobs {
     pub leaf_size_bytes: Option<u64>,
     /// Filter bits per key (0 turns filters off).
     pub filter_bits_per_key: Option<u32>,
+    /// Garbage the tree may hold, in percent of its live bytes.
+    pub garbage_percent: Option<u32>,
     /// Threads of the checkpoint pool.
     pub checkpoint_threads: Option<usize>,
     /// Let the engine move memory between its record cache and page cache.

@@ -154,6 +154,9 @@ impl TurtleKv {
         if let Some(bits) = knobs.filter_bits_per_key {
             options.filter_bits_per_key = bits;
         }
+        if let Some(percent) = knobs.garbage_percent {
+            options.garbage_percent = percent;
+        }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
             monitor: Monitor::start(&db),
