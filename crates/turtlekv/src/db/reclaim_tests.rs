@@ -73,6 +73,20 @@ fn settle(db: &Db, garbage_percent: u32) -> Stats {
     }
 }
 
+/// Writes keys `0..n` `rounds` times, each round with new values; returns
+/// what the database must hold.
+fn overwrite(db: &Db, n: u64, rounds: u64) -> BTreeMap<[u8; 8], Vec<u8>> {
+    let mut model = BTreeMap::new();
+    for round in 0..rounds {
+        for i in 0..n {
+            let v = value(i, round);
+            db.put(key(i), &v).unwrap();
+            model.insert(key(i), v);
+        }
+    }
+    model
+}
+
 fn check_reads(db: &Db, model: &BTreeMap<[u8; 8], Vec<u8>>, n: u64) {
     for i in 0..n {
         assert_eq!(
@@ -92,14 +106,7 @@ fn overwrites_in_a_small_configuration_stay_under_twice_the_live_data() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("db"), small()).unwrap();
     let n = 150_000u64;
-    let mut model = BTreeMap::new();
-    for round in 0..3 {
-        for i in 0..n {
-            let v = value(i, round);
-            db.put(key(i), &v).unwrap();
-            model.insert(key(i), v);
-        }
-    }
+    let model = overwrite(&db, n, 3);
     db.checkpoint_now().unwrap();
     db.inner.versions.trees().unwrap().reclaim().unwrap();
     let s = db.stats();
@@ -178,14 +185,7 @@ fn garbage_is_reclaimed_after_the_writes_stop() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("db"), small()).unwrap();
     let n = 60_000u64;
-    let mut model = BTreeMap::new();
-    for round in 0..2 {
-        for i in 0..n {
-            let v = value(i, round);
-            db.put(key(i), &v).unwrap();
-            model.insert(key(i), v);
-        }
-    }
+    let model = overwrite(&db, n, 2);
     db.checkpoint_now().unwrap();
     let before = db.stats();
     let s = settle(&db, small().garbage_percent);
