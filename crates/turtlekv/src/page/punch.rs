@@ -10,8 +10,10 @@
 //! tail past the page to punch.
 //! Each commit, before its syncs and while no page write is in flight,
 //! punches the tails of those pages and every dirty slot no write reused.
-//! Disk usage then follows live data to within one checkpoint's freed
-//! pages (`docs/format.md`, "Page files").
+//! Between checkpoints `punch_surplus` punches the dirty slots the next
+//! checkpoint's writes are not expected to take. Disk usage then follows
+//! live data to within about one checkpoint's writes (`docs/format.md`,
+//! "Page files").
 
 use std::collections::BTreeSet;
 use std::io;
@@ -43,6 +45,25 @@ impl DeferredPunches {
         if self.dirty_slots.remove(&id.slot()) && id.blocks() < slot_blocks {
             self.tails.push(id);
         }
+    }
+
+    /// Byte ranges of `file` to punch now: the dirty slots still free
+    /// from `first_slot` on, sorted and joined where they touch. Forgets
+    /// them; the others wait for the commit.
+    fn take_slots_from(
+        &mut self,
+        first_slot: u64,
+        file: &PageFile,
+        alloc: &SlotAllocator,
+    ) -> Vec<(u64, u64)> {
+        let slot_bytes = file.geometry.slot_bytes;
+        let surplus = self.dirty_slots.split_off(&first_slot);
+        let ranges = surplus
+            .into_iter()
+            .filter(|&slot| alloc.is_free(slot))
+            .map(|slot| (slot * slot_bytes, slot_bytes))
+            .collect();
+        join_touching(ranges)
     }
 
     /// Byte ranges of `file` to punch now, sorted and joined where they
@@ -91,6 +112,33 @@ impl PageStore {
         let alloc = self.alloc.lock();
         let leaf_alloc = &alloc[super::store::kind_index(super::PageKind::Leaf)];
         let ranges = self.punches.lock().take_ranges(pf, leaf_alloc);
+        self.punch_ranges(pf, ranges)
+    }
+
+    /// Reclaims, then punches the freed leaf slots the next writes are not
+    /// expected to take: the allocator takes the lowest free slots first,
+    /// so the lowest `keep_bytes` worth stay for them (a write into a
+    /// punched slot must allocate its blocks anew) and the rest go back
+    /// to the file system now rather than at the next commit.
+    pub fn punch_surplus(&self, keep_bytes: u64) -> Result<()> {
+        let _serial = self.commit_lock.lock();
+        self.check_writable()?;
+        self.reclaim_locked()?;
+        let pf = &self.files[super::store::kind_index(super::PageKind::Leaf)];
+        let alloc = self.alloc.lock();
+        let leaf_alloc = &alloc[super::store::kind_index(super::PageKind::Leaf)];
+        let keep_slots = keep_bytes.div_ceil(pf.geometry.slot_bytes) as usize;
+        let Some(first_slot) = leaf_alloc.free_slots().nth(keep_slots) else {
+            return Ok(());
+        };
+        let ranges = self
+            .punches
+            .lock()
+            .take_slots_from(first_slot, pf, leaf_alloc);
+        self.punch_ranges(pf, ranges)
+    }
+
+    fn punch_ranges(&self, pf: &PageFile, ranges: Vec<(u64, u64)>) -> Result<()> {
         for (offset, len) in ranges {
             match pf.file.punch_hole(offset, len) {
                 Ok(()) => {

@@ -151,7 +151,7 @@ impl PageStore {
     }
 
     /// Refuses writes after an earlier write or sync failed.
-    fn check_writable(&self) -> Result<()> {
+    pub(super) fn check_writable(&self) -> Result<()> {
         match self.poison.get() {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
@@ -254,6 +254,8 @@ impl PageStore {
     /// file at the next commit unless a write reuses them first
     /// (`page::punch`). Runs before each commit and before a write when
     /// pages wait; call it after dropping old pins to reuse slots sooner.
+    /// (The engine calls `punch_surplus`, which also punches.)
+    #[cfg(test)]
     pub fn reclaim(&self) -> Result<()> {
         let _serial = self.commit_lock.lock();
         self.check_writable()?;
@@ -270,7 +272,7 @@ impl PageStore {
         self.punch_deferred()
     }
 
-    fn reclaim_locked(&self) -> Result<()> {
+    pub(super) fn reclaim_locked(&self) -> Result<()> {
         let pages = self.versions.take_reusable();
         if pages.is_empty() {
             return Ok(());

@@ -55,6 +55,9 @@ pub(crate) struct PagedTreeStore {
 #[derive(Debug)]
 struct Progress {
     written: UpdateEvents,
+    /// Leaf and segment bytes the newest update wrote: about what the next
+    /// one will, so about the freed slots worth keeping for it.
+    last_leaf_bytes_written: u64,
     shape: TreeShape,
     space: SpacePolicy,
 }
@@ -85,6 +88,7 @@ impl PagedTreeStore {
             current: ArcSwap::from_pointee(version),
             progress: Mutex::new(Progress {
                 written: UpdateEvents::default(),
+                last_leaf_bytes_written: 0,
                 shape,
                 space: SpacePolicy::new(config.garbage_percent),
             }),
@@ -95,11 +99,11 @@ impl PagedTreeStore {
 impl PagedTreeStore {
     /// The reclamation the next update makes, with a budget of
     /// `batch_work_bytes` (at least a few leaves).
-    fn reclaim_plan(&self, batch_work_bytes: u64) -> ReclaimPlan {
+    fn reclaim_plan(&self, batch_work_bytes: u64, checkpoint: bool) -> ReclaimPlan {
         let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
         let budget = batch_work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
-        let progress = self.progress.lock();
-        progress.space.plan(&progress.shape, budget)
+        let progress = &mut *self.progress.lock();
+        progress.space.plan(&progress.shape, budget, checkpoint)
     }
 
     /// Commits an update's outcome with `coverage`, publishes the new
@@ -124,6 +128,7 @@ impl PagedTreeStore {
         let shape = self.tree.shape(outcome.root);
         let mut progress = self.progress.lock();
         progress.written.add(&outcome.events);
+        progress.last_leaf_bytes_written = outcome.events.leaf_bytes_written;
         progress.space.observe(&outcome.events);
         if let Ok(shape) = shape {
             progress.shape = shape;
@@ -150,7 +155,8 @@ impl TreeStore for PagedTreeStore {
                 .map(|(key, value)| Item { key, value })
                 .collect();
             let batch_bytes = total_size_bytes(&batch) as u64;
-            let plan = self.reclaim_plan(batch_bytes.saturating_mul(RECLAIM_WORK_PER_BATCH_BYTE));
+            let work_bytes = batch_bytes.saturating_mul(RECLAIM_WORK_PER_BATCH_BYTE);
+            let plan = self.reclaim_plan(work_bytes, true);
             self.tree.apply_items(root, batch, &plan)
         })?;
         self.commit(outcome, coverage)
@@ -158,7 +164,7 @@ impl TreeStore for PagedTreeStore {
 
     fn reclaim_space(&self, workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
         let current = self.current.load_full();
-        let plan = self.reclaim_plan(0);
+        let plan = self.reclaim_plan(0, false);
         if plan.targets.is_empty() {
             return Ok(None);
         }
@@ -209,7 +215,8 @@ impl TreeStore for PagedTreeStore {
     }
 
     fn reclaim(&self) -> Result<()> {
-        self.pages.reclaim()
+        let keep_bytes = self.progress.lock().last_leaf_bytes_written;
+        self.pages.pages().punch_surplus(keep_bytes)
     }
 
     fn release_freed_space(&self) -> Result<()> {

@@ -163,3 +163,41 @@ fn freed_slots_are_punched_at_the_next_commit_unless_reused() {
     }
     store.check(&store.pin(), &list_children).unwrap();
 }
+
+/// `punch_surplus` punches at once the freed slots beyond the lowest ones
+/// the next writes will take, and leaves those for the commit.
+#[test]
+fn surplus_freed_slots_are_punched_before_the_next_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs: Arc<dyn FileSystem> = Arc::new(RealFs);
+    let options = uncached_256k_leaf_options();
+    let (store, _) = open_in(&fs, dir.path(), &options, true).unwrap();
+    let full = store.max_page_bytes(PageKind::Leaf);
+    let leaves = (0..4)
+        .map(|s| Version::new_leaf(&store, s, full).unwrap())
+        .collect();
+    let v1 = Version::write(&store, leaves).unwrap();
+    store.commit(record(Some(v1.root), 1), &[]).unwrap();
+    let mut leaves = v1.leaves.clone();
+    leaves[0] = Version::new_leaf(&store, 10, full).unwrap();
+    leaves[1] = Version::new_leaf(&store, 11, full).unwrap();
+    let v2 = Version::write(&store, leaves).unwrap();
+    let dead = [v1.root, v1.leaves[0].0, v1.leaves[1].0];
+    store.commit(record(Some(v2.root), 2), &dead).unwrap();
+    let before = allocated_bytes(&*fs, dir.path());
+    // Keep one slot's worth: the lower freed slot stays for the next write.
+    let slot_bytes = 256 * 1024;
+    store.punch_surplus(slot_bytes).unwrap();
+    assert_eq!(store.stats().bytes_punched, slot_bytes);
+    let after = allocated_bytes(&*fs, dir.path());
+    assert!(after + slot_bytes <= before, "{before} -> {after}");
+    // The next write takes the kept slot; nothing is punched twice.
+    let reused = Version::new_leaf(&store, 12, full).unwrap();
+    assert_eq!(reused.0.slot(), v1.leaves[0].0.slot());
+    store.punch_surplus(0).unwrap();
+    assert_eq!(store.stats().bytes_punched, slot_bytes);
+    for &(id, seed, len) in &v2.leaves {
+        let got = store.read_page_uncached(id).unwrap();
+        assert_eq!(got, super::harness::leaf_bytes(seed, len));
+    }
+}
