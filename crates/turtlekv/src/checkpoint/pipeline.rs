@@ -41,6 +41,9 @@ impl Pipeline<'_> {
         let mut retired: Vec<Arc<dyn MemTable>> = Vec::new();
         let mut monitor = Monitor::new(self.activity(trees));
         let mut quiet = Quiet::new(self.versions.visible_seq());
+        // The last step between checkpoints reclaimed space: take the next
+        // one without waiting.
+        let mut reclaiming = false;
         loop {
             {
                 let control = &self.checkpoints.control;
@@ -48,7 +51,7 @@ impl Pipeline<'_> {
                 if state.shutdown {
                     return;
                 }
-                if self.versions.state().frozen.is_empty() {
+                if self.versions.state().frozen.is_empty() && !reclaiming {
                     control.wait_for_work(&mut state, RETIRED_CHECK_INTERVAL);
                 }
             }
@@ -57,38 +60,40 @@ impl Pipeline<'_> {
                 self.decide_memory(delta);
             }
             let result = if self.versions.state().frozen.is_empty() {
-                match quiet.idle(self.versions.visible_seq()) {
-                    true => self.reclaim_while_idle(trees, &mut quiet),
-                    false => Ok(()),
-                }
+                self.reclaim_between_checkpoints(trees, &mut quiet)
             } else {
-                self.checkpoint_oldest(trees, &mut retired)
+                self.checkpoint_oldest(trees, &mut retired).map(|()| false)
             };
-            if let Err(e) = result {
-                let e = self.poison.with_error(e);
-                self.checkpoints.control.fail(e.to_string());
-                return;
+            match result {
+                Ok(reclaimed) => reclaiming = reclaimed,
+                Err(e) => {
+                    let e = self.poison.with_error(e);
+                    self.checkpoints.control.fail(e.to_string());
+                    return;
+                }
             }
         }
     }
 
-    /// Reclaims the tree's garbage while no write comes: one bounded
-    /// update per call, published as the newest version. With nothing (more)
-    /// to reclaim, punches what the last commits freed, as no commit may
-    /// come to do it.
-    fn reclaim_while_idle(&self, trees: &dyn TreeStore, quiet: &mut Quiet) -> Result<()> {
-        match trees.reclaim_space(self.checkpoints.workers())? {
-            Some(version) => {
-                self.versions.install_tree(version);
-                quiet.space_released = false;
-                trees.reclaim()
-            }
-            None if !quiet.space_released => {
-                quiet.space_released = true;
-                trees.release_freed_space()
-            }
-            None => Ok(()),
+    /// Reclaims the tree's garbage while no MemTable waits for its
+    /// checkpoint: one small update per call, committed and published as
+    /// the newest version, so that what it rewrites is freed at once (a
+    /// large reclamation inside a checkpoint would hold old and new pages
+    /// together until its end). Returns whether it reclaimed. With
+    /// nothing to reclaim once writes have stopped, punches what the last
+    /// commits freed, as no commit may come to do it.
+    fn reclaim_between_checkpoints(&self, trees: &dyn TreeStore, quiet: &mut Quiet) -> Result<bool> {
+        if let Some(version) = trees.reclaim_space(self.checkpoints.workers())? {
+            self.versions.install_tree(version);
+            quiet.space_released = false;
+            trees.reclaim()?;
+            return Ok(true);
         }
+        if quiet.idle(self.versions.visible_seq()) && !quiet.space_released {
+            quiet.space_released = true;
+            trees.release_freed_space()?;
+        }
+        Ok(false)
     }
 
     /// One window's decisions of the memory policy.
@@ -247,12 +252,12 @@ impl Drop for PanicIsFailure<'_> {
     }
 }
 
-/// Writes must have stopped this long before the checkpoint thread
-/// reclaims space on its own (checkpoints reclaim while writes come).
-const IDLE_RECLAIM_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// Writes must have stopped this long before the checkpoint thread punches
+/// every freed slot (checkpoints punch what they free while writes come).
+const IDLE_RELEASE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether writes have stopped: the visible sequence number has not moved
-/// for `IDLE_RECLAIM_AFTER`.
+/// for `IDLE_RELEASE_AFTER`.
 struct Quiet {
     seq: u64,
     since: Instant,
@@ -273,7 +278,7 @@ impl Quiet {
         if seq != self.seq {
             *self = Quiet::new(seq);
         }
-        self.since.elapsed() >= IDLE_RECLAIM_AFTER
+        self.since.elapsed() >= IDLE_RELEASE_AFTER
     }
 }
 

@@ -64,8 +64,8 @@ struct Progress {
 
 /// An update reclaims at most this many times its batch's bytes...
 const RECLAIM_WORK_PER_BATCH_BYTE: u64 = 4;
-/// ...and at least this many leaves' worth; an update with no batch (the
-/// database is idle) this many.
+/// ...and at least this many leaves' worth; an update with no batch (a
+/// step between checkpoints) this many.
 const RECLAIM_MIN_LEAVES: u64 = 4;
 
 impl PagedTreeStore {
@@ -99,11 +99,11 @@ impl PagedTreeStore {
 impl PagedTreeStore {
     /// The reclamation the next update makes, with a budget of
     /// `batch_work_bytes` (at least a few leaves).
-    fn reclaim_plan(&self, batch_work_bytes: u64, checkpoint: bool) -> ReclaimPlan {
+    fn reclaim_plan(&self, batch_work_bytes: u64) -> ReclaimPlan {
         let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
         let budget = batch_work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
-        let progress = &mut *self.progress.lock();
-        progress.space.plan(&progress.shape, budget, checkpoint)
+        let progress = self.progress.lock();
+        progress.space.plan(&progress.shape, budget)
     }
 
     /// Commits an update's outcome with `coverage`, publishes the new
@@ -156,7 +156,7 @@ impl TreeStore for PagedTreeStore {
                 .collect();
             let batch_bytes = total_size_bytes(&batch) as u64;
             let work_bytes = batch_bytes.saturating_mul(RECLAIM_WORK_PER_BATCH_BYTE);
-            let plan = self.reclaim_plan(work_bytes, true);
+            let plan = self.reclaim_plan(work_bytes);
             self.tree.apply_items(root, batch, &plan)
         })?;
         self.commit(outcome, coverage)
@@ -164,7 +164,7 @@ impl TreeStore for PagedTreeStore {
 
     fn reclaim_space(&self, workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
         let current = self.current.load_full();
-        let plan = self.reclaim_plan(0, false);
+        let plan = self.reclaim_plan(0);
         if plan.targets.is_empty() {
             return Ok(None);
         }

@@ -21,10 +21,6 @@ const PRIOR_TOMBSTONE_RATIO: f64 = 8.0;
 const OBSERVATION_WINDOW_BYTES: f64 = (256 << 20) as f64;
 /// Nodes one update drains at most.
 const MAX_TARGETS: usize = 8;
-/// Each checkpoint that finds the garbage still over the threshold
-/// doubles its budget, up to this many times: under steady overwrites a
-/// fixed budget can fall behind the garbage the batches make.
-const MAX_BUDGET_DOUBLINGS: u32 = 2;
 
 /// Garbage and live data of a tree version, in bytes as stored.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -85,8 +81,6 @@ pub(crate) struct SpacePolicy {
     /// into leaves since this handle opened: an estimate of those
     /// buffered (node pages do not count them).
     pending_tombstone_bytes: u64,
-    /// Checkpoints in a row that found the garbage over the threshold.
-    checkpoints_over: u32,
 }
 
 impl SpacePolicy {
@@ -97,7 +91,6 @@ impl SpacePolicy {
             tombstones: ShadowRatio::new(PRIOR_TOMBSTONE_RATIO),
             stored: ShadowRatio::new(1.0),
             pending_tombstone_bytes: 0,
-            checkpoints_over: 0,
         }
     }
 
@@ -141,25 +134,13 @@ impl SpacePolicy {
 
     /// What the next update reclaims: nothing while the garbage is within
     /// the threshold; else the worst nodes, with a budget of
-    /// `budget_bytes` of rewriting, doubled for each earlier checkpoint in
-    /// a row that found it over the threshold too (a `checkpoint`'s plan;
-    /// the idle thread's keeps its budget, so that a write arriving does
-    /// not wait long behind it).
-    pub fn plan(&mut self, shape: &TreeShape, budget_bytes: u64, checkpoint: bool) -> ReclaimPlan {
+    /// `budget_bytes` of rewriting.
+    pub fn plan(&self, shape: &TreeShape, budget_bytes: u64) -> ReclaimPlan {
         let estimate = self.estimate(shape);
         let allowed = u128::from(estimate.live_bytes) * u128::from(self.garbage_percent) / 100;
         if self.garbage_percent == 0 || u128::from(estimate.garbage_bytes) <= allowed {
-            self.checkpoints_over = 0;
             return ReclaimPlan::default();
         }
-        let doublings = match checkpoint {
-            true => self.checkpoints_over.min(MAX_BUDGET_DOUBLINGS),
-            false => 0,
-        };
-        if checkpoint {
-            self.checkpoints_over = self.checkpoints_over.saturating_add(1);
-        }
-        let budget_bytes = budget_bytes.saturating_mul(1 << doublings);
         // Per node, what is buffered is weighed as the tree's mix of puts
         // and tombstones.
         let stored = self.stored.get().min(1.0);
@@ -235,7 +216,7 @@ mod tests {
         let inserts = policy.estimate(&s);
         assert!(inserts.garbage_bytes < 1 << 20, "{inserts:?}");
         assert!(inserts.live_bytes > 129 << 20, "{inserts:?}");
-        assert_eq!(policy.plan(&s, 1 << 20, true), ReclaimPlan::default());
+        assert_eq!(policy.plan(&s, 1 << 20), ReclaimPlan::default());
 
         let mut policy = SpacePolicy::new(20);
         for _ in 0..8 {
@@ -243,21 +224,9 @@ mod tests {
         }
         let overwrites = policy.estimate(&s);
         assert!(overwrites.garbage_bytes > 29 << 20, "{overwrites:?}");
-        let plan = policy.plan(&s, 1 << 20, true);
+        let plan = policy.plan(&s, 1 << 20);
         assert_eq!(plan.targets, vec![Bytes::from("m"), Bytes::from("a")]);
         assert_eq!(plan.budget_bytes, 1 << 20);
-        // Still over at the next checkpoints: twice the budget, then four
-        // times, no more; the idle thread's plan keeps its own.
-        assert_eq!(policy.plan(&s, 1 << 20, true).budget_bytes, 2 << 20);
-        assert_eq!(policy.plan(&s, 1 << 20, false).budget_bytes, 1 << 20);
-        for _ in 0..10 {
-            policy.plan(&s, 1 << 20, true);
-        }
-        assert_eq!(policy.plan(&s, 1 << 20, true).budget_bytes, 4 << 20);
-        // Under the threshold, the count starts over.
-        let small = shape(100 << 20, 0, 0);
-        assert_eq!(policy.plan(&small, 1 << 20, true), ReclaimPlan::default());
-        assert_eq!(policy.plan(&s, 1 << 20, true).budget_bytes, 1 << 20);
     }
 
     #[test]
@@ -266,9 +235,9 @@ mod tests {
         policy.observe(&flushes(1 << 30, 0));
         let s = shape(100 << 20, 60 << 20, 10 << 20);
         assert!(policy.estimate(&s).garbage_bytes >= 50 << 20);
-        assert_eq!(policy.plan(&s, 1, true).targets.len(), 2);
+        assert_eq!(policy.plan(&s, 1).targets.len(), 2);
         assert_eq!(
-            SpacePolicy::new(0).plan(&s, 1, true),
+            SpacePolicy::new(0).plan(&s, 1),
             ReclaimPlan::default(),
             "0 turns reclamation off"
         );
@@ -280,7 +249,7 @@ mod tests {
         policy.observe(&flushes(1 << 30, 0));
         // Inserts only: 10 MiB buffered, nothing shadowed.
         let s = shape(100 << 20, 10 << 20, 10 << 20);
-        assert_eq!(policy.plan(&s, 1, true), ReclaimPlan::default());
+        assert_eq!(policy.plan(&s, 1), ReclaimPlan::default());
         // The same bytes buffered as tombstones: each deletes about eight
         // times its size.
         policy.observe(&UpdateEvents {
@@ -290,7 +259,7 @@ mod tests {
         let e = policy.estimate(&s);
         assert!(e.garbage_bytes > 70 << 20, "{e:?}");
         assert!(e.live_bytes < 40 << 20, "{e:?}");
-        assert_eq!(policy.plan(&s, 1, true).targets.len(), 2);
+        assert_eq!(policy.plan(&s, 1).targets.len(), 2);
         // Flushed into the leaves, they no longer count.
         policy.observe(&UpdateEvents {
             leaf_flush_tombstone_bytes: 10 << 20,

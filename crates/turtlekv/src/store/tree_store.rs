@@ -87,10 +87,10 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
         StoreStats::default()
     }
 
-    /// Reclaims garbage while the database is idle: when the newest
-    /// version holds more than its threshold, drains some of the worst
-    /// buffers and commits the result with the same coverage. `None` when
-    /// there was nothing to do.
+    /// Reclaims garbage between checkpoints: when the newest version holds
+    /// more than its threshold, drains some of the worst buffers (a few
+    /// leaves' worth) and commits the result with the same coverage.
+    /// `None` when there was nothing to do.
     fn reclaim_space(&self, _workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
         Ok(None)
     }
