@@ -83,10 +83,11 @@ pub struct Options {
     /// one per CPU core.
     pub checkpoint_threads: usize,
     /// Garbage the tree may hold, in percent of its live bytes, before
-    /// checkpoints (and the idle checkpoint thread) drain the buffers that
-    /// hold the most: flushed items that segment pages keep, and older
-    /// versions and deleted records that buffered updates shadow in the
-    /// leaves (`docs/tuning.md`, "Disk space"). Lower values use less
+    /// checkpoints (and the checkpoint thread between them) drain the
+    /// buffers that hold the most: flushed items that segment pages keep,
+    /// and older versions and deleted records that buffered updates shadow
+    /// in the leaves; drains start only while at least half the threshold
+    /// is shadowed data (`docs/tuning.md`, "Disk space"). Lower values use less
     /// disk for more write amplification under overwrites and deletes;
     /// 0 turns reclamation off. At most 1000.
     pub garbage_percent: u32,

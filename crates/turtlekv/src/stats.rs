@@ -179,7 +179,8 @@ pub struct Stats {
     /// Estimated garbage of the newest checkpoint's tree: flushed items
     /// that segment pages keep, and leaf data that buffered updates and
     /// tombstones make dead. Checkpoints drain the buffers that hold the
-    /// most when it passes `Options::garbage_percent` of the live bytes.
+    /// most when it passes `Options::garbage_percent` of the live bytes
+    /// (and at least half that is shadowed data).
     pub space_garbage_bytes: u64,
     /// Flushes made to reclaim space (by checkpoints, and by the
     /// checkpoint thread while writes have stopped).

@@ -82,7 +82,11 @@ impl Pipeline<'_> {
     /// together until its end). Returns whether it reclaimed. With
     /// nothing to reclaim once writes have stopped, punches what the last
     /// commits freed, as no commit may come to do it.
-    fn reclaim_between_checkpoints(&self, trees: &dyn TreeStore, quiet: &mut Quiet) -> Result<bool> {
+    fn reclaim_between_checkpoints(
+        &self,
+        trees: &dyn TreeStore,
+        quiet: &mut Quiet,
+    ) -> Result<bool> {
         if let Some(version) = trees.reclaim_space(self.checkpoints.workers())? {
             self.versions.install_tree(version);
             quiet.space_released = false;

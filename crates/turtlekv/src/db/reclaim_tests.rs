@@ -178,7 +178,7 @@ fn deleting_half_of_the_keys_gives_their_space_back() {
     }
 }
 
-/// Garbage left by the last checkpoint is reclaimed once writes stop,
+/// Garbage left by the last checkpoint is reclaimed between checkpoints,
 /// with no checkpoint to carry it.
 #[test]
 fn garbage_is_reclaimed_after_the_writes_stop() {
@@ -197,9 +197,22 @@ fn garbage_is_reclaimed_after_the_writes_stop() {
         s.space_live_bytes,
         s.reclaim_flushes - before.reclaim_flushes
     );
+    // Drained until the garbage is under the threshold, or until what is
+    // left is mostly flushed items that segments keep: less than half the
+    // threshold is data that buffered updates shadow (`SpacePolicy::plan`).
+    // The values do not compress, so buffered bytes are stored bytes.
+    let allowed = s.space_live_bytes * u64::from(small().garbage_percent) / 100;
+    let flushed_kept = s
+        .tree_segment_page_bytes
+        .saturating_sub(s.tree_buffered_bytes);
+    let shadowed = s.space_garbage_bytes.saturating_sub(flushed_kept);
     assert!(
-        s.space_garbage_bytes * 100 <= s.space_live_bytes * u64::from(small().garbage_percent),
+        s.space_garbage_bytes <= allowed || shadowed * 2 <= allowed,
         "{s:?}"
+    );
+    assert!(
+        s.reclaim_flushes > before.reclaim_flushes,
+        "nothing drained"
     );
     assert_eq!(s.checkpoints, before.checkpoints, "no write, no checkpoint");
     check_reads(&db, &model, n);
