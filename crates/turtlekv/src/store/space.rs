@@ -18,7 +18,7 @@ const PRIOR_PUT_RATIO: f64 = 0.5;
 const PRIOR_TOMBSTONE_RATIO: f64 = 8.0;
 /// Flushed bytes after which older observations count half: the ratios
 /// follow a workload that turns from inserts to overwrites.
-const OBSERVATION_WINDOW_BYTES: f64 = (256 << 20) as f64;
+const OBSERVATION_WINDOW_BYTES: f64 = (64 << 20) as f64;
 /// Nodes one update drains at most.
 const MAX_TARGETS: usize = 8;
 
