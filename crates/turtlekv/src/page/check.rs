@@ -18,13 +18,14 @@ pub(crate) struct CheckReport {
 
 impl PageStore {
     /// Reads and verifies every page reachable from the pinned root straight
-    /// from disk (bypassing the cache), and checks the allocator, the pages
+    /// from disk (bypassing the cache; leaf pages but their punched holes,
+    /// `verify_leaf_blocks`), and checks the allocator, the pages
     /// waiting for reuse and the cache against each other.
     pub fn check(&self, pin: &RootPin, list_children: ListChildren<'_>) -> Result<CheckReport> {
         let live = self.reachable(pin.root(), list_children, None)?;
         let mut report = CheckReport::default();
         for id in live[kind_index(PageKind::Leaf)].values() {
-            report.leaf_bytes += self.read_whole(*id, None)?.len() as u64;
+            report.leaf_bytes += self.verify_leaf_blocks(*id)?;
         }
         report.node_pages = live[kind_index(PageKind::Node)].len() as u64;
         report.leaf_pages = live[kind_index(PageKind::Leaf)].len() as u64;

@@ -248,6 +248,12 @@ pub(crate) trait PageIo: Send + Sync + Debug {
         Error::corruption(format!("{kind:?} pages"), 0, what)
     }
 
+    /// Blocks punched out of live page `id` so far (a segment's flushed
+    /// chunks) that this handle knows of.
+    fn punched_blocks(&self, _id: PageId) -> u32 {
+        0
+    }
+
     /// A decoded form of page `id` cached by `cache_object`.
     fn cached_object(&self, _id: PageId, _kind: ObjectKind) -> Option<CachedObject> {
         None

@@ -14,13 +14,19 @@
 //! checkpoint's writes are not expected to take. Disk usage then follows
 //! live data to within about one checkpoint's writes (`docs/format.md`,
 //! "Page files").
+//!
+//! Live segment pages lose blocks too: a commit names the chunks of its
+//! segments that hold only flushed items (`tree::write::dead_chunks`), and
+//! once no reader of an older root remains their blocks join the punches
+//! of the next commit, each block once per page.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io;
 use std::sync::atomic::Ordering;
 
 use super::PageId;
 use super::alloc::SlotAllocator;
+use super::prefetch::PageRange;
 use super::store::{PageFile, PageStore, bump};
 use crate::Result;
 
@@ -31,12 +37,53 @@ pub(super) struct DeferredPunches {
     dirty_slots: BTreeSet<u64>,
     /// Pages written into a dirty slot that end before the slot does.
     tails: Vec<PageId>,
+    /// Blocks of live pages that no reader reads: `(page, first, end)`.
+    dead_blocks: Vec<(PageId, u32, u32)>,
+    /// Per live page, a bit per block already in `dead_blocks` or punched:
+    /// a chunk dead in one version is dead in every later one, which name
+    /// it again.
+    punched_blocks: HashMap<PageId, Vec<u64>>,
 }
 
 impl DeferredPunches {
-    /// A leaf slot was freed without punching it.
-    pub fn slot_freed(&mut self, slot: u64) {
-        self.dirty_slots.insert(slot);
+    /// A leaf page was freed without punching its slot.
+    pub fn slot_freed(&mut self, id: PageId) {
+        self.dirty_slots.insert(id.slot());
+        if self.punched_blocks.remove(&id).is_some() {
+            self.dead_blocks.retain(|(page, _, _)| *page != id);
+        }
+    }
+
+    /// Blocks of live page `id` punched or queued to be.
+    pub fn punched_blocks(&self, id: PageId) -> u32 {
+        self.punched_blocks
+            .get(&id)
+            .map_or(0, |bits| bits.iter().map(|w| w.count_ones()).sum())
+    }
+
+    /// Blocks `first..end` of live page `id` hold nothing any reader reads.
+    pub fn blocks_dead(&mut self, id: PageId, first: u32, end: u32) {
+        let bits = self
+            .punched_blocks
+            .entry(id)
+            .or_insert_with(|| vec![0; id.blocks().div_ceil(64) as usize]);
+        let mut run: Option<u32> = None;
+        for block in first..end.min(id.blocks()) {
+            let (word, bit) = ((block / 64) as usize, 1u64 << (block % 64));
+            let new = bits[word] & bit == 0;
+            bits[word] |= bit;
+            match (new, run) {
+                (true, None) => run = Some(block),
+                (false, Some(start)) => {
+                    self.dead_blocks.push((id, start, block));
+                    run = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(start) = run {
+            self.dead_blocks.push((id, start, end.min(id.blocks())));
+        }
     }
 
     /// A leaf page was written into its slot: only the tail past the page
@@ -84,7 +131,15 @@ impl DeferredPunches {
             .into_iter()
             .filter(|&slot| alloc.is_free(slot))
             .map(|slot| (slot * slot_bytes, slot_bytes));
-        let mut ranges: Vec<(u64, u64)> = tails.chain(slots).collect();
+        let dead = self
+            .dead_blocks
+            .drain(..)
+            .filter(|&(id, _, _)| alloc.is_live(id))
+            .map(|(id, first, end)| {
+                let offset = file.offset_of(id) + u64::from(first) * block_bytes;
+                (offset, u64::from(end - first) * block_bytes)
+            });
+        let mut ranges: Vec<(u64, u64)> = tails.chain(slots).chain(dead).collect();
         ranges.sort_unstable();
         join_touching(ranges)
     }
@@ -103,6 +158,30 @@ fn join_touching(ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
 }
 
 impl PageStore {
+    /// Queues the blocks wholly inside `dead_ranges` (content ranges of
+    /// live leaf pages) for the next commit's punches, but for pages
+    /// `freed` now, whose whole slots go.
+    pub(super) fn queue_dead_ranges(&self, freed: &[PageId], dead_ranges: Vec<PageRange>) {
+        if dead_ranges.is_empty() {
+            return;
+        }
+        let freed: HashSet<PageId> = freed.iter().copied().collect();
+        let geometry = self.files[super::store::kind_index(super::PageKind::Leaf)].geometry;
+        let payload = geometry.payload_bytes() as u64;
+        let header = super::codec::PAGE_HEADER_BYTES as u64;
+        let mut punches = self.punches.lock();
+        for (id, offset, len) in dead_ranges {
+            if id.kind() != super::PageKind::Leaf || freed.contains(&id) {
+                continue;
+            }
+            let first = (header + offset).div_ceil(payload);
+            let end = (header + offset + len) / payload;
+            if first < end {
+                punches.blocks_dead(id, first as u32, end as u32);
+            }
+        }
+    }
+
     /// Punches what `DeferredPunches` holds. Runs in `commit`, under the
     /// commit lock, so no reclaim frees a page whose tail it punches; the
     /// allocator stays locked throughout, so no write can take a slot

@@ -42,6 +42,29 @@ impl PageStore {
         Ok(content)
     }
 
+    /// Verifies every block of leaf page `id` straight from disk, but the
+    /// holes punched out of it (all-zero blocks other than the first and
+    /// the last, which hold the page's head and its last chunk): a
+    /// segment's flushed chunks (`tree::write::dead_chunks`). The tree's
+    /// own check reads every block a reader can read, so a hole where a
+    /// live chunk belongs fails there. Returns the page's content length.
+    pub(super) fn verify_leaf_blocks(&self, id: PageId) -> Result<u64> {
+        let pf = self.checked_file(id)?;
+        let image = self.read_image(pf, id, 0, id.blocks())?;
+        let block_bytes = pf.geometry.block_bytes;
+        for (index, block) in image.chunks_exact(block_bytes).enumerate() {
+            let inner = index > 0 && index + 1 < id.blocks() as usize;
+            if inner && block.iter().all(|&b| b == 0) {
+                continue;
+            }
+            pf.geometry
+                .verify_block(id, index as u32, block)
+                .map_err(|bad| corruption(pf, id, bad))?;
+        }
+        let len = u32::from_le_bytes(image[4..8].try_into().expect("4 bytes"));
+        Ok(u64::from(len))
+    }
+
     /// `len` content bytes at `offset`, reading only uncached covering blocks.
     pub(super) fn read_blocks_range(
         &self,

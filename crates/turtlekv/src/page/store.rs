@@ -14,6 +14,7 @@ use super::alloc::SlotAllocator;
 use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
 use super::codec::Geometry;
 use super::prefetch::{PageRange, PrefetchPool};
+use super::versions::Retired;
 use super::versions::{RootPin, Versions};
 use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
 use crate::error::DecodeError;
@@ -193,10 +194,24 @@ impl PageStore {
     /// longer reaches (but the previous root did, or that were written and
     /// never linked); their slots are reused once no reader pins an older
     /// generation. Returns the new generation.
+    #[cfg(test)]
     pub fn commit(
         &self,
         root: Option<PageId>,
         unreachable: &[PageId],
+        make_durable: &mut dyn FnMut(u64) -> io::Result<()>,
+    ) -> Result<u64> {
+        self.commit_retiring(root, unreachable, Vec::new(), make_durable)
+    }
+
+    /// `commit`, which also leaves `dead_ranges` of pages `root` still
+    /// reaches to no reader of it (a segment's flushed chunks): their
+    /// blocks are punched once no reader of an older root remains.
+    pub fn commit_retiring(
+        &self,
+        root: Option<PageId>,
+        unreachable: &[PageId],
+        dead_ranges: Vec<PageRange>,
         make_durable: &mut dyn FnMut(u64) -> io::Result<()>,
     ) -> Result<u64> {
         let _serial = self.commit_lock.lock();
@@ -217,7 +232,11 @@ impl PageStore {
         bump(&self.counters.commits, 1);
         let cached_blocks: usize = unreachable.iter().map(|&id| self.cached_blocks(id)).sum();
         bump(&self.counters.blocks_freed_cached, cached_blocks as u64);
-        self.versions.publish(next, root, unreachable.to_vec());
+        let retired = Retired {
+            pages: unreachable.to_vec(),
+            dead_ranges,
+        };
+        self.versions.publish(next, root, retired);
         Ok(next)
     }
 
@@ -273,7 +292,8 @@ impl PageStore {
     }
 
     pub(super) fn reclaim_locked(&self) -> Result<()> {
-        let pages = self.versions.take_reusable();
+        let Retired { pages, dead_ranges } = self.versions.take_reusable();
+        self.queue_dead_ranges(&pages, dead_ranges);
         if pages.is_empty() {
             return Ok(());
         }
@@ -299,7 +319,7 @@ impl PageStore {
         // up. Node slots are small and rewritten whole.
         let mut punches = self.punches.lock();
         for id in pages.iter().filter(|id| id.kind() == PageKind::Leaf) {
-            punches.slot_freed(id.slot());
+            punches.slot_freed(*id);
         }
         drop(punches);
         let mut alloc = self.alloc.lock();
@@ -483,6 +503,10 @@ impl PageIo for PageStore {
 
     fn corruption_in_file(&self, kind: PageKind, what: String) -> Error {
         Error::corruption(&self.files[kind_index(kind)].path, 0, what)
+    }
+
+    fn punched_blocks(&self, id: PageId) -> u32 {
+        self.punches.lock().punched_blocks(id)
     }
 
     fn cached_object(&self, id: PageId, kind: ObjectKind) -> Option<CachedObject> {

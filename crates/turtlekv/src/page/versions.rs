@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::PageId;
+use super::{PageId, PageRange};
 
 #[derive(Debug)]
 struct Inner {
@@ -20,8 +20,25 @@ struct Inner {
     root: Option<PageId>,
     /// Generation -> number of live pins.
     pins: BTreeMap<u64, usize>,
-    /// Pages made unreachable by commit `g`, oldest commit first.
-    pending: VecDeque<(u64, Vec<PageId>)>,
+    /// Pages made unreachable by commit `g`, and content ranges of pages
+    /// it still reaches that no reader of it reads, oldest commit first.
+    pending: VecDeque<(u64, Retired)>,
+}
+
+/// What a commit leaves to no reader of its root.
+#[derive(Debug, Default)]
+pub(crate) struct Retired {
+    /// Pages unreachable from the root.
+    pub pages: Vec<PageId>,
+    /// Content ranges of pages still reachable that no reader of the root
+    /// reads (a segment's flushed chunks): their blocks may be punched.
+    pub dead_ranges: Vec<PageRange>,
+}
+
+impl Retired {
+    fn is_empty(&self) -> bool {
+        self.pages.is_empty() && self.dead_ranges.is_empty()
+    }
 }
 
 /// The shared table of generations and pins.
@@ -70,30 +87,31 @@ impl Versions {
         (inner.generation, inner.root)
     }
 
-    /// Records durable commit `generation`, which made `unreachable` pages
-    /// unreachable from its root.
-    pub fn publish(&self, generation: u64, root: Option<PageId>, unreachable: Vec<PageId>) {
+    /// Records durable commit `generation`, which left `retired` to no
+    /// reader of its root.
+    pub fn publish(&self, generation: u64, root: Option<PageId>, retired: Retired) {
         let mut inner = self.inner.lock();
         debug_assert_eq!(generation, inner.generation + 1);
         inner.generation = generation;
         inner.root = root;
-        if !unreachable.is_empty() {
-            inner.pending.push_back((generation, unreachable));
+        if !retired.is_empty() {
+            inner.pending.push_back((generation, retired));
         }
     }
 
-    /// Takes the pages no pinned reader can reach any more.
-    pub fn take_reusable(&self) -> Vec<PageId> {
+    /// Takes the pages and ranges no pinned reader can read any more.
+    pub fn take_reusable(&self) -> Retired {
         let mut inner = self.inner.lock();
         let oldest_pin = inner.pins.keys().next().copied().unwrap_or(u64::MAX);
-        let mut out = Vec::new();
+        let mut out = Retired::default();
         while inner
             .pending
             .front()
             .is_some_and(|(freed_at, _)| *freed_at <= oldest_pin)
         {
-            let (_, pages) = inner.pending.pop_front().expect("front exists");
-            out.extend(pages);
+            let (_, retired) = inner.pending.pop_front().expect("front exists");
+            out.pages.extend(retired.pages);
+            out.dead_ranges.extend(retired.dead_ranges);
         }
         out
     }
@@ -106,7 +124,11 @@ impl Versions {
     /// Pages waiting, and pinned readers.
     pub fn counts(&self) -> (u64, u64) {
         let inner = self.inner.lock();
-        let pages = inner.pending.iter().map(|(_, p)| p.len() as u64).sum();
+        let pages = inner
+            .pending
+            .iter()
+            .map(|(_, r)| r.pages.len() as u64)
+            .sum();
         let pins = inner.pins.values().map(|&n| n as u64).sum();
         (pages, pins)
     }
@@ -117,7 +139,7 @@ impl Versions {
         inner
             .pending
             .iter()
-            .flat_map(|(_, p)| p.iter().copied())
+            .flat_map(|(_, r)| r.pages.iter().copied())
             .collect()
     }
 }
@@ -161,6 +183,13 @@ impl Drop for RootPin {
 mod tests {
     use super::*;
 
+    fn retired(pages: Vec<PageId>) -> Retired {
+        Retired {
+            pages,
+            dead_ranges: Vec::new(),
+        }
+    }
+
     fn page(n: u64) -> PageId {
         PageId::from_raw(n)
     }
@@ -170,30 +199,30 @@ mod tests {
         let v = Versions::new(0, None);
         let old = v.pin();
         let also_old = old.clone();
-        v.publish(1, None, vec![page(1)]);
+        v.publish(1, None, retired(vec![page(1)]));
         let newer = v.pin();
         assert_eq!(newer.generation(), 1);
-        v.publish(2, None, vec![page(2)]);
-        assert!(v.take_reusable().is_empty());
+        v.publish(2, None, retired(vec![page(2)]));
+        assert!(v.take_reusable().pages.is_empty());
         drop(old);
         assert!(
-            v.take_reusable().is_empty(),
+            v.take_reusable().pages.is_empty(),
             "a clone still pins generation 0"
         );
         drop(also_old);
-        assert_eq!(v.take_reusable(), vec![page(1)]);
+        assert_eq!(v.take_reusable().pages, vec![page(1)]);
         assert_eq!(v.counts(), (1, 1));
         drop(newer);
-        assert_eq!(v.take_reusable(), vec![page(2)]);
+        assert_eq!(v.take_reusable().pages, vec![page(2)]);
         assert!(!v.has_pending());
     }
 
     #[test]
     fn a_pin_of_the_newest_generation_does_not_hold_older_frees() {
         let v = Versions::new(5, None);
-        v.publish(6, None, vec![page(9)]);
+        v.publish(6, None, retired(vec![page(9)]));
         let pin = v.pin();
-        assert_eq!(v.take_reusable(), vec![page(9)]);
+        assert_eq!(v.take_reusable().pages, vec![page(9)]);
         assert_eq!(pin.generation(), 6);
     }
 }

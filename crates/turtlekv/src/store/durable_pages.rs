@@ -11,7 +11,7 @@ use super::superblock::{
     Identity, SUPERBLOCK_FILE_NAME, Slot, SlotDamage, Superblock, SuperblockRecord,
 };
 use crate::io::FileSystem;
-use crate::page::{ListChildren, PageId, PageStore, PageStoreOptions};
+use crate::page::{ListChildren, PageId, PageRange, PageStore, PageStoreOptions};
 use crate::util::identity::{checksum_seed, new_database_id};
 use crate::wal::WAL_DIR;
 use crate::{Error, Result};
@@ -92,11 +92,23 @@ impl DurablePages {
     /// `unreachable` lists the pages the new root no longer reaches; their
     /// slots are reused once no reader pins an older generation. Returns
     /// the new generation.
+    #[cfg(test)]
     pub fn commit(&self, record: SuperblockRecord, unreachable: &[PageId]) -> Result<u64> {
         // A checkpoint's replay position is a segment the log created
         // durably before the freeze it follows.
+        self.commit_retiring(record, unreachable, Vec::new())
+    }
+
+    /// `commit`, also leaving `dead_ranges` of pages the new root still
+    /// reaches to no reader of it (`PageStore::commit_retiring`).
+    pub fn commit_retiring(
+        &self,
+        record: SuperblockRecord,
+        unreachable: &[PageId],
+        dead_ranges: Vec<PageRange>,
+    ) -> Result<u64> {
         let floor = self.wal_floor().max(record.wal_replay_from.segment_id);
-        self.commit_with_floor(record, unreachable, floor)
+        self.commit_with_floor(record, (unreachable, dead_ranges), floor)
     }
 
     /// Commits `record` again (the root it names is the current one) with
@@ -104,19 +116,21 @@ impl DurablePages {
     /// once that segment's header is durable. Also makes an identity
     /// assigned at this open durable, and rewrites the older slot.
     pub fn commit_wal_floor(&self, record: SuperblockRecord, floor: u64) -> Result<u64> {
-        self.commit_with_floor(record, &[], floor.max(self.wal_floor()))
+        self.commit_with_floor(record, (&[], Vec::new()), floor.max(self.wal_floor()))
     }
 
     fn commit_with_floor(
         &self,
         record: SuperblockRecord,
-        unreachable: &[PageId],
+        (unreachable, dead_ranges): (&[PageId], Vec<PageRange>),
         wal_floor: u64,
     ) -> Result<u64> {
         let (node_size_bytes, leaf_size_bytes) = self.superblock.page_sizes();
-        let generation = self
-            .pages
-            .commit(record.root, unreachable, &mut |generation| {
+        let generation = self.pages.commit_retiring(
+            record.root,
+            unreachable,
+            dead_ranges,
+            &mut |generation| {
                 let slot = Slot {
                     generation,
                     node_size_bytes,
@@ -128,7 +142,8 @@ impl DurablePages {
                 self.superblock.write(&slot)?;
                 self.superblock_syncs.fetch_add(1, Ordering::Relaxed);
                 Ok(())
-            })?;
+            },
+        )?;
         self.wal_floor.store(wal_floor, Ordering::Relaxed);
         Ok(generation)
     }

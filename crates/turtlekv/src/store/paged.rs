@@ -108,13 +108,19 @@ impl PagedTreeStore {
 
     /// Commits an update's outcome with `coverage`, publishes the new
     /// version and learns from what the update did.
-    fn commit(&self, outcome: BatchOutcome, coverage: Coverage) -> Result<Arc<dyn TreeVersion>> {
+    fn commit(
+        &self,
+        mut outcome: BatchOutcome,
+        coverage: Coverage,
+    ) -> Result<Arc<dyn TreeVersion>> {
         let record = SuperblockRecord {
             root: outcome.root,
             covered_seq: coverage.covered_seq,
             wal_replay_from: coverage.wal_replay_from,
         };
-        self.pages.commit(record, &outcome.dead_pages)?;
+        let dead_ranges = std::mem::take(&mut outcome.dead_ranges);
+        self.pages
+            .commit_retiring(record, &outcome.dead_pages, dead_ranges)?;
         let version = Arc::new(StoredVersion::new(
             self.tree.clone(),
             self.pages.pages().clone(),

@@ -11,7 +11,8 @@ use crate::filter;
 use crate::page::{CachePriority, PageId};
 use crate::tree::Tree;
 use crate::tree::format::item::{Item, total_size_bytes};
-use crate::tree::format::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node};
+use crate::tree::format::leaf::LeafHead;
+use crate::tree::format::node::{Child, LeafData, LeafRef, MAX_LEVELS, Node, Segment};
 use crate::tree::write::cut;
 
 /// Shape of a tree version, as the checker found it.
@@ -148,7 +149,10 @@ impl Checker<'_> {
     }
 
     /// Segments: levels, active sets, flushed bounds, pending bytes, and
-    /// uniqueness of live keys within a level.
+    /// uniqueness of live keys within a level. A segment is read pivot by
+    /// pivot, from the chunk below its flushed bound to its upper bound:
+    /// the chunks that only hold flushed items may be punched out of the
+    /// page (`write::dead_chunks`), and no reader reads them.
     fn buffer(&mut self, id: PageId, node: &Node) -> Result<()> {
         let mut pending = vec![0u64; node.pivots.len()];
         let mut level_last: Vec<Option<Bytes>> = vec![None; MAX_LEVELS as usize];
@@ -156,13 +160,13 @@ impl Checker<'_> {
             let LeafData::Stored(r) = &seg.data else {
                 unreachable!("decoded nodes reference stored segments");
             };
-            let items = self.page_items(r, true)?;
-            if items.len() != seg.item_count as usize {
+            let head = self.tree.read_leaf_head(r)?;
+            if head.item_count != seg.item_count {
                 return Err(self.tree.corrupt_page(
                     r.id,
                     format!(
                         "segment of {} items, its entry in node {:#x} says {}",
-                        items.len(),
+                        head.item_count,
                         id.to_raw(),
                         seg.item_count
                     ),
@@ -171,22 +175,15 @@ impl Checker<'_> {
             if self.segments_seen.insert(r.id) {
                 self.stats.segment_pages += 1;
             }
+            let filter = self.filter(r)?;
             for (p, pivot_pending) in pending.iter_mut().enumerate() {
-                if let Some(f) = seg.bounds[p].as_ref().filter(|f| f.index > 0) {
-                    let i = f.index as usize;
-                    let below = items[i - 1].key < f.key;
-                    if !below || items.get(i).is_some_and(|it| it.key < f.key) {
-                        return Err(self.tree.corrupt_page(
-                            id,
-                            format!(
-                                "segment {:#x}: flushed key of pivot {p} does not separate its bound",
-                                r.id.to_raw()
-                            ),
-                        ));
-                    }
+                if seg.bounds[p].is_none() {
+                    continue;
                 }
-                let live = node.unflushed_range(seg, p, &items);
-                if seg.bounds[p].is_some() == live.is_empty() {
+                let (first_index, items) = self.pivot_part(node, seg, r, &head, p)?;
+                let live = node.unflushed_range_in_span(seg, p, &items, first_index);
+                self.flushed_bound(id, seg, (r, &head), p)?;
+                if live.is_empty() {
                     return Err(self.tree.corrupt_page(
                         id,
                         format!(
@@ -195,9 +192,18 @@ impl Checker<'_> {
                         ),
                     ));
                 }
-                *pivot_pending += total_size_bytes(&items[live.clone()]) as u64;
+                let live_items = &items[live.clone()];
+                if let Some(f) = &filter
+                    && !live_items
+                        .iter()
+                        .all(|it| f.may_contain(filter::key_hash(&it.key)))
+                {
+                    let at = DecodeError::new(0, "filter rejects a key the page holds");
+                    return Err(self.tree.corrupt(r.id, at.within(u64::from(r.head_len))));
+                }
+                *pivot_pending += total_size_bytes(live_items) as u64;
                 self.stats.buffered_items += live.len() as u64;
-                if let Some(first) = items[live.clone()].first() {
+                if let Some(first) = live_items.first() {
                     let last_key = &mut level_last[seg.level as usize];
                     if last_key.as_ref().is_some_and(|k| *k >= first.key) {
                         return Err(self.tree.corrupt_page(
@@ -223,9 +229,83 @@ impl Checker<'_> {
         Ok(())
     }
 
+    /// The items of the chunks that hold pivot `p`'s unflushed part of
+    /// segment `seg`, and the index of the first: the chunks a flush of
+    /// the pivot reads.
+    fn pivot_part(
+        &mut self,
+        node: &Node,
+        seg: &Segment,
+        r: &LeafRef,
+        head: &LeafHead,
+        p: usize,
+    ) -> Result<(usize, Vec<Item>)> {
+        if head.chunks.is_empty() {
+            return Ok((0, Vec::new()));
+        }
+        let (lo, _) = node.unflushed_start(seg, p);
+        let first = head.chunk_for(lo);
+        let last = node
+            .pivot_range(p)
+            .1
+            .map_or(head.chunks.len() - 1, |hi| head.chunk_for(hi));
+        self.tree
+            .read_chunk_run(r, head, first..last.max(first) + 1, &[], None)
+    }
+
+    /// The flushed bound of pivot `p`, if any, separates the items around
+    /// it: read from the chunks that hold them.
+    fn flushed_bound(
+        &mut self,
+        id: PageId,
+        seg: &Segment,
+        (r, head): (&LeafRef, &LeafHead),
+        p: usize,
+    ) -> Result<()> {
+        let Some(f) = seg.bounds[p].as_ref().filter(|f| f.index > 0) else {
+            return Ok(());
+        };
+        let first = head.chunk_of_item_from(0, f.index - 1);
+        let last = head.chunk_of_item_from(first, f.index);
+        let (first_index, items) = self
+            .tree
+            .read_chunk_run(r, head, first..last + 1, &[], None)?;
+        let i = (f.index as usize)
+            .checked_sub(first_index)
+            .filter(|&i| i > 0);
+        let separates = i.is_some_and(|i| {
+            items.get(i - 1).is_some_and(|below| below.key < f.key)
+                && items.get(i).is_none_or(|it| it.key >= f.key)
+        });
+        if separates {
+            return Ok(());
+        }
+        Err(self.tree.corrupt_page(
+            id,
+            format!(
+                "segment {:#x}: flushed key of pivot {p} does not separate its bound",
+                r.id.to_raw()
+            ),
+        ))
+    }
+
+    /// A segment's filter, verified, if it has one.
+    fn filter(&mut self, r: &LeafRef) -> Result<Option<filter::KeyFilter>> {
+        if r.filter_len == 0 {
+            return Ok(None);
+        }
+        let bytes = self.tree.io.read_range_uncached(
+            r.id,
+            u64::from(r.head_len),
+            u64::from(r.filter_len),
+        )?;
+        let at = |e: DecodeError| self.tree.corrupt(r.id, e.within(u64::from(r.head_len)));
+        filter::KeyFilter::decode(&bytes).map(Some).map_err(at)
+    }
+
     /// Checks one leaf and returns its items.
     fn leaf(&mut self, r: &LeafRef, lo: &Bytes, hi: Option<&Bytes>) -> Result<Vec<Item>> {
-        let items = self.page_items(r, false)?;
+        let items = self.page_items(r)?;
         self.stats.leaf_pages += 1;
         self.stats.leaf_items += items.len() as u64;
         let in_range = |it: &Item| it.key >= *lo && hi.is_none_or(|h| it.key < *h);
@@ -240,8 +320,8 @@ impl Checker<'_> {
         Ok(items)
     }
 
-    /// Reads a whole leaf or segment, verifying head, blocks and filter.
-    fn page_items(&mut self, r: &LeafRef, tombstones_allowed: bool) -> Result<Vec<Item>> {
+    /// Reads a whole leaf, verifying head, blocks and filter.
+    fn page_items(&mut self, r: &LeafRef) -> Result<Vec<Item>> {
         let items = self.tree.read_leaf_items(r)?;
         let page = self.tree.io.read_page(r.id, CachePriority::LeafBlock)?;
         if page.len() > self.tree.config.leaf_max_bytes {
@@ -266,9 +346,6 @@ impl Checker<'_> {
                     "filter rejects a key the page holds",
                 )));
             }
-        }
-        if !tombstones_allowed && items.iter().any(|it| it.value.is_none()) {
-            return Err(self.tree.corrupt_page(r.id, "tombstone in a leaf"));
         }
         Ok(items)
     }

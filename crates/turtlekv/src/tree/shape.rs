@@ -38,7 +38,7 @@ pub(crate) struct TreeShape {
     pub leaf_page_bytes: u64,
     /// Blocks the distinct segment pages occupy on disk, in bytes: their
     /// unflushed items and the flushed ones a page keeps until no pivot
-    /// is active in it.
+    /// is active in it, but for the chunks punched out of it.
     pub segment_page_bytes: u64,
     /// Slots of the leaf pages, in bytes: what the leaves would occupy full.
     pub leaf_capacity_bytes: u64,
@@ -105,7 +105,10 @@ impl Tree {
 
     /// Bytes a stored leaf or segment page occupies in its file: its id
     /// names its block count.
+    /// Bytes the page occupies on disk: its blocks, less those punched out
+    /// of it (a segment's flushed chunks).
     fn stored_bytes(&self, id: PageId) -> u64 {
-        u64::from(id.blocks()) * self.config.leaf_block_bytes as u64
+        let blocks = id.blocks().saturating_sub(self.io.punched_blocks(id));
+        u64::from(blocks) * self.config.leaf_block_bytes as u64
     }
 }

@@ -69,6 +69,9 @@ pub(crate) struct Segment {
     pub item_count: u32,
     /// Per pivot: `None` = inactive, `Some(f)` = active, items below `f.index` flushed.
     pub bounds: Vec<Option<Flushed>>,
+    /// The current batch update flushed items from it, so chunks of its
+    /// page may have died (`write::dead_chunks`). Not stored.
+    pub flushed_in_update: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -157,6 +157,7 @@ impl Node {
                 data: LeafData::Stored(seg.leaf),
                 item_count: seg.item_count,
                 bounds,
+                flushed_in_update: false,
             });
         }
         r.finish()?;

@@ -291,6 +291,10 @@ impl ScanCursor {
             // the chunk holding the first live one, rather than reading a
             // flushed chunk and then jumping.
             source.chunk = source.head.chunk_of_item_from(source.chunk, min_index);
+        } else if source.head.chunk_items(source.chunk).1 <= min_index {
+            // Every item up to the seek key was flushed, and the chunk
+            // may be punched out of the page (`write::dead_chunks`).
+            return None;
         }
         Some((source, seek.clone()))
     }

@@ -111,6 +111,7 @@ impl Harness {
             };
         }
         self.io.free(&outcome.dead_pages);
+        self.io.punch(&outcome.dead_ranges);
         add_events(&mut self.events, &outcome.events);
         self.root = outcome.root;
         let stats = self.tree.check(self.root).unwrap();

@@ -44,11 +44,18 @@ struct Inner {
     /// `(page, byte offset)` of every bit `corrupt` flipped and did not
     /// flip back.
     flipped: HashSet<(u64, usize)>,
+    /// `(page, unit)` of every `PUNCH_UNIT_BYTES` unit `punch` took out of
+    /// a page.
+    punched: HashSet<(u64, usize)>,
 }
 
 /// The page store verifies blocks of this many bytes (`docs/format.md`,
 /// "Blocks"); the model checks the same spans of a page's contents.
 const VERIFIED_BLOCK_BYTES: usize = 4096;
+/// Punched ranges are tracked in units this small, finer than any leaf
+/// block size the tests use: a read that strays into a dead chunk by a
+/// single block fails.
+const PUNCH_UNIT_BYTES: usize = 64;
 
 #[derive(Debug, Default)]
 pub(in crate::tree) struct MemPageIo {
@@ -110,6 +117,36 @@ impl MemPageIo {
             .retain(|(_, kind), _| keep_filters && *kind == ObjectKind::Filter);
     }
 
+    /// Punches the blocks wholly inside `ranges` out of their pages (as
+    /// the page store would after a commit): reading one is an error, so
+    /// a reader that strays into a dead chunk fails its test.
+    pub(in crate::tree) fn punch(&self, ranges: &[PageRange]) {
+        let mut inner = self.inner.lock();
+        for &(id, offset, len) in ranges {
+            assert!(
+                inner.pages.contains_key(&id.to_raw()),
+                "punching page {id:?}, which is not live"
+            );
+            let first = (offset as usize).div_ceil(PUNCH_UNIT_BYTES);
+            let end = (offset + len) as usize / PUNCH_UNIT_BYTES;
+            for block in first..end {
+                inner.punched.insert((id.to_raw(), block));
+            }
+        }
+        inner.cached.clear();
+    }
+
+    /// The length of a live page, punched or not.
+    pub(in crate::tree) fn page_len(&self, id: PageId) -> usize {
+        self.inner.lock().pages[&id.to_raw()].1.len()
+    }
+
+    /// Whether the byte at `offset` of page `id` was punched out.
+    pub(in crate::tree) fn is_punched(&self, id: PageId, offset: usize) -> bool {
+        let unit = offset / PUNCH_UNIT_BYTES;
+        self.inner.lock().punched.contains(&(id.to_raw(), unit))
+    }
+
     /// Frees pages (as the page store would after a commit).
     pub(in crate::tree) fn free(&self, ids: &[PageId]) {
         let mut inner = self.inner.lock();
@@ -122,6 +159,9 @@ impl MemPageIo {
         inner
             .cached
             .retain(|(id, _, _), _| !ids.iter().any(|d| d.to_raw() == *id));
+        inner
+            .punched
+            .retain(|(id, _)| !ids.iter().any(|d| d.to_raw() == *id));
         inner
             .objects
             .retain(|(id, _), _| !ids.iter().any(|d| d.to_raw() == *id));
@@ -193,6 +233,15 @@ impl MemPageIo {
                 format!("page {:#x}", id.to_raw()),
                 at as u64,
                 "block checksum mismatch",
+            ));
+        }
+        let mut units = offset as usize / PUNCH_UNIT_BYTES
+            ..=(offset + len.max(1) - 1) as usize / PUNCH_UNIT_BYTES;
+        if let Some(unit) = units.find(|&u| inner.punched.contains(&(id.to_raw(), u))) {
+            return Err(Error::corruption(
+                format!("page {:#x}", id.to_raw()),
+                (unit * PUNCH_UNIT_BYTES) as u64,
+                "read of a punched block",
             ));
         }
         let whole = offset == 0 && len == bytes.len() as u64;

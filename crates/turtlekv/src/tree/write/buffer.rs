@@ -86,13 +86,14 @@ impl Update<'_> {
             if node.segments[s].bounds[p].is_none() {
                 continue;
             }
-            let items = self.items(&node.segments[s].data)?;
-            let r = node.unflushed_range(&node.segments[s], p, &items);
-            runs.push((items, r));
+            // Only the pivot's unflushed part: the rest of a stored
+            // segment may be punched out of its page.
+            runs.push(self.unflushed_items(node, &node.segments[s], p)?);
             node.segments[s].bounds[p] = None;
+            node.segments[s].flushed_in_update = true;
         }
         node.pivots[p].pending_bytes = 0;
-        let run_refs: Vec<&[Item]> = runs.iter().map(|(items, r)| &items[r.clone()]).collect();
+        let run_refs: Vec<&[Item]> = runs.iter().map(|u| u.slice()).collect();
         let merged = merge_runs(&run_refs, false);
         drop(run_refs);
         drop_in_background(runs);

@@ -29,7 +29,7 @@ pub(in crate::tree) struct Unflushed {
 }
 
 impl Unflushed {
-    fn slice(&self) -> &[Item] {
+    pub(in crate::tree) fn slice(&self) -> &[Item] {
         &self.items[self.range.clone()]
     }
 }
@@ -69,6 +69,7 @@ impl Update<'_> {
                 None => items.len(),
             };
             removed += total_size_bytes(&items[..taken]) as u64;
+            node.segments[s].flushed_in_update |= taken > 0;
             let bound = &mut node.segments[s].bounds[p];
             if taken >= items.len() {
                 *bound = None;
@@ -111,7 +112,12 @@ impl Update<'_> {
     /// The items of `seg` not yet flushed to pivot `p`: from the decoded
     /// segment when this update has it, else only the chunks that hold
     /// them (a pivot's part of a stored segment, not all of it).
-    fn unflushed_items(&mut self, node: &Node, seg: &Segment, p: usize) -> Result<Unflushed> {
+    pub(in crate::tree) fn unflushed_items(
+        &mut self,
+        node: &Node,
+        seg: &Segment,
+        p: usize,
+    ) -> Result<Unflushed> {
         let bound = seg.bounds[p].as_ref().expect("an active pivot");
         if let Some(items) = self.decoded(&seg.data) {
             let range = node.unflushed_range(seg, p, &items);

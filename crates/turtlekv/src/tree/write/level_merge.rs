@@ -30,7 +30,7 @@ const WRITE_BATCH_PAGES: usize = 4;
 /// A merge reads the unflushed spans of a segment that lie at most this far
 /// apart with one I/O, flushed items between them included: a few blocks
 /// more cost less than another read.
-const SPAN_GAP_READ_BYTES: u64 = 32 * 1024;
+pub(in crate::tree) const SPAN_GAP_READ_BYTES: u64 = 32 * 1024;
 
 /// A segment's items (whole or a span) and the ranges of them a window merges.
 type WindowRuns = (Arc<Vec<Item>>, Vec<Range<usize>>);
@@ -215,6 +215,7 @@ pub(in crate::tree) fn new_segment(node: &mut Node, level: u8, items: Vec<Item>)
         item_count: items.len() as u32,
         data: LeafData::New(Arc::new(items)),
         bounds,
+        flushed_in_update: false,
     }
 }
 

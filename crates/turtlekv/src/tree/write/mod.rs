@@ -6,6 +6,7 @@
 pub(crate) mod background_drop;
 pub(crate) mod buffer;
 pub(crate) mod cut;
+pub(crate) mod dead_chunks;
 pub(crate) mod flush;
 pub(crate) mod level_merge;
 pub(crate) mod merge;

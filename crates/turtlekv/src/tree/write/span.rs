@@ -64,36 +64,15 @@ impl Tree {
             "key spans must be sorted and disjoint"
         );
         let head = self.read_leaf_head(r)?;
-        if head.chunks.is_empty() {
-            return Ok(Vec::new());
-        }
-        let chunks_of = |&(lo, hi): &KeySpan<'_>| {
-            let last = hi.map_or(head.chunks.len() - 1, |hi| head.chunk_for(hi));
-            (head.chunk_for(lo), last)
-        };
         let mut reads = Vec::new();
-        let mut s = 0;
-        while s < spans.len() {
-            let (first_chunk, mut last_chunk) = chunks_of(&spans[s]);
-            let mut e = s + 1;
-            while let Some(next) = spans.get(e) {
-                let (next_first, next_last) = chunks_of(next);
-                let (offset, len) = head.chunk_range(last_chunk);
-                if head.chunk_range(next_first).0.saturating_sub(offset + len) > gap_bytes {
-                    break;
-                }
-                last_chunk = last_chunk.max(next_last);
-                e += 1;
-            }
-            let (lo, hi) = (spans[s].0, spans[e - 1].1);
-            let (first_index, items) =
-                self.read_chunk_run(r, &head, first_chunk..last_chunk + 1, lo, hi)?;
+        for (covered, chunks) in chunk_runs(&head, spans, gap_bytes) {
+            let (lo, hi) = (spans[covered.start].0, spans[covered.end - 1].1);
+            let (first_index, items) = self.read_chunk_run(r, &head, chunks, lo, hi)?;
             reads.push(SpanRead {
-                spans: s..e,
+                spans: covered,
                 first_index,
                 items,
             });
-            s = e;
         }
         Ok(reads)
     }
@@ -117,7 +96,7 @@ impl Tree {
 
     /// The items of `chunks` with keys in `[lo, hi)`, read with one I/O, and
     /// the leaf index of the first.
-    fn read_chunk_run(
+    pub(in crate::tree) fn read_chunk_run(
         &self,
         r: &node::LeafRef,
         head: &LeafHead,
@@ -167,4 +146,41 @@ impl Tree {
         items.drain(..start);
         Ok((first_index + start, items))
     }
+}
+
+/// The runs of chunks `read_leaf_spans` reads for sorted, disjoint `spans`:
+/// which spans each run covers, and its chunks. Spans whose chunks lie at
+/// most `gap_bytes` apart share a run. Punching a segment's flushed chunks
+/// (`dead_chunks`) keeps every chunk of these runs: a read of fewer spans
+/// later (pivots flush, never the reverse) finds its gaps no smaller.
+pub(in crate::tree) fn chunk_runs(
+    head: &LeafHead,
+    spans: &[KeySpan<'_>],
+    gap_bytes: u64,
+) -> Vec<(Range<usize>, Range<usize>)> {
+    if head.chunks.is_empty() {
+        return Vec::new();
+    }
+    let chunks_of = |&(lo, hi): &KeySpan<'_>| {
+        let last = hi.map_or(head.chunks.len() - 1, |hi| head.chunk_for(hi));
+        (head.chunk_for(lo), last)
+    };
+    let mut runs = Vec::new();
+    let mut s = 0;
+    while s < spans.len() {
+        let (first_chunk, mut last_chunk) = chunks_of(&spans[s]);
+        let mut e = s + 1;
+        while let Some(next) = spans.get(e) {
+            let (next_first, next_last) = chunks_of(next);
+            let (offset, len) = head.chunk_range(last_chunk);
+            if head.chunk_range(next_first).0.saturating_sub(offset + len) > gap_bytes {
+                break;
+            }
+            last_chunk = last_chunk.max(next_last);
+            e += 1;
+        }
+        runs.push((s..e, first_chunk..last_chunk + 1));
+        s = e;
+    }
+    runs
 }

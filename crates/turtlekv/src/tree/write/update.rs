@@ -10,7 +10,7 @@ use bytes::Bytes;
 use super::cut;
 use super::space::ReclaimPlan;
 use crate::Result;
-use crate::page::{PageId, PageKind};
+use crate::page::{PageId, PageKind, PageRange};
 use crate::tree::Tree;
 use crate::tree::format::item::{Item, edge_key};
 use crate::tree::format::node::{Child, LeafData, Node, Pivot, Segment};
@@ -24,6 +24,11 @@ pub(crate) struct BatchOutcome {
     pub new_pages: Vec<PageId>,
     /// Pages reachable from the old root but not from the new one.
     pub dead_pages: Vec<PageId>,
+    /// Content ranges of pages the new root still reaches that no reader
+    /// of it reads: segment chunks holding only flushed items
+    /// (`dead_chunks`). They may be punched once no reader needs the old
+    /// root.
+    pub dead_ranges: Vec<PageRange>,
     /// What the update did.
     pub events: UpdateEvents,
 }
@@ -324,6 +329,7 @@ impl Tree {
                 root,
                 new_pages: Vec::new(),
                 dead_pages: Vec::new(),
+                dead_ranges: Vec::new(),
                 events: UpdateEvents::default(),
             });
         }
@@ -403,6 +409,11 @@ impl Tree {
             up.dead.push(r.id);
         }
         let dead_shared = up.resolve_shared_dropped(&node)?;
+        let dead_ranges = if empty {
+            Vec::new()
+        } else {
+            up.dead_segment_ranges(&node)?
+        };
         let (root, mut new_pages) = if empty {
             (None, Vec::new())
         } else {
@@ -423,6 +434,7 @@ impl Tree {
             root,
             new_pages,
             dead_pages,
+            dead_ranges,
             events: up.events,
         })
     }
