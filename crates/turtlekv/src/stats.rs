@@ -147,6 +147,9 @@ pub struct Stats {
     pub page_bytes_written: u64,
     /// Bytes of freed leaf pages returned to the file system (hole punching).
     pub page_bytes_punched: u64,
+    /// Of `page_bytes_punched`, the blocks of live segment pages whose
+    /// chunks hold only flushed items (`docs/format.md`, "Page files").
+    pub dead_chunk_bytes_punched: u64,
     /// `fdatasync` calls on page files and the superblock.
     pub page_syncs: u64,
 

@@ -476,6 +476,7 @@ fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
     stats.page_read_ios = store.read_ios;
     stats.page_bytes_written = store.bytes_written;
     stats.page_bytes_punched = store.bytes_punched;
+    stats.dead_chunk_bytes_punched = store.dead_chunk_bytes_punched;
     stats.page_syncs = store.syncs;
     stats.leaf_pages_written = written.leaf_pages_written;
     stats.leaf_bytes_written = written.leaf_bytes_written;

@@ -113,6 +113,8 @@ pub(crate) struct PageStoreStats {
     pub pages_written: u64,
     /// Bytes of freed leaf pages punched out of the leaf file.
     pub bytes_punched: u64,
+    /// Of those, bytes of dead chunks punched out of live segment pages.
+    pub dead_chunk_bytes_punched: u64,
     /// `fdatasync` calls on page and superblock files.
     pub syncs: u64,
     /// Commits made by this handle.

@@ -114,9 +114,10 @@ impl DeferredPunches {
     }
 
     /// Byte ranges of `file` to punch now, sorted and joined where they
-    /// touch: the tails of pages still live, and the dirty slots still free.
+    /// touch: the tails of pages still live, the dirty slots still free,
+    /// and the dead blocks of live pages (whose bytes come second).
     /// Forgets them all.
-    fn take_ranges(&mut self, file: &PageFile, alloc: &SlotAllocator) -> Vec<(u64, u64)> {
+    fn take_ranges(&mut self, file: &PageFile, alloc: &SlotAllocator) -> (Vec<(u64, u64)>, u64) {
         let slot_bytes = file.geometry.slot_bytes;
         let block_bytes = file.geometry.block_bytes as u64;
         let tails = self
@@ -138,10 +139,12 @@ impl DeferredPunches {
             .map(|(id, first, end)| {
                 let offset = file.offset_of(id) + u64::from(first) * block_bytes;
                 (offset, u64::from(end - first) * block_bytes)
-            });
+            })
+            .collect::<Vec<_>>();
+        let dead_bytes = dead.iter().map(|(_, len)| len).sum();
         let mut ranges: Vec<(u64, u64)> = tails.chain(slots).chain(dead).collect();
         ranges.sort_unstable();
-        join_touching(ranges)
+        (join_touching(ranges), dead_bytes)
     }
 }
 
@@ -190,8 +193,10 @@ impl PageStore {
         let pf = &self.files[super::store::kind_index(super::PageKind::Leaf)];
         let alloc = self.alloc.lock();
         let leaf_alloc = &alloc[super::store::kind_index(super::PageKind::Leaf)];
-        let ranges = self.punches.lock().take_ranges(pf, leaf_alloc);
-        self.punch_ranges(pf, ranges)
+        let (ranges, dead_chunk_bytes) = self.punches.lock().take_ranges(pf, leaf_alloc);
+        self.punch_ranges(pf, ranges)?;
+        bump(&self.counters.dead_chunk_bytes_punched, dead_chunk_bytes);
+        Ok(())
     }
 
     /// Reclaims, then punches the freed leaf slots the next writes are not

@@ -77,6 +77,7 @@ pub(super) struct IoCounters {
     pub syncs: AtomicU64,
     pub commits: AtomicU64,
     pub bytes_punched: AtomicU64,
+    pub dead_chunk_bytes_punched: AtomicU64,
     pub blocks_freed_cached: AtomicU64,
 }
 
@@ -393,6 +394,7 @@ impl PageStore {
             bytes_written: load(&c.bytes_written),
             pages_written: load(&c.pages_written),
             bytes_punched: load(&c.bytes_punched),
+            dead_chunk_bytes_punched: load(&c.dead_chunk_bytes_punched),
             syncs: load(&c.syncs),
             commits: load(&c.commits),
             generation: self.versions.current().0,
