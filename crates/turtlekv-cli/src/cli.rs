@@ -295,6 +295,14 @@ pub struct TuneArgs {
     /// Size at which a WAL segment is closed and the next begun.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub wal_segment_size: Option<u64>,
+    /// Garbage the tree may hold before checkpoints drain buffers for
+    /// space, in percent of the live data; 0 turns reclamation off.
+    #[arg(long, value_name = "PERCENT")]
+    pub garbage_percent: Option<u32>,
+    /// Codec of the pages written from now on: none, lz4, zstd or
+    /// zstd:<level> (pages already written keep theirs).
+    #[arg(long, value_name = "CODEC")]
+    pub compression: Option<turtlekv::Compression>,
 }
 
 /// Run a short YCSB benchmark on a temporary database.

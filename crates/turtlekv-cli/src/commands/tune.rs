@@ -45,6 +45,14 @@ pub fn tune(args: &TuneArgs, out: &mut dyn Write) -> Result<()> {
         after.direct_io = direct;
         changed = true;
     }
+    if let Some(percent) = args.garbage_percent {
+        after.garbage_percent = percent;
+        changed = true;
+    }
+    if let Some(compression) = args.compression {
+        after.compression = compression;
+        changed = true;
+    }
     if !changed {
         let origin = if args.db.join(OPTIONS_FILE_NAME).exists() {
             format!("stored in {}", args.db.join(OPTIONS_FILE_NAME).display())
@@ -117,6 +125,16 @@ fn write_knobs(before: &Options, after: &Options, out: &mut dyn Write) -> Result
             "WAL segment size",
             format_size(before.wal_segment_size_bytes),
             format_size(after.wal_segment_size_bytes),
+        ),
+        (
+            "garbage percent",
+            before.garbage_percent.to_string(),
+            after.garbage_percent.to_string(),
+        ),
+        (
+            "compression",
+            before.compression.to_string(),
+            after.compression.to_string(),
         ),
     ];
     for (name, old, new) in rows {

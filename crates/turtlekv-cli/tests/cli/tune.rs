@@ -17,7 +17,19 @@ fn tuned_knobs_are_stored_and_used() {
         "12",
         "--write-only-checkpoint-distance",
         "96MiB",
+        "--garbage-percent",
+        "10",
+        "--compression",
+        "zstd:5",
     ]);
+    assert!(
+        said.contains("garbage percent        10 (was 20)"),
+        "{said}"
+    );
+    assert!(
+        said.contains("compression            zstd:5 (was lz4)"),
+        "{said}"
+    );
     assert!(
         said.contains("cache                  1.5 GiB (was 256 MiB)"),
         "{said}"
@@ -35,6 +47,7 @@ fn tuned_knobs_are_stored_and_used() {
     );
     assert_eq!(json["options"]["cache_capacity_bytes"], 3_u64 << 29);
     assert_eq!(json["options"]["filter_bits_per_key"], 12);
+    assert_eq!(json["options"]["compression"], "zstd:5");
     // The open that stats made used them.
     assert_eq!(json["memtable"]["checkpoint_distance_bytes"], 32 << 20);
     assert_eq!(json["memory"]["budget_bytes"], 3_u64 << 29);
@@ -55,6 +68,9 @@ fn bad_knobs_are_refused_and_nothing_is_stored() {
         // Parses, but below the engine's minimum.
         ["--checkpoint-distance", "1KiB"],
         ["--filter-bits", "99"],
+        ["--garbage-percent", "5000"],
+        ["--compression", "snappy"],
+        ["--compression", "zstd:x"],
     ] {
         let mut all = vec!["tune", path(&db)];
         all.extend(args);
