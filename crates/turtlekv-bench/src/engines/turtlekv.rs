@@ -17,6 +17,12 @@ pub struct TurtleKv {
     monitor: Option<Monitor>,
 }
 
+/// How long `settle` waits for the reclamation steps to stop and for the
+/// freed space to be punched (the engine punches it after a second
+/// without writes), and at most.
+const SETTLE_QUIET: Duration = Duration::from_millis(1500);
+const SETTLE_MAX: Duration = Duration::from_secs(60);
+
 /// With `TURTLEKV_BENCH_STATS_EVERY_SECS=N`, a thread prints the read path's
 /// counters every N seconds: how the caches and the split move within a
 /// phase, which the per-phase report cannot show. It also prints where the
@@ -213,8 +219,24 @@ impl Engine for TurtleKv {
         Ok(self.db.flush_wal()?)
     }
 
+    /// Checkpoints, then waits for the background space work that follows
+    /// (as RocksDB's settle waits for its compactions): the reclamation
+    /// steps between checkpoints, and the punch of every freed slot once
+    /// writes have stopped for a second (`docs/tuning.md`, "Disk space").
     fn settle(&self) -> Result<()> {
-        Ok(self.db.checkpoint_now()?)
+        self.db.checkpoint_now()?;
+        let started = Instant::now();
+        let mut last = (self.db.stats().reclaim_flushes, Instant::now());
+        while started.elapsed() < SETTLE_MAX {
+            std::thread::sleep(Duration::from_millis(100));
+            let flushes = self.db.stats().reclaim_flushes;
+            if flushes != last.0 {
+                last = (flushes, Instant::now());
+            } else if last.1.elapsed() >= SETTLE_QUIET {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Cumulative read-path counters and the writers' stalls on
