@@ -180,7 +180,7 @@ impl Checker<'_> {
                 if seg.bounds[p].is_none() {
                     continue;
                 }
-                let (first_index, items) = self.pivot_part(node, seg, r, &head, p)?;
+                let (first_index, items) = self.pivot_part(node, seg, r, p)?;
                 let live = node.unflushed_range_in_span(seg, p, &items, first_index);
                 self.flushed_bound(id, seg, (r, &head), p)?;
                 if live.is_empty() {
@@ -229,28 +229,18 @@ impl Checker<'_> {
         Ok(())
     }
 
-    /// The items of the chunks that hold pivot `p`'s unflushed part of
-    /// segment `seg`, and the index of the first: the chunks a flush of
-    /// the pivot reads.
+    /// Pivot `p`'s part of segment `seg` from its unflushed start, and the
+    /// index of the first item: what a flush of the pivot reads.
     fn pivot_part(
         &mut self,
         node: &Node,
         seg: &Segment,
         r: &LeafRef,
-        head: &LeafHead,
         p: usize,
     ) -> Result<(usize, Vec<Item>)> {
-        if head.chunks.is_empty() {
-            return Ok((0, Vec::new()));
-        }
         let (lo, _) = node.unflushed_start(seg, p);
-        let first = head.chunk_for(lo);
-        let last = node
-            .pivot_range(p)
-            .1
-            .map_or(head.chunks.len() - 1, |hi| head.chunk_for(hi));
-        self.tree
-            .read_chunk_run(r, head, first..last.max(first) + 1, &[], None)
+        let hi = node.pivot_range(p).1;
+        self.tree.read_leaf_span(r, lo, hi.map(|h| h.as_ref()))
     }
 
     /// The flushed bound of pivot `p`, if any, separates the items around
