@@ -2,15 +2,45 @@
 
 use bytes::{Bytes, BytesMut};
 
-use crate::Result;
+use crate::db::keyspace::{DEFAULT_ID, Tag};
 use crate::options::validate_entry;
+use crate::{Keyspace, Result};
 
 /// One update: a put (`value: Some`) or a delete (`value: None`, a tombstone).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct BatchOp {
+    /// The stored key: the user's key behind its keyspace's tag.
     pub key: Bytes,
     pub value: Option<Bytes>,
+    /// Bytes of tag at the front of `key` (0 for a key as stored, such as
+    /// one the WAL gave back).
+    pub tag_len: u8,
 }
+
+impl BatchOp {
+    /// An op on a key as stored (the WAL's, the catalog's).
+    pub(crate) fn stored(key: Bytes, value: Option<Bytes>) -> Self {
+        BatchOp {
+            key,
+            value,
+            tag_len: 0,
+        }
+    }
+
+    /// The user's key, without its tag.
+    pub(crate) fn user_key(&self) -> &[u8] {
+        &self.key[usize::from(self.tag_len)..]
+    }
+}
+
+/// Ops compare as stored: a decoded WAL record equals the batch logged.
+impl PartialEq for BatchOp {
+    fn eq(&self, other: &Self) -> bool {
+        (&self.key, &self.value) == (&other.key, &other.value)
+    }
+}
+
+impl Eq for BatchOp {}
 
 /// Puts and deletes applied all-or-nothing by [`crate::Db::write`].
 ///
@@ -19,6 +49,9 @@ pub(crate) struct BatchOp {
 #[derive(Debug, Clone, Default)]
 pub struct WriteBatch {
     pub(crate) ops: Vec<BatchOp>,
+    /// The named keyspaces `put_in`/`delete_in` wrote to, each once: the
+    /// write checks that they belong to its database and are not dropped.
+    pub(crate) keyspaces: Vec<Keyspace>,
     user_bytes: u64,
     /// Where keys and values are copied: one allocation shared by many
     /// entries instead of one (plus a reference-count block) per key and
@@ -48,27 +81,69 @@ impl WriteBatch {
         Self::default()
     }
 
-    /// Adds a put of `key` → `value`; a later entry for the same key wins.
+    /// Adds a put of `key` → `value` in the default keyspace (the `Db`'s
+    /// own); a later entry for the same key wins.
     pub fn put(&mut self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> &mut Self {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        self.user_bytes += (key.len() + value.len()) as u64;
-        self.reserve(key.len() + value.len());
-        let key = self.copy(key);
-        let value = self.copy(value);
-        self.ops.push(BatchOp {
-            key,
-            value: Some(value),
-        });
-        self
+        self.push(Tag::of(DEFAULT_ID), key.as_ref(), Some(value.as_ref()))
     }
 
-    /// Adds a delete of `key`.
+    /// Adds a delete of `key` in the default keyspace.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
-        let key = key.as_ref();
-        self.user_bytes += key.len() as u64;
-        self.reserve(key.len());
+        self.push(Tag::of(DEFAULT_ID), key.as_ref(), None)
+    }
+
+    /// Adds a put of `key` → `value` in `keyspace`. One batch is atomic
+    /// across keyspaces; writing it to another database than the
+    /// keyspace's is refused.
+    pub fn put_in(
+        &mut self,
+        keyspace: &Keyspace,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.note_keyspace(keyspace);
+        self.push(keyspace.tag(), key.as_ref(), Some(value.as_ref()))
+    }
+
+    /// Adds a delete of `key` in `keyspace`.
+    pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> &mut Self {
+        self.note_keyspace(keyspace);
+        self.push(keyspace.tag(), key.as_ref(), None)
+    }
+
+    /// Adds an op on a key as stored, tag and all (the catalog's, tests').
+    pub(crate) fn push_stored(&mut self, key: &[u8], value: Option<&[u8]>) -> &mut Self {
+        self.push(Tag::BARE, key, value)
+    }
+
+    /// Adds an op on a stored key whose first `tag_len` bytes are its
+    /// keyspace's tag (a transaction's buffered write).
+    pub(crate) fn push_tagged(&mut self, key: &[u8], value: Option<&[u8]>, tag_len: u8) {
+        self.push(Tag::BARE, key, value);
+        self.user_bytes -= u64::from(tag_len);
+        if let Some(op) = self.ops.last_mut() {
+            op.tag_len = tag_len;
+        }
+    }
+
+    fn note_keyspace(&mut self, keyspace: &Keyspace) {
+        if !self.keyspaces.iter().any(|k| k.same_as(keyspace)) {
+            self.keyspaces.push(keyspace.clone());
+        }
+    }
+
+    fn push(&mut self, tag: Tag, key: &[u8], value: Option<&[u8]>) -> &mut Self {
+        let value_len = value.map_or(0, <[u8]>::len);
+        self.user_bytes += (key.len() + value_len) as u64;
+        self.reserve(tag.len() + key.len() + value_len);
+        self.arena.extend_from_slice(tag.as_bytes());
         let key = self.copy(key);
-        self.ops.push(BatchOp { key, value: None });
+        let value = value.map(|v| self.copy(v));
+        self.ops.push(BatchOp {
+            key,
+            value,
+            tag_len: tag.len() as u8,
+        });
         self
     }
 
@@ -108,6 +183,7 @@ impl WriteBatch {
     /// Removes every entry.
     pub fn clear(&mut self) {
         self.ops.clear();
+        self.keyspaces.clear();
         self.user_bytes = 0;
         self.arena = BytesMut::new();
         self.chunk_bytes = 0;
@@ -122,7 +198,7 @@ impl WriteBatch {
     pub(crate) fn validate(&self) -> Result<()> {
         self.ops
             .iter()
-            .try_for_each(|op| validate_entry(&op.key, op.value.as_deref()))
+            .try_for_each(|op| validate_entry(op.user_key(), op.value.as_deref()))
     }
 
     pub(crate) fn puts_and_deletes(&self) -> (u64, u64) {
@@ -145,7 +221,7 @@ mod arena_tests {
             let used = batch.user_bytes() as usize;
             let reserved = batch.reserved_bytes;
             if entries == 1 {
-                assert_eq!(reserved, used, "a single put is exact");
+                assert_eq!(reserved, used + 1, "a single put is exact (its tag too)");
             }
             // Doubling chunks: the unused tail of each is less than the
             // chunk before it, capped at one full chunk.
@@ -153,9 +229,9 @@ mod arena_tests {
                 reserved <= 2 * used + ARENA_CHUNK_BYTES.min(2 * used),
                 "{entries} entries: {reserved} bytes reserved for {used}"
             );
-            let keys: Vec<_> = batch.ops.iter().map(|op| op.key.clone()).collect();
-            for (i, key) in keys.iter().enumerate() {
-                assert_eq!(key.as_ref(), (i as u64).to_be_bytes());
+            for (i, op) in batch.ops.iter().enumerate() {
+                assert_eq!(op.user_key(), (i as u64).to_be_bytes());
+                assert_eq!(op.key[0], 0, "the default keyspace's tag");
             }
         }
     }

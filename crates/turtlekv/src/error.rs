@@ -92,6 +92,41 @@ pub enum Error {
         outer: PathBuf,
     },
 
+    /// A keyspace name must be 1 to 255 bytes.
+    #[error("invalid keyspace name of {len_bytes} bytes: names are 1..=255 bytes")]
+    InvalidKeyspaceName {
+        /// Length of the rejected name.
+        len_bytes: usize,
+    },
+
+    /// No keyspace of this name exists (`Db::drop_keyspace`).
+    #[error("no keyspace named {}", String::from_utf8_lossy(.0))]
+    KeyspaceNotFound(Vec<u8>),
+
+    /// The keyspace was dropped: its handles read and write nothing more.
+    #[error("keyspace {} was dropped", String::from_utf8_lossy(.0))]
+    KeyspaceDropped(Vec<u8>),
+
+    /// A keyspace handle of one database was given to another.
+    #[error("keyspace {} belongs to another database", String::from_utf8_lossy(.0))]
+    ForeignKeyspace(Vec<u8>),
+
+    /// The database was created by a build without keyspaces: its keys are
+    /// stored bare, so it holds only the default keyspace. Copy it into a
+    /// new database (`turtlekv dump` and `turtlekv load`) to add others.
+    #[error("this database was created before keyspaces existed and holds only the default one")]
+    KeyspacesUnsupported,
+
+    /// Every keyspace id was used (ids are never reused).
+    #[error("no keyspace id is left: {0} keyspaces were created")]
+    TooManyKeyspaces(u64),
+
+    /// A transaction's commit found that a key it read or wrote (or a key
+    /// in a range it read) was changed after its snapshot, or could not
+    /// tell (see `Transaction::commit`). Nothing was written; retry.
+    #[error("transaction conflict: {0}")]
+    Conflict(String),
+
     /// An earlier write or fsync failed, so the handle refuses further writes.
     /// Reads keep working. Reopen the database to recover.
     #[error("database refuses writes after an earlier I/O failure: {cause}")]

@@ -5,6 +5,13 @@
 
 use std::cmp::Ordering;
 
+/// Longest keyspace tag before a stored key (`docs/format.md`, "Keyspaces").
+pub(crate) const MAX_TAG_BYTES: usize = 5;
+
+/// Longest key the tree and the WAL store: a user key of up to
+/// [`crate::MAX_KEY_SIZE`] bytes behind its keyspace's tag.
+pub(crate) const MAX_STORED_KEY_BYTES: usize = crate::MAX_KEY_SIZE + MAX_TAG_BYTES;
+
 /// Byte-wise key order, as `<[u8]>::cmp`, without a `memcmp` call unless
 /// two keys longer than 8 bytes share their first 8: one integer compare
 /// decides most pairs. Merges and scans spend much of their time here; a

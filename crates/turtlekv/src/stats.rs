@@ -223,6 +223,11 @@ pub struct Stats {
     /// where compression did not pay or is off (padding to block ends
     /// not counted).
     pub compression_output_bytes: u64,
+    /// Operations per keyspace since the open: the default keyspace first
+    /// (its name empty), then the named ones in name order.
+    pub keyspaces: Vec<crate::KeyspaceStats>,
+    /// Dropped keyspaces whose keys are still being deleted.
+    pub keyspaces_dropping: u64,
 }
 
 impl Stats {

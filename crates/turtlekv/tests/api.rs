@@ -28,9 +28,10 @@ fn put_get_delete_and_reopen() {
     // record without updates: 12 bytes
     // of frame, 3 of payload header), then per record 12 bytes of frame
     // and 3 of payload header (sequence number, synced length and count,
-    // one byte each here), 2 (put) or 1 (delete) of entry header, key and
-    // value (docs/format.md).
-    assert_eq!(stats.wal_bytes_written, 48 + 15 + 21 + 21 + 22 + 18 + 29);
+    // one byte each here), 2 (put) or 1 (delete) of entry header, key
+    // behind the default keyspace's one-byte tag, and value
+    // (docs/format.md).
+    assert_eq!(stats.wal_bytes_written, 48 + 15 + 22 + 22 + 23 + 19 + 30);
     assert_eq!(
         stats.wal_syncs, 1,
         "only the new segment's header and marker were synced"

@@ -39,7 +39,11 @@ fn contents(db: &Db) -> Model {
 /// Puts and deletes over a few checkpoints, the last ones in the WAL only
 /// (some synced), and a tuned `OPTIONS` file.
 fn written_database(fs: &FaultFs) -> Model {
-    let db = open(fs).unwrap();
+    // Earlier builds stored bare keys.
+    crate::store::superblock::CREATE_BARE_KEYS.set(true);
+    let db = open(fs);
+    crate::store::superblock::CREATE_BARE_KEYS.set(false);
+    let db = db.unwrap();
     let mut model = Model::new();
     for i in 0..1_500u32 {
         let key = (i % 400).to_be_bytes().to_vec();

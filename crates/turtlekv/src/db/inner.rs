@@ -9,6 +9,7 @@ use bytes::Bytes;
 use crate::checkpoint::{Checkpoints, PanicIsFailure, Pipeline};
 use crate::error::Poison;
 use crate::io::{FileSystem, LockGuard};
+use crate::key::MAX_TAG_BYTES;
 use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
 use crate::stats::{Counters, bump};
@@ -25,7 +26,7 @@ pub(crate) struct DbInner {
     /// the WAL and the tree store.
     pub versions: VersionSet,
     /// Writers queue here; one leader at a time logs and applies a group.
-    pub commit: GroupCommit<Option<crate::db::write::PreparedInserts>>,
+    pub commit: GroupCommit<crate::db::write::Prepared>,
     /// The checkpoint pipeline's signals and merge threads.
     pub checkpoints: Checkpoints,
     /// How the memory budget is shared, and the knobs that move it.
@@ -34,6 +35,8 @@ pub(crate) struct DbInner {
     pub record_cache: RecordCache,
     /// The largest keys and entries the tree stores.
     pub limits: EntryLimits,
+    /// The keyspaces: names, tags, drops.
+    pub keyspaces: crate::db::keyspace::Catalog,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: Poison,
     pub stats: Counters,
@@ -48,8 +51,8 @@ pub(crate) struct DbInner {
 pub(crate) struct EntryLimits {
     /// Largest item (encoded length) the tree stores.
     pub max_item_bytes: usize,
-    /// Longest key the tree's node size takes (`MAX_KEY_SIZE` unless
-    /// `node_size_bytes` is below 4 KiB).
+    /// Longest user key the tree's node size takes behind the longest
+    /// keyspace tag (`MAX_KEY_SIZE` unless `node_size_bytes` is below 4 KiB).
     pub max_key_bytes: usize,
 }
 
@@ -58,7 +61,9 @@ impl EntryLimits {
     pub fn of(trees: Option<&Arc<dyn TreeStore>>) -> Self {
         EntryLimits {
             max_item_bytes: trees.map_or(usize::MAX, |t| t.max_item_bytes()),
-            max_key_bytes: trees.map_or(crate::MAX_KEY_SIZE, |t| t.max_key_bytes()),
+            max_key_bytes: trees.map_or(crate::MAX_KEY_SIZE, |t| {
+                t.max_key_bytes().saturating_sub(MAX_TAG_BYTES)
+            }),
         }
     }
 
@@ -70,7 +75,7 @@ impl EntryLimits {
                 max_bytes: self.max_key_bytes,
             });
         }
-        let max_bytes = self.max_value_bytes(key.len());
+        let max_bytes = self.max_value_bytes(key.len() + MAX_TAG_BYTES);
         match value {
             Some(v) if v.len() > max_bytes => Err(Error::ValueTooLarge {
                 len_bytes: v.len(),

@@ -51,6 +51,11 @@ pub struct Iter {
     back_last: Option<Vec<u8>>,
     front: Vec<Cursor>,
     back: Vec<Cursor>,
+    /// Bytes of keyspace tag to cut off each key before it is returned.
+    strip: usize,
+    /// An error to return first (the keyspace was dropped), after which
+    /// the iteration is over.
+    failed: Option<crate::Error>,
     /// Keeps the database open (its `LOCK` held) while the iterator reads
     /// pages its view pins: another handle must not reuse them. Last, so
     /// that it is dropped after the view.
@@ -207,6 +212,13 @@ pub(crate) fn prefix_bounds(prefix: &[u8]) -> (Bound<Bytes>, Bound<Bytes>) {
     (lower, upper)
 }
 
+/// `key` without its first `tag_len` bytes (its keyspace's tag).
+#[inline]
+fn strip(mut key: Bytes, tag_len: usize) -> Bytes {
+    bytes::Buf::advance(&mut key, tag_len);
+    key
+}
+
 /// `true` when no key can lie between the bounds.
 fn is_empty_range(lower: &Bound<Bytes>, upper: &Bound<Bytes>) -> bool {
     match (lower, upper) {
@@ -270,7 +282,39 @@ impl Iter {
             upper,
             front_last: None,
             back_last: None,
+            strip: 0,
+            failed: None,
         }
+    }
+
+    /// An iterator that yields only `error`.
+    pub(crate) fn failing(
+        db: std::sync::Arc<crate::db::DbInner>,
+        view: ReadView,
+        error: crate::Error,
+    ) -> Self {
+        let empty = (Bound::Included(Bytes::new()), Bound::Excluded(Bytes::new()));
+        let mut iter = Iter::new(db, view, empty.0, empty.1);
+        iter.failed = Some(error);
+        iter
+    }
+
+    /// Iterates over the user-key range `(lower, upper)` of the keyspace
+    /// `core`, or yields only the error that it was dropped.
+    pub(crate) fn in_keyspace(
+        db: std::sync::Arc<crate::db::DbInner>,
+        view: ReadView,
+        core: &crate::db::keyspace::KeyspaceCore,
+        lower: Bound<Bytes>,
+        upper: Bound<Bytes>,
+    ) -> Self {
+        if let Err(e) = core.check_live() {
+            return Iter::failing(db, view, e);
+        }
+        let (lower, upper) = core.tag.bounds(lower, upper);
+        let mut iter = Iter::new(db, view, lower, upper);
+        iter.strip = core.tag.len();
+        iter
     }
 
     /// Takes the smallest (forward) or largest (reverse) key across sources;
@@ -335,6 +379,9 @@ impl Iterator for Iter {
     type Item = Result<(Bytes, Bytes)>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
         loop {
             let (key, value) = match self.step(Direction::Forward) {
                 Ok(Some(item)) => item,
@@ -350,7 +397,7 @@ impl Iterator for Iter {
             }
             remember(&mut self.front_last, &key);
             if let Some(value) = value {
-                return Some(Ok((key, value)));
+                return Some(Ok((strip(key, self.strip), value)));
             }
         }
     }
@@ -358,6 +405,9 @@ impl Iterator for Iter {
 
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
+        if let Some(e) = self.failed.take() {
+            return Some(Err(e));
+        }
         loop {
             let (key, value) = match self.step(Direction::Reverse) {
                 Ok(Some(item)) => item,
@@ -373,7 +423,7 @@ impl DoubleEndedIterator for Iter {
             }
             remember(&mut self.back_last, &key);
             if let Some(value) = value {
-                return Some(Ok((key, value)));
+                return Some(Ok((strip(key, self.strip), value)));
             }
         }
     }

@@ -9,6 +9,7 @@ mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
 mod iter;
+pub(crate) mod keyspace;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
@@ -17,6 +18,7 @@ mod reclaim_tests;
 mod snapshot;
 #[cfg(test)]
 mod space_tests;
+pub(crate) mod txn;
 mod write;
 
 /// Tiny pages, segments and MemTables, so that a few kilobytes of writes
@@ -42,16 +44,16 @@ use bytes::Bytes;
 pub use check::CheckReport;
 pub(crate) use inner::DbInner;
 pub use iter::Iter;
+pub use keyspace::{Keyspace, KeyspaceStats};
 pub use snapshot::Snapshot;
+pub use txn::{CompareAndSwapError, Transaction, TransactionIter};
 
 use crate::checkpoint::WorkerGuard;
 use crate::io::{FileSystem, RealFs};
 use crate::options::validate_entry;
-use crate::stats::{Stats, bump};
+use crate::stats::Stats;
 use crate::store::{PagedTreeStore, StoreStats, TreeStore};
-use crate::wal::{self, MAX_PAYLOAD_BYTES};
 use crate::{Error, Options, Result, WriteBatch, WriteOptions};
-use iter::{owned_bounds, prefix_bounds};
 
 /// Name of the lock file that keeps a database to one handle at a time.
 pub const LOCK_FILE_NAME: &str = "LOCK";
@@ -96,8 +98,10 @@ impl LastHandle {
         let Some(worker) = self.worker.take() else {
             return Ok(());
         };
-        // The checkpoint thread first: it may still freeze (and so
-        // rotate the log) until it stops.
+        // The keyspace cleaner first: it writes, and its writes may wait
+        // for checkpoints. Then the checkpoint thread: it may still
+        // freeze (and so rotate the log) until it stops.
+        self.inner.keyspaces.cleaner.stop();
         drop(worker);
         let mut wal = self.inner.versions.wal();
         let sealed = wal.seal();
@@ -224,36 +228,50 @@ impl Db {
     }
 
     /// Applies every entry of `batch` atomically: readers and recovery see
-    /// all of it or none of it. An invalid entry fails the whole batch.
+    /// all of it or none of it, across keyspaces. An invalid entry, or a
+    /// keyspace that was dropped or belongs to another database, fails the
+    /// whole batch and nothing of it is applied.
     pub fn write(&self, batch: WriteBatch, options: &WriteOptions) -> Result<()> {
+        self.write_checked(batch, options, None)
+    }
+
+    /// `write`, with a transaction's conflict check for the leader.
+    fn write_checked(
+        &self,
+        mut batch: WriteBatch,
+        options: &WriteOptions,
+        check: Option<Arc<txn::check::TxnCheck>>,
+    ) -> Result<()> {
+        let inner = &self.inner;
         // The database's own limits first: they are the global ones or
         // less, so an error reports what this database takes.
         for op in &batch.ops {
-            self.inner.limits.check(&op.key, op.value.as_deref())?;
+            inner.limits.check(op.user_key(), op.value.as_deref())?;
         }
         batch.validate()?;
-        let len_bytes = wal::encoded_len(&batch.ops);
-        if len_bytes > MAX_PAYLOAD_BYTES {
-            return Err(Error::BatchTooLarge {
-                len_bytes,
-                max_bytes: MAX_PAYLOAD_BYTES,
-            });
+        if let Some(foreign) = batch.keyspaces.iter().find(|k| !k.belongs_to(inner)) {
+            return Err(Error::ForeignKeyspace(foreign.name().to_vec()));
         }
-        self.inner.poison.check()?;
-        if batch.is_empty() {
-            return if options.sync {
-                self.flush_wal()
-            } else {
-                Ok(())
-            };
+        if !inner.keyspaces.tagged {
+            // Bare keys: only the default keyspace exists here.
+            for op in &mut batch.ops {
+                bytes::Buf::advance(&mut op.key, usize::from(op.tag_len));
+                op.tag_len = 0;
+            }
         }
-        let inner = &self.inner;
-        let prepared = inner.prepare_inserts(&batch);
-        inner
-            .commit
-            .submit(batch, options.sync, false, prepared, |group| {
-                inner.commit_group(group)
-            })
+        let counts = keyspace::BatchCounts::of(&batch, &inner.keyspaces.default);
+        // Named keyspaces: no drop between the check and the apply.
+        let gate = (!batch.keyspaces.is_empty()).then(|| inner.keyspaces.write_gate.read());
+        for keyspace in &batch.keyspaces {
+            keyspace.core().check_live()?;
+        }
+        let conflicted = check.clone();
+        inner.submit_batch(batch, options.sync, check)?;
+        drop(gate);
+        if conflicted.is_none_or(|c| c.conflict.lock().is_none()) {
+            counts.record();
+        }
+        Ok(())
     }
 
     /// The current value of `key`.
@@ -263,40 +281,63 @@ impl Db {
     /// it was read from, which stays allocated while the value lives; copy
     /// it (`to_vec()`) to keep many values for long.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
-        let key = key.as_ref();
-        validate_entry(key, None)?;
-        self.inner.stats.gets.add(1);
-        self.inner.get_latest(key)
+        let inner = &self.inner;
+        keyspace::get_latest(inner, &inner.keyspaces.default, key.as_ref())
     }
 
     /// Iterates over a key range, e.g. `db.range(b"a".as_slice()..b"m")` or
     /// `db.range::<&[u8], _>(..)`, at the moment of the call.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
-        let (lower, upper) = owned_bounds(&range);
-        bump(&self.inner.stats.scans, 1);
-        Iter::new(
-            self.inner.clone(),
-            self.inner.versions.read_view(),
-            lower,
-            upper,
-        )
+        let inner = &self.inner;
+        let view = inner.versions.read_view();
+        keyspace::range_in(inner, view, &inner.keyspaces.default, range)
     }
 
     /// Iterates over every key that starts with `prefix`.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        let (lower, upper) = prefix_bounds(prefix.as_ref());
-        bump(&self.inner.stats.scans, 1);
-        Iter::new(
-            self.inner.clone(),
-            self.inner.versions.read_view(),
-            lower,
-            upper,
-        )
+        let inner = &self.inner;
+        let view = inner.versions.read_view();
+        keyspace::prefix_in(inner, view, &inner.keyspaces.default, prefix.as_ref())
     }
 
-    /// A point-in-time view that later writes do not change.
+    /// Starts an optimistic transaction (see [`Transaction`]).
+    pub fn transaction(&self) -> Transaction {
+        Transaction::new(self.clone())
+    }
+
+    /// A point-in-time view that later writes do not change, of every
+    /// keyspace at once.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot::new(self.inner.clone(), self.inner.versions.read_view())
+    }
+
+    /// Opens the keyspace `name` (1 to 255 bytes), creating it, durably,
+    /// if it does not exist. The default keyspace is the `Db` itself and
+    /// has no name. A database created by a build without keyspaces holds
+    /// only the default one ([`Error::KeyspacesUnsupported`]).
+    pub fn keyspace(&self, name: impl AsRef<[u8]>) -> Result<Keyspace> {
+        self.inner.poison.check()?;
+        let core = self.inner.keyspaces.open(&self.inner, name.as_ref())?;
+        Ok(Keyspace::new(self.clone(), core))
+    }
+
+    /// Names of the named keyspaces, in byte order.
+    pub fn keyspace_names(&self) -> Vec<Vec<u8>> {
+        let names = self.inner.keyspaces.names();
+        names.into_iter().map(|n| n.to_vec()).collect()
+    }
+
+    /// Drops the keyspace `name`. Once this returns, the drop is durable
+    /// and every handle of the keyspace fails with
+    /// [`Error::KeyspaceDropped`]; a keyspace opened later under the same
+    /// name starts empty. The keyspace's keys are deleted in the
+    /// background and their pages freed by the checkpoints that follow
+    /// ([`Stats::keyspaces_dropping`] counts the drops still cleaning).
+    pub fn drop_keyspace(&self, name: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.poison.check()?;
+        self.inner
+            .keyspaces
+            .drop_keyspace(&self.inner, name.as_ref())
     }
 
     /// Closes this handle and returns what its drop would have to hide.
@@ -328,11 +369,7 @@ impl Db {
     }
 
     fn sync_wal(inner: &DbInner) -> Result<()> {
-        inner.poison.check()?;
-        let mut wal = inner.versions.wal();
-        wal.sync().map_err(|e| inner.poison.with_io(e))?;
-        inner.report_wal_io(&mut wal);
-        Ok(())
+        inner.sync_wal()
     }
 
     /// Verifies both superblock slots, the stored options' checksum, every
@@ -369,6 +406,13 @@ impl Db {
             add_store_stats(&mut stats, &trees.stats());
         }
         stats.space_allocated_bytes = allocated_bytes(&*inner.fs, &inner.path);
+        let catalog = &inner.keyspaces;
+        let named = catalog.named();
+        stats.keyspaces = std::iter::once(&catalog.default)
+            .chain(&named)
+            .map(|core| KeyspaceStats::of(core))
+            .collect();
+        stats.keyspaces_dropping = catalog.cleaner.pending();
         stats
     }
 
@@ -440,11 +484,13 @@ impl Db {
         // Every write acknowledged before this call is at or below this
         // sequence; the forced freeze puts all of them in frozen MemTables.
         let acknowledged_seq = inner.versions.visible_seq();
-        inner
-            .commit
-            .submit(WriteBatch::new(), false, true, None, |group| {
-                inner.commit_group(group)
-            })?;
+        inner.commit.submit(
+            WriteBatch::new(),
+            false,
+            true,
+            Default::default(),
+            |group| inner.commit_group(group),
+        )?;
         if inner.versions.trees().is_none() {
             return Ok(());
         }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::checkpoint::{Checkpoints, WorkerGuard};
 use crate::db::inner::{DbInner, EntryLimits};
+use crate::db::keyspace::Catalog;
 use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
 use crate::error::Poison;
 use crate::io::{FileSystem, OpenOptions, read_exact_at};
@@ -186,7 +187,14 @@ pub(crate) fn open(
         tree,
     };
     let memory = options.memory_config();
+    // A database an earlier build created stores bare keys; a store that
+    // keeps no identity is a test's, always new.
+    let tagged = trees
+        .as_ref()
+        .and_then(|t| t.identity())
+        .is_none_or(|(identity, _)| identity.keyspaces);
     let inner = Arc::new(DbInner {
+        keyspaces: Catalog::new(tagged),
         path,
         fs,
         limits: EntryLimits::of(trees.as_ref()),
@@ -215,8 +223,10 @@ pub(crate) fn open(
     };
     let io = inner.checkpoints.idle_io().cloned();
     let worker = WorkerGuard::new(inner.checkpoints.control.clone(), thread, io);
-    Ok(Db {
+    let db = Db {
         _last_handle: Arc::new(LastHandle::new(worker, inner.clone())),
         inner,
-    })
+    };
+    db.inner.keyspaces.load(&db.inner)?;
+    Ok(db)
 }

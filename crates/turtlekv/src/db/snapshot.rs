@@ -7,9 +7,8 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::db::DbInner;
-use crate::db::iter::{Iter, owned_bounds, prefix_bounds};
-use crate::options::validate_entry;
-use crate::stats::bump;
+use crate::db::iter::Iter;
+use crate::db::keyspace::{self, Keyspace};
 use crate::store::ReadView;
 
 /// A frozen view of the database at the moment [`crate::Db::snapshot`] was
@@ -31,24 +30,61 @@ impl Snapshot {
 
     /// The value of `key` at the snapshot's point in time.
     pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
-        let key = key.as_ref();
-        validate_entry(key, None)?;
-        self.db.stats.gets.add(1);
-        self.db.get_at(&self.view.state, self.view.seq, key)
+        let default = &self.db.keyspaces.default;
+        keyspace::get_at(&self.db, &self.view, default, key.as_ref())
     }
 
     /// Iterates over a key range at the snapshot's point in time.
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
-        let (lower, upper) = owned_bounds(&range);
-        bump(&self.db.stats.scans, 1);
-        Iter::new(self.db.clone(), self.view.clone(), lower, upper)
+        let default = &self.db.keyspaces.default;
+        keyspace::range_in(&self.db, self.view.clone(), default, range)
     }
 
     /// Iterates over the keys starting with `prefix` at the snapshot's point in time.
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
-        let (lower, upper) = prefix_bounds(prefix.as_ref());
-        bump(&self.db.stats.scans, 1);
-        Iter::new(self.db.clone(), self.view.clone(), lower, upper)
+        let default = &self.db.keyspaces.default;
+        keyspace::prefix_in(&self.db, self.view.clone(), default, prefix.as_ref())
+    }
+
+    /// The value of `key` in `keyspace` at the snapshot's point in time.
+    /// A keyspace dropped since is [`crate::Error::KeyspaceDropped`].
+    pub fn get_in(&self, keyspace: &Keyspace, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        self.check_owner(keyspace)?;
+        keyspace::get_at(&self.db, &self.view, keyspace.core(), key.as_ref())
+    }
+
+    /// Iterates over a key range of `keyspace` at the snapshot's point in
+    /// time.
+    pub fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+        &self,
+        keyspace: &Keyspace,
+        range: R,
+    ) -> Iter {
+        match self.check_owner(keyspace) {
+            Ok(()) => keyspace::range_in(&self.db, self.view.clone(), keyspace.core(), range),
+            Err(e) => Iter::failing(self.db.clone(), self.view.clone(), e),
+        }
+    }
+
+    /// Iterates over the keys of `keyspace` starting with `prefix` at the
+    /// snapshot's point in time.
+    pub fn prefix_in(&self, keyspace: &Keyspace, prefix: impl AsRef<[u8]>) -> Iter {
+        match self.check_owner(keyspace) {
+            Ok(()) => keyspace::prefix_in(
+                &self.db,
+                self.view.clone(),
+                keyspace.core(),
+                prefix.as_ref(),
+            ),
+            Err(e) => Iter::failing(self.db.clone(), self.view.clone(), e),
+        }
+    }
+
+    fn check_owner(&self, keyspace: &Keyspace) -> Result<()> {
+        if !keyspace.belongs_to(&self.db) {
+            return Err(crate::Error::ForeignKeyspace(keyspace.name().to_vec()));
+        }
+        Ok(())
     }
 
     /// Sequence number of the newest write the snapshot sees.

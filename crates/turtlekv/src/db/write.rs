@@ -5,9 +5,11 @@ use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
+use crate::db::txn::check::{GroupWrites, TxnCheck};
 use crate::memtable::{InsertHint, MemTable};
 use crate::stats::bump;
-use crate::{Result, WriteBatch};
+use crate::wal::{self, MAX_PAYLOAD_BYTES};
+use crate::{Error, Result, WriteBatch};
 
 /// Batches of more ops than this queue without prepared inserts: a
 /// writer's searches pay off when they overlap the leader's turn, and a
@@ -27,10 +29,56 @@ pub(crate) struct PreparedInserts {
     hints: Vec<InsertHint>,
 }
 
+/// What a writer hands the leader with its batch.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    pub inserts: Option<PreparedInserts>,
+    /// A transaction's commit: the leader checks it for conflicts first,
+    /// and leaves the batch out of the group if it fails.
+    pub check: Option<Arc<TxnCheck>>,
+}
+
 /// A writer's request as the group commit carries it.
-pub(crate) type Request = crate::wal::Request<Option<PreparedInserts>>;
+pub(crate) type Request = crate::wal::Request<Prepared>;
 
 impl DbInner {
+    /// Logs and applies `batch` (keys as stored, checked by the caller)
+    /// through the group commit; an empty batch only syncs, if asked to.
+    pub fn submit_batch(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        check: Option<Arc<TxnCheck>>,
+    ) -> Result<()> {
+        let len_bytes = wal::encoded_len(&batch.ops);
+        if len_bytes > MAX_PAYLOAD_BYTES {
+            return Err(Error::BatchTooLarge {
+                len_bytes,
+                max_bytes: MAX_PAYLOAD_BYTES,
+            });
+        }
+        self.poison.check()?;
+        if batch.is_empty() {
+            return if sync { self.sync_wal() } else { Ok(()) };
+        }
+        let prepared = Prepared {
+            inserts: self.prepare_inserts(&batch),
+            check,
+        };
+        self.commit.submit(batch, sync, false, prepared, |group| {
+            self.commit_group(group)
+        })
+    }
+
+    /// Makes every write acknowledged so far durable (`fdatasync`).
+    pub fn sync_wal(&self) -> Result<()> {
+        self.poison.check()?;
+        let mut wal = self.versions.wal();
+        wal.sync().map_err(|e| self.poison.with_io(e))?;
+        self.report_wal_io(&mut wal);
+        Ok(())
+    }
+
     /// Leader work: freeze the MemTable if it is full (or a checkpoint was
     /// asked for), then log the group with one write (and at most one sync),
     /// apply it to the MemTable and make it visible in one step.
@@ -42,8 +90,14 @@ impl DbInner {
         self.poison.check()?;
         let forced = group.iter().any(|r| r.freeze);
         self.maybe_freeze(forced)?;
+        let passed = self.check_transactions(group);
+        let accepted = |i: usize| passed.as_ref().is_none_or(|p| p[i]);
         let mut wal = self.versions.wal();
-        let batches = group.iter().map(|r| &r.batch);
+        let batches = group
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| accepted(i))
+            .map(|(_, r)| &r.batch);
         let sync = group.iter().any(|r| r.sync);
         let first_seq = wal
             .append_group(batches, sync)
@@ -52,7 +106,7 @@ impl DbInner {
         bump(&self.stats.wal_group_commits, 1);
         self.report_wal_io(&mut wal);
         drop(wal);
-        self.apply_group(group, first_seq);
+        self.apply_group(group, first_seq, &accepted);
         self.versions.publish_visible(next_seq - 1);
         self.memory
             .try_rebalance(&self.versions, &self.record_cache);
@@ -77,12 +131,39 @@ impl DbInner {
         })
     }
 
-    fn apply_group(&self, group: &[Request], first_seq: u64) {
+    /// Checks the group's transactions, in order, against the newest
+    /// State and the writes of the requests before them; `None` when the
+    /// group holds none. A request that fails is left out of the group.
+    fn check_transactions(&self, group: &[Request]) -> Option<Vec<bool>> {
+        if group.iter().all(|r| r.prepared.check.is_none()) {
+            return None;
+        }
+        let state = self.versions.state();
+        let now_seq = self.versions.visible_seq();
+        let mut earlier = GroupWrites::default();
+        let passed = group.iter().map(|req| {
+            let passes = req
+                .prepared
+                .check
+                .as_ref()
+                .is_none_or(|check| check.passes(&state, now_seq, &earlier));
+            if passes {
+                req.batch.ops.iter().for_each(|op| earlier.add(&op.key));
+            }
+            passes
+        });
+        Some(passed.collect())
+    }
+
+    fn apply_group(&self, group: &[Request], first_seq: u64, accepted: &dyn Fn(usize) -> bool) {
         let state = self.versions.state();
         let mut batch_first_seq = first_seq;
-        for req in group {
+        for (index, req) in group.iter().enumerate() {
+            if !accepted(index) {
+                continue;
+            }
             // The active MemTable ignores hints of one frozen since.
-            let hints = req.prepared.as_ref().map(|p| &p.hints);
+            let hints = req.prepared.inserts.as_ref().map(|p| &p.hints);
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
             for (i, (seq, op)) in (batch_first_seq..).zip(&req.batch.ops).enumerate() {

@@ -28,6 +28,27 @@ const CHECKED_BYTES_V2: usize = 88;
 /// Flag bit: the database got its identity at an open after an earlier
 /// build had written it (`docs/format.md`, "Database identity").
 const FLAG_UPGRADED: u32 = 1;
+/// Flag bit: every stored key begins with its keyspace's tag (`docs/format.md`,
+/// "Keyspaces"); databases created by earlier builds store bare keys.
+const FLAG_KEYSPACES: u32 = 2;
+const KNOWN_FLAGS: u32 = FLAG_UPGRADED | FLAG_KEYSPACES;
+#[cfg(test)]
+thread_local! {
+    /// Makes databases this thread creates store bare keys, as earlier
+    /// builds did (the compatibility tests' old databases).
+    pub(crate) static CREATE_BARE_KEYS: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether a new database stores keys behind keyspace tags: always,
+/// except for the old databases tests make.
+fn creates_keyspaces() -> bool {
+    #[cfg(test)]
+    if CREATE_BARE_KEYS.get() {
+        return false;
+    }
+    true
+}
+
 /// Where a slot keeps the fields its decode errors name.
 const VERSION_AT: usize = 8;
 const FLAGS_AT: usize = 12;
@@ -66,6 +87,10 @@ pub(crate) struct Identity {
     /// database: WAL segments without identity may precede the first one
     /// with it, and page blocks without a seeded checksum may remain.
     pub upgraded: bool,
+    /// Stored keys carry their keyspace's tag: set at creation by builds
+    /// that have keyspaces, never later (an earlier build's bare keys
+    /// stay as they are, in the default keyspace).
+    pub keyspaces: bool,
 }
 
 /// A decoded, valid slot.
@@ -116,7 +141,12 @@ impl Slot {
             CHECKED_BYTES_V1
         } else {
             let identity = self.identity.expect("a version-2 slot names its identity");
-            let flags = if identity.upgraded { FLAG_UPGRADED } else { 0 };
+            let flags = if identity.upgraded { FLAG_UPGRADED } else { 0 }
+                | if identity.keyspaces {
+                    FLAG_KEYSPACES
+                } else {
+                    0
+                };
             buf[12..16].copy_from_slice(&flags.to_le_bytes());
             fields.extend([identity.id, self.wal_floor]);
             CHECKED_BYTES_V2
@@ -192,7 +222,7 @@ impl Slot {
             (None, 0)
         } else {
             let flags = u32_at(FLAGS_AT);
-            if flags & !FLAG_UPGRADED != 0 {
+            if flags & !KNOWN_FLAGS != 0 {
                 return Err(DecodeError::new(
                     FLAGS_AT,
                     format!("slot {slot_index} holds unknown flags {flags:#x}"),
@@ -208,6 +238,7 @@ impl Slot {
             let identity = Identity {
                 id,
                 upgraded: flags & FLAG_UPGRADED != 0,
+                keyspaces: flags & FLAG_KEYSPACES != 0,
             };
             (Some(identity), u64_at(WAL_FLOOR_AT))
         };
@@ -519,6 +550,7 @@ impl Superblock {
             slot.identity = Some(Identity {
                 id: legacy_identity()?,
                 upgraded: true,
+                keyspaces: false,
             });
         }
         self.node_size_bytes = slot.node_size_bytes;
@@ -577,6 +609,7 @@ impl Superblock {
             identity: Some(Identity {
                 id,
                 upgraded: false,
+                keyspaces: creates_keyspaces(),
             }),
             wal_floor: 0,
             record: SuperblockRecord::default(),
@@ -630,6 +663,7 @@ mod tests {
             identity: Some(Identity {
                 id: 0x5eed_0000_0000_0001 + generation,
                 upgraded: generation.is_multiple_of(3),
+                keyspaces: generation.is_multiple_of(2),
             }),
             wal_floor: generation + 7,
             record: SuperblockRecord {
@@ -681,7 +715,7 @@ mod tests {
             }
         }
         // A version-2 slot must name an identity and no unknown flag.
-        for (offset, value) in [(72, 0u64), (12, 2)] {
+        for (offset, value) in [(72, 0u64), (12, 4)] {
             let mut bytes = slot(2).encode().to_vec();
             bytes[offset..offset + 8].copy_from_slice(&value.to_le_bytes());
             let crc = crc32c::crc32c(&bytes[..CHECKED_BYTES_V2]);
@@ -704,7 +738,7 @@ mod tests {
         // Version 3, flags 0.
         assert_eq!(crafted(VERSION_AT, 3), VERSION_AT as u64);
         // Version 2, an unknown flag.
-        assert_eq!(crafted(VERSION_AT, 2 | 2 << 32), FLAGS_AT as u64);
+        assert_eq!(crafted(VERSION_AT, 2 | 4 << 32), FLAGS_AT as u64);
         assert_eq!(crafted(IDENTITY_AT, 0), IDENTITY_AT as u64);
         assert_eq!(crafted(GENERATION_AT, 4), GENERATION_AT as u64);
         assert_eq!(crafted(COVERED_SEQ_AT, u64::MAX), COVERED_SEQ_AT as u64);

@@ -139,9 +139,9 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
         usize::MAX
     }
 
-    /// Longest key the store can hold; writes of longer ones are
+    /// Longest stored key (keyspace tag included) the store can hold; writes of longer ones are
     /// refused up front.
     fn max_key_bytes(&self) -> usize {
-        crate::MAX_KEY_SIZE
+        crate::key::MAX_STORED_KEY_BYTES
     }
 }

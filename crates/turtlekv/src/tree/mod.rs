@@ -173,7 +173,8 @@ impl TreeConfig {
         (self.leaf_max_bytes - data_offset) / self.block_size_bytes * self.block_size_bytes
     }
 
-    /// Longest key this node size takes (at most `MAX_KEY_SIZE`): four
+    /// Longest stored key (keyspace tag included) this node size takes (at
+    /// most `MAX_STORED_KEY_BYTES`): four
     /// pivots with such keys fit one node page. Then a node's buffer can
     /// always be flushed down to pivots that fit, and a node that must split
     /// has at least five pivots, so each half keeps two. With longer keys a
@@ -184,7 +185,7 @@ impl TreeConfig {
         let entry_overhead_bytes = node::pivot_entry_bytes(1, 1, &[]);
         per_pivot_bytes
             .saturating_sub(entry_overhead_bytes)
-            .min(crate::MAX_KEY_SIZE)
+            .min(crate::key::MAX_STORED_KEY_BYTES)
     }
 
     /// A node whose pivots take more than this splits.

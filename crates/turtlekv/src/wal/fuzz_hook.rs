@@ -65,9 +65,11 @@ pub(crate) fn encode_record(
     let format = PayloadFormat::from_version(version).expect("a WAL format version");
     let ops: Vec<_> = ops
         .iter()
-        .map(|(k, v)| crate::batch::BatchOp {
-            key: bytes::Bytes::copy_from_slice(k),
-            value: v.as_deref().map(bytes::Bytes::copy_from_slice),
+        .map(|(k, v)| {
+            crate::batch::BatchOp::stored(
+                bytes::Bytes::copy_from_slice(k),
+                v.as_deref().map(bytes::Bytes::copy_from_slice),
+            )
         })
         .collect();
     let mut out = Vec::new();

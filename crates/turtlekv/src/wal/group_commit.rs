@@ -316,7 +316,7 @@ mod tests {
                             std::thread::sleep(std::time::Duration::from_micros(20));
                             let mut done = committed.lock();
                             for req in group {
-                                assert!(done.insert(req.batch.ops[0].key.to_vec()));
+                                assert!(done.insert(req.batch.ops[0].user_key().to_vec()));
                             }
                             Ok(())
                         };

@@ -65,7 +65,7 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
         OP_DELETE => None,
         _ => return Err(DecodeError::new(entry_at, "unknown entry kind")),
     };
-    if key_len == 0 || key_len > crate::MAX_KEY_SIZE {
+    if key_len == 0 || key_len > crate::key::MAX_STORED_KEY_BYTES {
         return Err(DecodeError::new(entry_at + 1, "key length out of range"));
     }
     if value_len.is_some_and(|len| len > crate::MAX_VALUE_SIZE) {
@@ -76,5 +76,5 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
         Some(len) => Some(r.field(len)?),
         None => None,
     };
-    Ok(BatchOp { key, value })
+    Ok(BatchOp::stored(key, value))
 }

@@ -98,7 +98,7 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
     let tag_at = r.offset();
     let tag = r.varint()?;
     let key_len = tag >> 1;
-    if key_len == 0 || key_len > crate::MAX_KEY_SIZE as u64 {
+    if key_len == 0 || key_len > crate::key::MAX_STORED_KEY_BYTES as u64 {
         return Err(DecodeError::new(tag_at, "key length out of range"));
     }
     let value_len = if tag & TAG_PUT == TAG_PUT {
@@ -116,5 +116,5 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
         Some(len) => Some(r.field(len)?),
         None => None,
     };
-    Ok(BatchOp { key, value })
+    Ok(BatchOp::stored(key, value))
 }

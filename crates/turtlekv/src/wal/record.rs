@@ -294,18 +294,12 @@ mod tests {
 
     fn ops() -> Vec<BatchOp> {
         vec![
-            BatchOp {
-                key: Bytes::from_static(b"alpha"),
-                value: Some(Bytes::from_static(b"one")),
-            },
-            BatchOp {
-                key: Bytes::from_static(b"beta"),
-                value: None,
-            },
-            BatchOp {
-                key: Bytes::from_static(b"gamma"),
-                value: Some(Bytes::new()),
-            },
+            BatchOp::stored(
+                Bytes::from_static(b"alpha"),
+                Some(Bytes::from_static(b"one")),
+            ),
+            BatchOp::stored(Bytes::from_static(b"beta"), None),
+            BatchOp::stored(Bytes::from_static(b"gamma"), Some(Bytes::new())),
         ]
     }
 
@@ -333,10 +327,10 @@ mod tests {
     #[test]
     fn sizes_match_the_documented_layouts() {
         let put = |key_len, value_len| {
-            vec![BatchOp {
-                key: Bytes::from(vec![1; key_len]),
-                value: Some(Bytes::from(vec![2; value_len])),
-            }]
+            vec![BatchOp::stored(
+                Bytes::from(vec![1; key_len]),
+                Some(Bytes::from(vec![2; value_len])),
+            )]
         };
         // docs/format.md: 12 frame + 20 header + 7 entry header + 4 + 10.
         assert_eq!(encoded(PayloadFormat::V1, 1, &put(4, 10)).len(), 53);
@@ -434,7 +428,7 @@ mod tests {
                 .into_iter()
                 .map(|(mut key, value)| {
                     key.truncate(crate::MAX_KEY_SIZE);
-                    BatchOp { key: key.into(), value: value.map(Into::into) }
+                    BatchOp::stored(key.into(), value.map(Into::into))
                 })
                 .collect();
             let mut buf = Vec::new();

@@ -431,13 +431,17 @@ fn a_root_split_leaves_no_half_too_small() {
 }
 
 /// The key limit of each node size: four pivots with keys of that length
-/// fit a node page; 4 KiB and larger nodes take `MAX_KEY_SIZE`.
+/// fit a node page; 4 KiB and larger nodes take `MAX_STORED_KEY_BYTES`.
 #[test]
 fn four_pivots_of_the_longest_key_fit_a_node() {
     for shift in 9..=16 {
         let config = small_config(1 << shift);
         let max_key_bytes = config.max_key_bytes();
-        assert_eq!(max_key_bytes == crate::MAX_KEY_SIZE, shift >= 12, "{shift}");
+        assert_eq!(
+            max_key_bytes == crate::key::MAX_STORED_KEY_BYTES,
+            shift >= 12,
+            "{shift}"
+        );
         let pivots = (0..4u8)
             .map(|i| crate::tree::format::node::Pivot {
                 lower: if i == 0 {

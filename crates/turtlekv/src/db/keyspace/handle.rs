@@ -1,0 +1,200 @@
+//! The public handle of a named keyspace, and the reads and writes it
+//! shares with `Db` (whose own keyspace is the default one).
+
+use std::ops::RangeBounds;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+use super::core::KeyspaceCore;
+use super::tag::Tag;
+use crate::db::iter::{Iter, owned_bounds, prefix_bounds};
+use crate::db::{Db, DbInner};
+use crate::options::validate_entry;
+use crate::stats::bump;
+use crate::store::ReadView;
+use crate::{Result, WriteBatch, WriteOptions};
+
+/// A named keyspace of a database, from [`Db::keyspace`]: its own key
+/// space with the same reads and writes as `Db`, sharing the database's
+/// WAL, memory budget and checkpoints. Cheap to clone and share between
+/// threads; it keeps the database open as a `Db` handle does.
+///
+/// After [`Db::drop_keyspace`], every call on any handle of the keyspace
+/// returns [`crate::Error::KeyspaceDropped`].
+#[derive(Debug, Clone)]
+pub struct Keyspace {
+    db: Db,
+    core: Arc<KeyspaceCore>,
+}
+
+/// Operations on one keyspace since the database was opened, from
+/// [`Keyspace::stats`] and in [`crate::Stats::keyspaces`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct KeyspaceStats {
+    /// The keyspace's name (empty for the default keyspace).
+    pub name: Vec<u8>,
+    /// Put entries committed (each entry of a batch counts).
+    pub puts: u64,
+    /// Delete entries committed.
+    pub deletes: u64,
+    /// Point lookups served.
+    pub gets: u64,
+    /// Range and prefix scans started.
+    pub scans: u64,
+}
+
+impl KeyspaceStats {
+    pub(crate) fn of(core: &KeyspaceCore) -> Self {
+        let c = &core.counts;
+        KeyspaceStats {
+            name: core.name.to_vec(),
+            puts: c.puts.load(),
+            deletes: c.deletes.load(),
+            gets: c.gets.load(),
+            scans: c.scans.load(),
+        }
+    }
+}
+
+impl Keyspace {
+    pub(crate) fn new(db: Db, core: Arc<KeyspaceCore>) -> Self {
+        Keyspace { db, core }
+    }
+
+    /// The keyspace's name.
+    pub fn name(&self) -> &[u8] {
+        &self.core.name
+    }
+
+    /// The database this keyspace belongs to.
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// The current value of `key` (see [`Db::get`]).
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Bytes>> {
+        get_latest(&self.db.inner, &self.core, key.as_ref())
+    }
+
+    /// Sets `key` to `value` (not synced: see [`WriteOptions`]).
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        self.put_opt(key, value, &WriteOptions::default())
+    }
+
+    /// Sets `key` to `value` with the given durability.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.put_in(self, key, value);
+        self.db.write(batch, options)
+    }
+
+    /// Removes `key` (not synced: see [`WriteOptions`]).
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_opt(key, &WriteOptions::default())
+    }
+
+    /// Removes `key` with the given durability.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, options: &WriteOptions) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_in(self, key);
+        self.db.write(batch, options)
+    }
+
+    /// Iterates over a key range of this keyspace at the moment of the
+    /// call (see [`Db::range`]).
+    pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
+        let view = self.db.inner.versions.read_view();
+        range_in(&self.db.inner, view, &self.core, range)
+    }
+
+    /// Iterates over every key of this keyspace that starts with `prefix`.
+    pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
+        let view = self.db.inner.versions.read_view();
+        prefix_in(&self.db.inner, view, &self.core, prefix.as_ref())
+    }
+
+    /// This keyspace's operation counts.
+    pub fn stats(&self) -> KeyspaceStats {
+        KeyspaceStats::of(&self.core)
+    }
+
+    pub(crate) fn core(&self) -> &Arc<KeyspaceCore> {
+        &self.core
+    }
+
+    pub(crate) fn tag(&self) -> Tag {
+        self.core.tag
+    }
+
+    /// Both handles name the same keyspace of the same open database.
+    pub(crate) fn same_as(&self, other: &Keyspace) -> bool {
+        Arc::ptr_eq(&self.core, &other.core)
+    }
+
+    /// Whether this keyspace belongs to the database of `inner`.
+    pub(crate) fn belongs_to(&self, inner: &Arc<DbInner>) -> bool {
+        Arc::ptr_eq(&self.db.inner, inner)
+    }
+}
+
+/// The newest value of `key` in the keyspace `core`.
+pub(crate) fn get_latest(
+    inner: &DbInner,
+    core: &KeyspaceCore,
+    key: &[u8],
+) -> Result<Option<Bytes>> {
+    core.check_live()?;
+    validate_entry(key, None)?;
+    inner.stats.gets.add(1);
+    core.counts.gets.add(1);
+    core.tag
+        .with_stored_key(key, |stored| inner.get_latest(stored))
+}
+
+/// The value of `key` in the keyspace `core` as `view` sees it.
+pub(crate) fn get_at(
+    inner: &DbInner,
+    view: &ReadView,
+    core: &KeyspaceCore,
+    key: &[u8],
+) -> Result<Option<Bytes>> {
+    core.check_live()?;
+    validate_entry(key, None)?;
+    inner.stats.gets.add(1);
+    core.counts.gets.add(1);
+    core.tag
+        .with_stored_key(key, |stored| inner.get_at(&view.state, view.seq, stored))
+}
+
+/// A scan of `range` in the keyspace `core` as `view` sees it.
+pub(crate) fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
+    inner: &Arc<DbInner>,
+    view: ReadView,
+    core: &KeyspaceCore,
+    range: R,
+) -> Iter {
+    let (lower, upper) = owned_bounds(&range);
+    bump(&inner.stats.scans, 1);
+    core.counts.scans.add(1);
+    Iter::in_keyspace(inner.clone(), view, core, lower, upper)
+}
+
+/// A scan of the keys starting with `prefix` in the keyspace `core`.
+pub(crate) fn prefix_in(
+    inner: &Arc<DbInner>,
+    view: ReadView,
+    core: &KeyspaceCore,
+    prefix: &[u8],
+) -> Iter {
+    let (lower, upper) = prefix_bounds(prefix);
+    bump(&inner.stats.scans, 1);
+    core.counts.scans.add(1);
+    Iter::in_keyspace(inner.clone(), view, core, lower, upper)
+}

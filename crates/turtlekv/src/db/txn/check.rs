@@ -1,0 +1,167 @@
+//! The commit-time check of an optimistic transaction, run by the group
+//! commit's leader in its serial turn, so that no write can come between
+//! the check and the transaction's own.
+//!
+//! A key counts as changed when its newest value in the MemTables now
+//! differs from its newest value there at the snapshot; a range when any
+//! MemTable's view of it differs. Keys the MemTables do not hold did not
+//! change, as long as every write since the snapshot is still in a
+//! MemTable: once a checkpoint has moved some of them into the tree (its
+//! covered sequence number passed the snapshot), the check cannot tell
+//! and reports a conflict.
+
+use std::collections::HashSet;
+use std::ops::Bound;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+
+use crate::key::compare_keys;
+use crate::memtable::{Direction, MemTable, Versioned};
+use crate::store::State;
+
+/// Entries compared per step of a range check.
+const RANGE_CHUNK_ENTRIES: usize = 256;
+
+/// A stored-key range a transaction read.
+pub(crate) type ReadRange = (Bound<Bytes>, Bound<Bytes>);
+
+/// What a committing transaction read and wrote, and the verdict.
+#[derive(Debug)]
+pub(crate) struct TxnCheck {
+    /// The sequence number of the transaction's snapshot.
+    pub snapshot_seq: u64,
+    /// Stored keys read or written.
+    pub keys: Vec<Bytes>,
+    /// Stored-key ranges read.
+    pub ranges: Vec<ReadRange>,
+    /// Why the leader refused the commit, if it did.
+    pub conflict: Mutex<Option<String>>,
+}
+
+/// Stored keys that earlier requests of the same group write: they are in
+/// no MemTable yet when a later request is checked.
+#[derive(Debug, Default)]
+pub(crate) struct GroupWrites {
+    keys: HashSet<Bytes>,
+}
+
+impl GroupWrites {
+    pub fn add(&mut self, key: &Bytes) {
+        self.keys.insert(key.clone());
+    }
+
+    fn touches(&self, check: &TxnCheck) -> bool {
+        check.keys.iter().any(|k| self.keys.contains(k))
+            || self
+                .keys
+                .iter()
+                .any(|k| check.ranges.iter().any(|r| in_range(k, r)))
+    }
+}
+
+impl TxnCheck {
+    /// Checks against `state` (the newest, holding every write up to
+    /// `now_seq`) and the group's earlier writes; records and returns
+    /// whether the commit may go on.
+    pub fn passes(&self, state: &State, now_seq: u64, group: &GroupWrites) -> bool {
+        let verdict = self.find_conflict(state, now_seq, group);
+        let passed = verdict.is_none();
+        *self.conflict.lock() = verdict;
+        passed
+    }
+
+    fn find_conflict(&self, state: &State, now_seq: u64, group: &GroupWrites) -> Option<String> {
+        let covered = state.tree.as_ref().map_or(0, |t| t.covered_seq());
+        if covered > self.snapshot_seq {
+            return Some(format!(
+                "a checkpoint moved writes up to sequence number {covered} into the tree since \
+                 the snapshot at {}, so changes to the keys read cannot be ruled out",
+                self.snapshot_seq
+            ));
+        }
+        if group.touches(self) {
+            return Some("a key read or written was written in the same commit group".into());
+        }
+        let snapshot_seq = self.snapshot_seq;
+        if let Some(key) = self
+            .keys
+            .iter()
+            .find(|k| newest(state, k, now_seq) != newest(state, k, snapshot_seq))
+        {
+            return Some(format!("key {:?} changed since the snapshot", key));
+        }
+        let changed_range = self.ranges.iter().find(|range| {
+            state
+                .memtables()
+                .any(|m| range_changed(&**m, range, snapshot_seq, now_seq))
+        });
+        changed_range.map(|_| "a key in a range read changed since the snapshot".into())
+    }
+}
+
+/// The newest version of `key` at `seq` in the MemTables.
+fn newest(state: &State, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+    state.memtables().find_map(|m| m.get(key, seq))
+}
+
+/// Whether `memtable`'s newest versions in `range` differ between the two
+/// sequence numbers.
+fn range_changed(memtable: &dyn MemTable, range: &ReadRange, old_seq: u64, new_seq: u64) -> bool {
+    let mut lower = range.0.clone();
+    let (mut old, mut new): (Vec<Versioned>, Vec<Versioned>) = (Vec::new(), Vec::new());
+    loop {
+        old.clear();
+        new.clear();
+        let bounds = (as_ref(&lower), as_ref(&range.1));
+        let fwd = Direction::Forward;
+        memtable.scan(
+            bounds.0,
+            bounds.1,
+            old_seq,
+            fwd,
+            RANGE_CHUNK_ENTRIES,
+            &mut old,
+        );
+        memtable.scan(
+            bounds.0,
+            bounds.1,
+            new_seq,
+            fwd,
+            RANGE_CHUNK_ENTRIES,
+            &mut new,
+        );
+        if old != new {
+            return true;
+        }
+        match new.last() {
+            Some((last, _)) if new.len() == RANGE_CHUNK_ENTRIES => {
+                lower = Bound::Excluded(last.clone());
+            }
+            _ => return false,
+        }
+    }
+}
+
+fn as_ref(bound: &Bound<Bytes>) -> Bound<&[u8]> {
+    match bound {
+        Bound::Included(k) => Bound::Included(k),
+        Bound::Excluded(k) => Bound::Excluded(k),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+/// Whether `key` lies in `range`.
+pub(crate) fn in_range(key: &[u8], range: &ReadRange) -> bool {
+    let above = match &range.0 {
+        Bound::Included(l) => compare_keys(key, l).is_ge(),
+        Bound::Excluded(l) => compare_keys(key, l).is_gt(),
+        Bound::Unbounded => true,
+    };
+    let below = match &range.1 {
+        Bound::Included(u) => compare_keys(key, u).is_le(),
+        Bound::Excluded(u) => compare_keys(key, u).is_lt(),
+        Bound::Unbounded => true,
+    };
+    above && below
+}
