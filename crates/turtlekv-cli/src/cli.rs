@@ -7,6 +7,7 @@ use turtlekv_bench::generator::Distribution;
 use turtlekv_bench::workload::Workload;
 
 use crate::encoding::EncodingArgs;
+use crate::keyspace::KeyspaceArg;
 use crate::records::Format;
 use crate::size::parse_size;
 
@@ -19,16 +20,20 @@ use crate::size::parse_size;
         Every command that opens a database uses the options stored in it \
         (see `turtlekv tune`). Only `put` and `load` create a database; the \
         others fail on a path that holds none. A database open in another \
-        process is locked, and commands on it fail.",
+        process is locked, and commands on it fail.\n\n\
+        Records live in keyspaces: the default one, and named ones that \
+        `--keyspace NAME` selects. Only `put` and `load` create a keyspace.",
     after_help = "Examples:\n  \
         turtlekv put ./my-db apple red\n  \
         turtlekv get ./my-db apple\n  \
         turtlekv scan ./my-db --prefix app --limit 10\n  \
         turtlekv dump ./my-db > backup.jsonl && turtlekv load ./copy backup.jsonl\n  \
+        turtlekv put ./my-db --keyspace users alice admin\n  \
+        turtlekv keyspaces ./my-db\n  \
         turtlekv stats ./my-db --json\n  \
         turtlekv check ./my-db\n\n\
         Exit codes: 0 ok, 1 failure, 2 bad arguments, 3 key not found (get), \
-        4 no database, 5 database locked, 6 corruption."
+        4 no database, 5 database locked, 6 corruption, 7 no such keyspace."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -55,6 +60,8 @@ pub enum Command {
     Scan(ScanArgs),
     Load(LoadArgs),
     Dump(DumpArgs),
+    Keyspaces(KeyspacesArgs),
+    DropKeyspace(DropKeyspaceArgs),
     Stats(StatsArgs),
     Check(CheckArgs),
     Checkpoint(CheckpointArgs),
@@ -65,11 +72,13 @@ pub enum Command {
 /// Set KEY to VALUE.
 ///
 /// The write is durable (fsynced) when the command returns. Creates the
-/// database if the directory is new or empty.
+/// database if the directory is new or empty, and the keyspace given with
+/// --keyspace if it does not exist.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv put ./my-db apple red\n  \
-    turtlekv put ./my-db --hex 00ff 0102")]
+    turtlekv put ./my-db --hex 00ff 0102\n  \
+    turtlekv put ./my-db --keyspace users alice admin")]
 pub struct PutArgs {
     #[command(flatten)]
     pub target: KeyArgs,
@@ -86,17 +95,21 @@ pub struct KeyArgs {
     /// The key: text, or hex/base64 with --hex/--base64.
     pub key: String,
     #[command(flatten)]
+    pub keyspace: KeyspaceArg,
+    #[command(flatten)]
     pub encoding: EncodingArgs,
 }
 
 /// Print the value of KEY.
 ///
-/// Exit code 3 when the key has no value. A value that is not UTF-8 needs
-/// --hex or --base64.
+/// Exit code 3 when the key has no value, 7 when the keyspace given with
+/// --keyspace does not exist. A value that is not UTF-8 needs --hex or
+/// --base64.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv get ./my-db apple\n  \
-    turtlekv get ./my-db --base64 AP8=")]
+    turtlekv get ./my-db --base64 AP8=\n  \
+    turtlekv get ./my-db --keyspace users alice")]
 pub struct GetArgs {
     #[command(flatten)]
     pub target: KeyArgs,
@@ -105,11 +118,13 @@ pub struct GetArgs {
 /// Remove KEY.
 ///
 /// The delete is durable (fsynced) when the command returns. Removing a
-/// key that is not there is not an error.
+/// key that is not there is not an error; a keyspace that is not there
+/// is (exit code 7), and is not created.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv delete ./my-db apple\n  \
-    turtlekv delete ./my-db --hex 00ff")]
+    turtlekv delete ./my-db --hex 00ff\n  \
+    turtlekv delete ./my-db --keyspace users alice")]
 pub struct DeleteArgs {
     #[command(flatten)]
     pub target: KeyArgs,
@@ -124,11 +139,14 @@ pub struct DeleteArgs {
     turtlekv scan ./my-db\n  \
     turtlekv scan ./my-db --from b --to d --limit 10\n  \
     turtlekv scan ./my-db --prefix user: --reverse --keys-only\n  \
-    turtlekv scan ./my-db --hex --json")]
+    turtlekv scan ./my-db --hex --json\n  \
+    turtlekv scan ./my-db --keyspace users")]
 pub struct ScanArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
+    #[command(flatten)]
+    pub keyspace: KeyspaceArg,
     /// First key (inclusive).
     #[arg(long, value_name = "KEY")]
     pub from: Option<String>,
@@ -156,14 +174,16 @@ pub struct ScanArgs {
 
 /// Load records from a JSON Lines or CSV file.
 ///
-/// Creates the database if needed. Records are written in batches and
-/// made durable at the end; on a bad record the command stops with its line
-/// number, and the batches before it stay.
+/// Creates the database (and the keyspace given with --keyspace) if
+/// needed. Records are written in batches and made durable at the end; on
+/// a bad record the command stops with its line number, and the batches
+/// before it stay.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv load ./my-db records.jsonl\n  \
     turtlekv load ./my-db records.csv\n  \
-    turtlekv dump ./old-db | turtlekv load ./new-db -\n\n\
+    turtlekv dump ./old-db | turtlekv load ./new-db -\n  \
+    turtlekv load ./my-db --keyspace users users.jsonl\n\n\
     JSON Lines: {\"key\": \"apple\", \"value\": \"red\"} per line; key_base64/key_hex and\n\
     value_base64/value_hex hold binary. CSV: a header row `key,value` (or the\n\
     _base64/_hex names) names the columns and their encoding.")]
@@ -174,6 +194,8 @@ pub struct LoadArgs {
     /// Input file, or `-` for standard input.
     #[arg(value_name = "FILE")]
     pub file: String,
+    #[command(flatten)]
+    pub keyspace: KeyspaceArg,
     /// Input format (default: from the file's extension, else JSON Lines
     /// when the first character is `{`, else CSV).
     #[arg(long, value_enum)]
@@ -183,12 +205,14 @@ pub struct LoadArgs {
 /// Write every record as JSON Lines or CSV.
 ///
 /// Records come in key order, from one point in time, in a form `load`
-/// reads back exactly (binary keys and values included).
+/// reads back exactly (binary keys and values included). One keyspace per
+/// dump: the default one, or the one given with --keyspace.
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv dump ./my-db > backup.jsonl\n  \
     turtlekv dump ./my-db --format csv -o backup.csv\n  \
-    turtlekv dump ./my-db --hex\n\n\
+    turtlekv dump ./my-db --hex\n  \
+    turtlekv dump ./my-db --keyspace users > users.jsonl\n\n\
     JSON Lines: a key or value that is UTF-8 is written as \"key\"/\"value\", other\n\
     bytes as \"key_base64\"/\"value_base64\". CSV: the key column is `key` when every\n\
     key is UTF-8, else `key_base64` (values alike). --hex or --base64 uses that\n\
@@ -203,16 +227,54 @@ pub struct DumpArgs {
     #[arg(short, long, value_name = "FILE")]
     pub output: Option<PathBuf>,
     #[command(flatten)]
+    pub keyspace: KeyspaceArg,
+    #[command(flatten)]
     pub encoding: EncodingArgs,
 }
 
-/// Show the tree, disk use, memory and the last checkpoint.
+/// List the named keyspaces, one per line, in byte order.
+///
+/// The default keyspace has no name and is not listed. A name that is not
+/// UTF-8 needs --hex.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv keyspaces ./my-db\n  \
+    turtlekv keyspaces ./my-db --hex")]
+pub struct KeyspacesArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// Print the names in hex.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// Drop the keyspace NAME and every record in it.
+///
+/// The drop is durable when the command returns: the name is gone, and a
+/// keyspace created under it later starts empty. Its records are deleted
+/// in the background, while the database is open (by this and later
+/// commands); `turtlekv stats` counts the drops still cleaning. Exit code
+/// 7 when there is no such keyspace.
+#[derive(Debug, Args)]
+#[command(after_help = "Example:\n  turtlekv drop-keyspace ./my-db users")]
+pub struct DropKeyspaceArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// The keyspace's name (UTF-8 text, 1 to 255 bytes).
+    #[arg(value_name = "NAME")]
+    pub name: String,
+}
+
+/// Show the tree, disk use, memory, keyspaces and the last checkpoint.
 ///
 /// Tree height and pages per kind, bytes on disk per file, live data and
-/// space amplification (from a full scan), MemTable and cache sizes, the
-/// last checkpoint, the stored options, and what this open did (the engine
-/// counts writes per open handle, so write amplification covers this open
-/// only).
+/// space amplification (from a full scan), keyspaces (live data and
+/// operations of each, drops still cleaning), MemTable and cache sizes,
+/// the last checkpoint, the stored options, and what this open did (the
+/// engine counts operations per open handle, so write amplification and
+/// the keyspaces' operation counts cover this open only).
 #[derive(Debug, Args)]
 #[command(after_help = "Examples:\n  \
     turtlekv stats ./my-db\n  \

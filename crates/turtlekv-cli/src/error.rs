@@ -25,6 +25,9 @@ pub enum Exit {
     Locked = 5,
     /// Stored bytes failed a checksum or an invariant.
     Corruption = 6,
+    /// No keyspace of the name given (`--keyspace` of a command that does
+    /// not create one, `drop-keyspace`).
+    NoKeyspace = 7,
 }
 
 impl From<Exit> for ExitCode {
@@ -45,6 +48,10 @@ pub struct NoDatabase(pub String);
 #[derive(Debug)]
 pub struct NotFound(pub String);
 
+/// The database has no keyspace of the name given.
+#[derive(Debug)]
+pub struct NoKeyspace(pub String);
+
 impl fmt::Display for UsageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -63,9 +70,16 @@ impl fmt::Display for NotFound {
     }
 }
 
+impl fmt::Display for NoKeyspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 impl std::error::Error for UsageError {}
 impl std::error::Error for NoDatabase {}
 impl std::error::Error for NotFound {}
+impl std::error::Error for NoKeyspace {}
 
 /// Shorthand for a usage error.
 pub fn usage(message: impl Into<String>) -> anyhow::Error {
@@ -85,10 +99,16 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
         if cause.is::<NotFound>() {
             return Exit::NotFound;
         }
+        if cause.is::<NoKeyspace>() {
+            return Exit::NoKeyspace;
+        }
         match cause.downcast_ref::<turtlekv::Error>() {
             Some(turtlekv::Error::Locked(_)) => return Exit::Locked,
             Some(turtlekv::Error::NestedDatabase { .. }) => return Exit::NoDatabase,
             Some(turtlekv::Error::Corruption { .. }) => return Exit::Corruption,
+            Some(turtlekv::Error::KeyspaceNotFound(_)) => return Exit::NoKeyspace,
+            // Checked before anything is opened; this is the engine's word.
+            Some(turtlekv::Error::InvalidKeyspaceName { .. }) => return Exit::Usage,
             _ => {}
         }
     }
@@ -122,6 +142,10 @@ mod tests {
         let bad = Err::<(), _>(usage("bad hex")).context("key").unwrap_err();
         assert_eq!(exit_for(&bad), Exit::Usage);
         assert_eq!(exit_for(&NotFound("k".into()).into()), Exit::NotFound);
+        let gone = Err::<(), _>(turtlekv::Error::KeyspaceNotFound(b"ks".to_vec()))
+            .context("dropping")
+            .unwrap_err();
+        assert_eq!(exit_for(&gone), Exit::NoKeyspace);
         let pipe = anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
             .context("writing");
         assert!(is_broken_pipe(&pipe));

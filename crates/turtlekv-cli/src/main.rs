@@ -6,6 +6,7 @@ mod commands;
 mod db;
 mod encoding;
 mod error;
+mod keyspace;
 mod records;
 mod size;
 
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
-use crate::commands::{bench, check, checkpoint, dump, kv, load, scan, stats, tune};
+use crate::commands::{bench, check, checkpoint, dump, keyspaces, kv, load, scan, stats, tune};
 use crate::error::{Exit, exit_for, is_broken_pipe};
 
 fn main() -> ExitCode {
@@ -59,6 +60,8 @@ fn run(command: &Command, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Scan(args) => scan::scan(args, out),
         Command::Load(args) => load::load(args, out),
         Command::Dump(args) => dump::dump(args, out),
+        Command::Keyspaces(args) => keyspaces::list(args, out),
+        Command::DropKeyspace(args) => keyspaces::drop_keyspace(args, out),
         Command::Stats(args) => stats::stats(args, out),
         Command::Check(args) => check::check(args, out),
         Command::Checkpoint(args) => checkpoint::checkpoint(args, out),

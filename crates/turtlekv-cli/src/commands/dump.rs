@@ -9,27 +9,26 @@ use indicatif::{ProgressBar, ProgressStyle};
 use turtlekv::Snapshot;
 
 use crate::cli::DumpArgs;
-use crate::db::{Create, open};
+use crate::db::Create;
 use crate::encoding::Encoding;
 use crate::error::usage;
+use crate::keyspace::Target;
 use crate::records::{CsvWriter, Format, json_line};
 
 pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
+    let keyspace = args.keyspace.name()?;
     let encoding = args.encoding.encoding();
     if let Some(path) = &args.output {
         refuse_output_inside(&args.db, path)?;
     }
-    let db = open(&args.db, Create::No)?;
+    let target = Target::open(&args.db, Create::No, keyspace)?;
     // One point in time for the whole dump (and both CSV passes).
-    let snapshot = db.snapshot();
+    let view = Records {
+        snapshot: target.db().snapshot(),
+        target: &target,
+    };
     let Some(path) = &args.output else {
-        write_records(
-            &snapshot,
-            args.format,
-            encoding,
-            stdout,
-            &ProgressBar::hidden(),
-        )?;
+        write_records(&view, args.format, encoding, stdout, &ProgressBar::hidden())?;
         return Ok(());
     };
     // Into a temporary file renamed over FILE at the end: a dump that
@@ -46,7 +45,7 @@ pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
         ProgressStyle::with_template("{spinner} dumping: {pos} records, {per_sec}")
             .expect("the template is valid"),
     );
-    let records = write_records(&snapshot, args.format, encoding, &mut file, &bar);
+    let records = write_records(&view, args.format, encoding, &mut file, &bar);
     bar.finish_and_clear();
     let written = records.and_then(|records| {
         let file = file.into_inner().map_err(|e| e.into_error())?;
@@ -84,8 +83,20 @@ fn refuse_output_inside(db: &Path, output: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The records of one keyspace at one point in time.
+struct Records<'a> {
+    snapshot: Snapshot,
+    target: &'a Target,
+}
+
+impl Records<'_> {
+    fn iter(&self) -> turtlekv::Iter {
+        self.target.all_in(&self.snapshot)
+    }
+}
+
 fn write_records(
-    snapshot: &Snapshot,
+    view: &Records<'_>,
     format: Format,
     encoding: Encoding,
     out: &mut dyn Write,
@@ -94,7 +105,7 @@ fn write_records(
     let mut records = 0;
     match format {
         Format::Jsonl => {
-            for item in snapshot.range::<&[u8], _>(..) {
+            for item in view.iter() {
                 let (key, value) = item.context("reading the database")?;
                 writeln!(out, "{}", json_line(&key, &value, encoding))?;
                 records += 1;
@@ -106,7 +117,7 @@ fn write_records(
             // out first whether every key (value) can be text.
             let (mut utf8_keys, mut utf8_values) = (true, true);
             if encoding == Encoding::Utf8 {
-                for item in snapshot.range::<&[u8], _>(..) {
+                for item in view.iter() {
                     let (key, value) = item.context("reading the database")?;
                     utf8_keys &= std::str::from_utf8(&key).is_ok();
                     utf8_values &= std::str::from_utf8(&value).is_ok();
@@ -116,7 +127,7 @@ fn write_records(
                 }
             }
             let mut writer = CsvWriter::new(out, encoding, utf8_keys, utf8_values)?;
-            for item in snapshot.range::<&[u8], _>(..) {
+            for item in view.iter() {
                 let (key, value) = item.context("reading the database")?;
                 writer.write(&key, &value)?;
                 records += 1;

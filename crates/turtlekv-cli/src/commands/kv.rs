@@ -9,17 +9,25 @@ use crate::cli::{DeleteArgs, GetArgs, KeyArgs, PutArgs};
 use crate::db::{Create, check_entry, open};
 use crate::encoding::Encoding;
 use crate::error::{NotFound, usage};
+use crate::keyspace::Target;
 
 /// The process exits right after, so the write is synced: a command that
 /// returned must not lose it even on power failure.
 const DURABLE: WriteOptions = WriteOptions { sync: true };
 
-/// The decoded, checked key of a one-key command, with its encoding.
+/// The decoded, checked key of a one-key command, with its encoding
+/// (the keyspace name is checked too).
 fn decoded_key(args: &KeyArgs) -> Result<(Encoding, Vec<u8>)> {
+    args.keyspace.name()?;
     let encoding = args.encoding.encoding();
     let key = encoding.decode_arg(&args.key, "key")?;
     check_entry(&key, None).map_err(usage)?;
     Ok((encoding, key))
+}
+
+/// The database and keyspace of a one-key command.
+fn open_target(args: &KeyArgs, create: Create) -> Result<Target> {
+    Target::open(&args.db, create, args.keyspace.name()?)
 }
 
 pub fn put(args: &PutArgs) -> Result<()> {
@@ -27,7 +35,19 @@ pub fn put(args: &PutArgs) -> Result<()> {
     let value = encoding.decode_arg(&args.value, "value")?;
     check_entry(&key, Some(&value)).map_err(usage)?;
     let db = open(&args.target.db, Create::IfMissing)?;
-    match db.put_opt(&key, &value, &DURABLE) {
+    // This database's own limits before a keyspace is created for the put.
+    if let Err(e @ (turtlekv::Error::KeyTooLarge { .. } | turtlekv::Error::ValueTooLarge { .. })) =
+        db.check_entry(&key, Some(&value))
+    {
+        return Err(usage(e.to_string()));
+    }
+    let target = Target::in_db(
+        db,
+        &args.target.db,
+        Create::IfMissing,
+        args.target.keyspace.name()?,
+    )?;
+    match target.put_opt(&key, &value, &DURABLE) {
         // Limits of this database's page sizes (shorter keys with small
         // nodes): as much a bad argument as a key over MAX_KEY_SIZE.
         Err(e @ (turtlekv::Error::KeyTooLarge { .. } | turtlekv::Error::ValueTooLarge { .. })) => {
@@ -39,8 +59,8 @@ pub fn put(args: &PutArgs) -> Result<()> {
 
 pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {
     let (encoding, key) = decoded_key(&args.target)?;
-    let db = open(&args.target.db, Create::No)?;
-    let value = db
+    let target = open_target(&args.target, Create::No)?;
+    let value = target
         .get(&key)
         .context("get")?
         .ok_or_else(|| NotFound(args.target.key.clone()))?;
@@ -50,8 +70,10 @@ pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {
 
 pub fn delete(args: &DeleteArgs) -> Result<()> {
     let (_, key) = decoded_key(&args.target)?;
-    let db = open(&args.target.db, Create::No)?;
-    match db.delete_opt(&key, &DURABLE) {
+    // A keyspace that is not there is an error, as a database that is not
+    // there is: a mistyped name must not pass for a delete that happened.
+    let target = open_target(&args.target, Create::No)?;
+    match target.delete_opt(&key, &DURABLE) {
         // As in `put`: a key this database's nodes cannot hold.
         Err(e @ turtlekv::Error::KeyTooLarge { .. }) => Err(usage(e.to_string())),
         other => other.context("delete"),

@@ -6,10 +6,11 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, anyhow};
 use indicatif::{ProgressBar, ProgressStyle};
-use turtlekv::{Db, WriteBatch, WriteOptions};
+use turtlekv::{Db, Keyspace, WriteBatch, WriteOptions};
 
 use crate::cli::LoadArgs;
 use crate::db::{Create, check_entry, open};
+use crate::keyspace::open_keyspace;
 use crate::records::{detect_format, read_records};
 use crate::size::format_size;
 
@@ -21,6 +22,7 @@ const BATCH_RECORDS: usize = 1024;
 const BATCH_BYTES: u64 = 4 << 20;
 
 pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
+    let keyspace = args.keyspace.name()?;
     // The input first: a mistyped file name must not create an empty
     // database.
     let (reader, len): (Box<dyn Read>, Option<u64>) = if args.file == "-" {
@@ -39,10 +41,12 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
     let started = Instant::now();
     // The database is opened (created) only once the first record is known
     // good: a file that is not what it seems (a bad CSV header, a bad first
-    // line) must not leave an empty database behind either.
+    // line) must not leave an empty database (or keyspace) behind either.
     let mut loader = Loader {
         db: None,
         db_path: &args.db,
+        keyspace_name: keyspace,
+        keyspace: None,
         batch: WriteBatch::new(),
         records: 0,
         bytes: 0,
@@ -58,8 +62,9 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
         loader.add(&key, &value)
     })
     .and_then(|()| loader.write_batch())
-    // An empty input loads into an empty database (`dump | load` of one).
-    .and_then(|()| loader.db().map(drop));
+    // An empty input loads into an empty database (`dump | load` of one),
+    // or keyspace.
+    .and_then(|()| loader.keyspace().map(drop));
     // What was written stays, so make it durable whether or not the input
     // ended well.
     let synced = match &loader.db {
@@ -68,11 +73,14 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
     };
     bar.finish_and_clear();
     let (records, bytes) = (loader.records, loader.bytes);
+    let into = match keyspace {
+        Some(name) => format!("keyspace {name:?} of {}", args.db.display()),
+        None => args.db.display().to_string(),
+    };
     read.with_context(|| {
         format!(
-            "loading {} into {} ({records} records were loaded before the error)",
+            "loading {} into {into} ({records} records were loaded before the error)",
             args.file,
-            args.db.display()
         )
     })?;
     synced?;
@@ -80,10 +88,9 @@ pub fn load(args: &LoadArgs, out: &mut dyn Write) -> Result<()> {
     let stats = loader.db()?.stats();
     writeln!(
         out,
-        "loaded {records} records ({} of keys and values) into {} in {elapsed:.2} s \
+        "loaded {records} records ({} of keys and values) into {into} in {elapsed:.2} s \
          ({:.0} records/s); write amplification of this load: {:.2}",
         format_size(bytes),
-        args.db.display(),
         records as f64 / elapsed.max(1e-9),
         stats.write_amplification(),
     )?;
@@ -95,6 +102,10 @@ struct Loader<'a> {
     /// Opened at the first good record.
     db: Option<Db>,
     db_path: &'a std::path::Path,
+    /// The keyspace to load into (`None`: the default one), and its
+    /// handle, opened (created) with the first record it takes.
+    keyspace_name: Option<&'a str>,
+    keyspace: Option<Keyspace>,
     batch: WriteBatch,
     /// Records and key+value bytes written so far.
     records: u64,
@@ -109,8 +120,27 @@ impl Loader<'_> {
         Ok(self.db.as_ref().expect("opened above"))
     }
 
+    /// The named keyspace to load into, opened or created; `None` for the
+    /// default keyspace.
+    fn keyspace(&mut self) -> Result<Option<&Keyspace>> {
+        let Some(name) = self.keyspace_name else {
+            self.db()?;
+            return Ok(None);
+        };
+        if self.keyspace.is_none() {
+            let db_path = self.db_path;
+            let keyspace = open_keyspace(self.db()?, db_path, Create::IfMissing, name)?;
+            self.keyspace = Some(keyspace);
+        }
+        Ok(self.keyspace.as_ref())
+    }
+
     fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.batch.put(key, value);
+        self.keyspace()?;
+        match &self.keyspace {
+            Some(keyspace) => self.batch.put_in(keyspace, key, value),
+            None => self.batch.put(key, value),
+        };
         if self.batch.len() >= BATCH_RECORDS || self.batch.user_bytes() >= BATCH_BYTES {
             self.write_batch()?;
         }

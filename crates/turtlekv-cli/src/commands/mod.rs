@@ -4,6 +4,7 @@ pub mod bench;
 pub mod check;
 pub mod checkpoint;
 pub mod dump;
+pub mod keyspaces;
 pub mod kv;
 pub mod load;
 pub mod scan;

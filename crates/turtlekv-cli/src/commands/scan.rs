@@ -7,10 +7,12 @@ use anyhow::{Context as _, Result};
 use turtlekv::Bytes;
 
 use crate::cli::ScanArgs;
-use crate::db::{Create, open};
+use crate::db::Create;
+use crate::keyspace::Target;
 use crate::records::json_line;
 
 pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<()> {
+    let keyspace = args.keyspace.name()?;
     let encoding = args.encoding.encoding();
     let decode = |text: &Option<String>, what: &str| {
         text.as_deref()
@@ -20,10 +22,10 @@ pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<()> {
     let from = decode(&args.from, "--from")?;
     let to = decode(&args.to, "--to")?;
     let prefix = decode(&args.prefix, "--prefix")?;
-    let db = open(&args.db, Create::No)?;
+    let target = Target::open(&args.db, Create::No, keyspace)?;
     let iter = match prefix {
-        Some(prefix) => db.prefix(prefix),
-        None => db.range((
+        Some(prefix) => target.prefix(&prefix),
+        None => target.range((
             from.map_or(Bound::Unbounded, Bound::Included),
             to.map_or(Bound::Unbounded, Bound::Excluded),
         )),

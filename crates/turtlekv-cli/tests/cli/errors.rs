@@ -5,11 +5,13 @@ use std::process::Stdio;
 
 use crate::{ok, path, run, temp_db, turtlekv};
 
-const READERS: [&[&str]; 7] = [
+const READERS: [&[&str]; 9] = [
     &["get", "k"],
     &["delete", "k"],
     &["scan"],
     &["dump"],
+    &["keyspaces"],
+    &["drop-keyspace", "ks"],
     &["stats"],
     &["check"],
     &["checkpoint"],
@@ -157,6 +159,8 @@ fn every_command_has_help_with_an_example() {
         "scan",
         "load",
         "dump",
+        "keyspaces",
+        "drop-keyspace",
         "stats",
         "check",
         "checkpoint",

@@ -4,6 +4,7 @@
 mod bench;
 mod errors;
 mod inspect;
+mod keyspaces;
 mod kv;
 mod load_dump;
 mod lost_files;

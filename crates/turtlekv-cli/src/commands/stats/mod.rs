@@ -7,12 +7,13 @@ use std::time::UNIX_EPOCH;
 
 use anyhow::{Context as _, Result};
 use serde::Serialize;
-use turtlekv::{OPTIONS_FILE_NAME, Options, Stats};
+use turtlekv::{Db, Iter, OPTIONS_FILE_NAME, Options, Stats};
 
 mod text;
 
 use crate::cli::StatsArgs;
 use crate::db::{Create, open_with_options};
+use crate::encoding::encode_base64;
 
 /// The `--json` document; the text output shows the same fields.
 #[derive(Debug, Serialize)]
@@ -20,11 +21,17 @@ struct Report {
     path: String,
     tree: Tree,
     disk: Disk,
-    /// From a scan of every record; absent with `--no-scan`.
+    /// From a scan of every record of every keyspace; absent with
+    /// `--no-scan`.
     live: Option<Live>,
     /// `disk.bytes_on_disk / live.user_bytes`; absent without a scan or
     /// with no live data.
     space_amplification: Option<f64>,
+    /// The default keyspace first (its name empty), then the named ones in
+    /// name order.
+    keyspaces: Vec<KeyspaceReport>,
+    /// Dropped keyspaces whose records are still being deleted.
+    keyspaces_dropping: u64,
     memtable: MemTable,
     memory: Memory,
     checkpoint: Checkpoint,
@@ -76,6 +83,25 @@ struct Live {
     keys: u64,
     /// Sum of key and value lengths.
     user_bytes: u64,
+}
+
+/// One keyspace: what it holds and what this open did to it.
+#[derive(Debug, Serialize)]
+struct KeyspaceReport {
+    /// The name, when it is UTF-8 (empty for the default keyspace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// The name in base64, when it is not UTF-8.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name_base64: Option<String>,
+    /// From the scan; absent with `--no-scan`.
+    live: Option<Live>,
+    /// Operations since this command's open (the engine counts per open
+    /// handle): put and delete entries committed, gets, scans started.
+    puts: u64,
+    deletes: u64,
+    gets: u64,
+    scans: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -146,22 +172,42 @@ struct ThisOpen {
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
     let (db, options) = open_with_options(&args.db, Create::No)?;
-    // Counters first, so that the scan below does not show in the cache.
+    // Counters first, so that the scan below does not show in the cache
+    // (nor in the keyspaces' scan counts).
     let stats = db.stats();
-    let live = if args.no_scan {
-        None
-    } else {
-        let mut live = Live {
-            keys: 0,
-            user_bytes: 0,
+    let mut keyspaces = Vec::with_capacity(stats.keyspaces.len());
+    for counts in &stats.keyspaces {
+        let live = if args.no_scan {
+            None
+        } else {
+            Some(scan_keyspace(&db, &counts.name)?)
         };
-        for item in db.range::<&[u8], _>(..) {
-            let (key, value) = item.context("scanning the database")?;
-            live.keys += 1;
-            live.user_bytes += (key.len() + value.len()) as u64;
-        }
-        Some(live)
-    };
+        let (name, name_base64) = match String::from_utf8(counts.name.clone()) {
+            Ok(name) => (Some(name), None),
+            Err(_) => (None, Some(encode_base64(&counts.name))),
+        };
+        keyspaces.push(KeyspaceReport {
+            name,
+            name_base64,
+            live,
+            puts: counts.puts,
+            deletes: counts.deletes,
+            gets: counts.gets,
+            scans: counts.scans,
+        });
+    }
+    let live = (!args.no_scan).then(|| Live {
+        keys: keyspaces
+            .iter()
+            .filter_map(|k| k.live.as_ref())
+            .map(|l| l.keys)
+            .sum(),
+        user_bytes: keyspaces
+            .iter()
+            .filter_map(|k| k.live.as_ref())
+            .map(|l| l.user_bytes)
+            .sum(),
+    });
     let disk = disk_usage(&args.db)?;
     let committed = std::fs::metadata(args.db.join("SUPERBLOCK"))
         .and_then(|m| m.modified())
@@ -175,6 +221,8 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
             .filter(|l| l.user_bytes > 0)
             .map(|l| disk.bytes_on_disk as f64 / l.user_bytes as f64),
         live,
+        keyspaces,
+        keyspaces_dropping: stats.keyspaces_dropping,
         disk,
         tree: Tree {
             height: stats.tree_height,
@@ -215,6 +263,37 @@ pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
         text::write_text(&report, out)?;
     }
     Ok(())
+}
+
+/// Live records and their key + value bytes in the keyspace `name` (the
+/// default one when empty).
+fn scan_keyspace(db: &Db, name: &[u8]) -> Result<Live> {
+    let describe = || {
+        if name.is_empty() {
+            "scanning the default keyspace".to_string()
+        } else {
+            format!("scanning keyspace {:?}", String::from_utf8_lossy(name))
+        }
+    };
+    let iter: Iter = if name.is_empty() {
+        db.range::<&[u8], _>(..)
+    } else {
+        // The name comes from the catalog of this open, which no other
+        // handle changes, so this opens the keyspace and creates nothing.
+        db.keyspace(name)
+            .with_context(describe)?
+            .range::<&[u8], _>(..)
+    };
+    let mut live = Live {
+        keys: 0,
+        user_bytes: 0,
+    };
+    for item in iter {
+        let (key, value) = item.with_context(describe)?;
+        live.keys += 1;
+        live.user_bytes += (key.len() + value.len()) as u64;
+    }
+    Ok(live)
 }
 
 fn stored_options(path: &Path, o: &Options) -> StoredOptions {

@@ -90,6 +90,34 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
             |a| format!("{a:.2} (bytes on disk / live key + value bytes)"),
         ),
     )?;
+    writeln!(
+        out,
+        "keyspaces (operations counted since this open, as the engine counts them)"
+    )?;
+    line(
+        out,
+        "drops still cleaning",
+        r.keyspaces_dropping.to_string(),
+    )?;
+    for k in &r.keyspaces {
+        let label = match (&k.name, &k.name_base64) {
+            (Some(name), _) if name.is_empty() => "default".to_string(),
+            (Some(name), _) => format!("{name:?}"),
+            (None, base64) => format!("(base64) {}", base64.as_deref().unwrap_or_default()),
+        };
+        let live = match &k.live {
+            Some(live) => format!("{} keys, {}", live.keys, format_size(live.user_bytes)),
+            None => "keys not counted".to_string(),
+        };
+        line(
+            out,
+            &label,
+            format!(
+                "{live}; {} puts, {} deletes, {} gets, {} scans",
+                k.puts, k.deletes, k.gets, k.scans
+            ),
+        )?;
+    }
     writeln!(out, "memtable")?;
     line(
         out,
