@@ -1,9 +1,12 @@
 //! A child process writing is killed with SIGKILL at random moments; after
 //! each kill, every acknowledged write is present and the state is a prefix
-//! of the history with every batch whole.
+//! of the history with every batch whole, across keyspaces, and with every
+//! drop of a keyspace all or nothing and its keys deleted after the
+//! reopen.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use turtlekv::{Db, Options, WriteBatch, WriteOptions};
 
@@ -14,20 +17,38 @@ fn key(prefix: char, i: u64) -> Vec<u8> {
     format!("{prefix}{i:010}").into_bytes()
 }
 
+/// Batches between two drops of the keyspace `tmp`.
+const TMP_EVERY: u64 = 50;
+
 /// The child: writes batch after batch and reports each acknowledgement.
-/// Every other batch is synced; `kill -9` must lose neither kind.
+/// Each batch puts a key in the default keyspace, one in the keyspace
+/// `ks` and one in the keyspace `tmp`, which is dropped (with its keys,
+/// which the cleaner then deletes) and created again before every
+/// `TMP_EVERY`-th batch. Every other batch is synced; `kill -9` must lose
+/// neither kind.
 #[test]
 fn kill9_child_writer() {
     let (Ok(dir), Ok(start)) = (std::env::var(DIR_VAR), std::env::var(START_VAR)) else {
         return;
     };
     let db = Db::open(&dir, Options::default()).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let mut tmp = None;
     let mut stdout = std::io::stdout().lock();
     for i in start.parse::<u64>().unwrap()..u64::MAX {
+        if i % TMP_EVERY == 0 && db.keyspace_names().contains(&b"tmp".to_vec()) {
+            tmp = None;
+            db.drop_keyspace("tmp").unwrap();
+        }
+        let tmp = match &mut tmp {
+            Some(tmp) => tmp,
+            None => tmp.insert(db.keyspace("tmp").unwrap()),
+        };
         let mut batch = WriteBatch::new();
         batch
             .put(key('k', i), i.to_be_bytes())
-            .put(key('m', i), vec![i as u8; 300]);
+            .put_in(&ks, key('m', i), vec![i as u8; 300])
+            .put_in(tmp, key('t', i), i.to_le_bytes());
         db.write(batch, &WriteOptions { sync: i % 2 == 0 }).unwrap();
         writeln!(stdout, "ack {i}").unwrap();
         stdout.flush().unwrap();
@@ -78,8 +99,12 @@ fn run_child_and_kill(dir: &std::path::Path, start: u64, stop_after: u64) -> Opt
     last_ack
 }
 
-/// The number of whole batches present; panics on a hole or a half batch.
+/// The number of whole batches present; panics on a hole, a half batch
+/// or a drop of `tmp` that is not all or nothing. Then waits for the
+/// cleaner to delete the keys of the drops it found and checks that a
+/// checkpoint leaves only the live keys and the catalog's in the tree.
 fn verify_prefix(db: &Db) -> u64 {
+    let ks = db.keyspace("ks").unwrap();
     let mut n = 0;
     for kv in db.prefix(b"k") {
         let (k, v) = kv.unwrap();
@@ -89,11 +114,55 @@ fn verify_prefix(db: &Db) -> u64 {
             "hole in the history before batch {n}"
         );
         assert_eq!(&v[..], &n.to_be_bytes());
-        let m = db.get(key('m', n)).unwrap().expect("half a batch");
+        let m = ks.get(key('m', n)).unwrap().expect("half a batch");
         assert_eq!(&m[..], &vec![n as u8; 300][..]);
         n += 1;
     }
-    assert_eq!(db.prefix(b"m").count() as u64, n, "half a batch");
+    assert_eq!(ks.prefix(b"m").count() as u64, n, "half a batch");
+    assert_eq!(ks.range::<&[u8], _>(..).count() as u64, n);
+    // `tmp` holds the batches since its last creation, before batch
+    // `first`; when batch `n` would have dropped it first, the kill may
+    // have come before the drop, between the drop and the creation, or
+    // after both.
+    let first = n.saturating_sub(1) / TMP_EVERY * TMP_EVERY;
+    let names = db.keyspace_names();
+    let tmp_keys = if names.contains(&b"tmp".to_vec()) {
+        let tmp = db.keyspace("tmp").unwrap();
+        let found: Vec<u64> = tmp
+            .range::<&[u8], _>(..)
+            .map(|kv| {
+                let (k, v) = kv.unwrap();
+                let i = u64::from_le_bytes(v[..].try_into().unwrap());
+                assert_eq!(&k[..], &key('t', i)[..]);
+                i
+            })
+            .collect();
+        let whole: Vec<u64> = (first..n).collect();
+        assert!(
+            found == whole || (n.is_multiple_of(TMP_EVERY) && found.is_empty()),
+            "{n} batches: tmp holds {found:?}, not batches {first}..{n}"
+        );
+        found.len() as u64
+    } else {
+        assert!(
+            n.is_multiple_of(TMP_EVERY),
+            "{n} batches: tmp is missing in the middle of its batches"
+        );
+        0
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while db.stats().keyspaces_dropping > 0 {
+        assert!(Instant::now() < deadline, "the cleaner did not finish");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    db.checkpoint_now().unwrap();
+    // Catalog: a name per live keyspace and the next id.
+    let catalog = names.len() as u64 + 1;
+    assert_eq!(
+        db.check().unwrap().tree_keys,
+        2 * n + tmp_keys + catalog,
+        "a dropped tmp's keys remain after cleaning"
+    );
     n
 }
 

@@ -1,13 +1,15 @@
-//! Model-based test: random operations against the engine and a `BTreeMap`.
+//! Model-based test: random operations against the engine and a `BTreeMap`
+//! (with keyspaces, a `BTreeMap` per keyspace).
 
 mod common;
 
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 
 use common::{Model, checkpointing_options, contents, open_fault, small_options};
 use proptest::prelude::*;
 use turtlekv::io::FaultFs;
-use turtlekv::{Db, Options, WriteBatch, WriteOptions};
+use turtlekv::{Db, Error, Keyspace, Options, WriteBatch, WriteOptions};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -293,5 +295,576 @@ proptest! {
         let mut options = checkpointing_options();
         options.node_size_bytes = 512;
         run(ops, options);
+    }
+}
+
+// Keyspaces: the model is the default keyspace's map and a map per live
+// named keyspace.
+
+/// Names of the named keyspaces the operations use.
+const NAMES: [&str; 3] = ["a", "b", "c"];
+
+/// The keyspace an operation is on: `None` for the default one, else an
+/// index into [`NAMES`].
+type Space = Option<usize>;
+
+type SpaceEntry = (Space, Vec<u8>, Option<Vec<u8>>);
+
+#[derive(Debug, Clone)]
+enum KsOp {
+    /// `Db::keyspace`: opens the keyspace, or creates it.
+    Open(usize),
+    Drop(usize),
+    Put(Space, Vec<u8>, Vec<u8>, bool),
+    Delete(Space, Vec<u8>),
+    /// A `WriteBatch` across keyspaces, synced or not.
+    Batch(Vec<SpaceEntry>, bool),
+    Get(Space, Vec<u8>),
+    Range(Space, Bound<Vec<u8>>, Bound<Vec<u8>>, Order),
+    Prefix(Space, Vec<u8>, bool),
+    Snapshot,
+    /// A transaction reads `reads`, buffers `writes`, scans `scan` as it
+    /// sees it, then commits or is dropped.
+    Txn {
+        reads: Vec<(Space, Vec<u8>)>,
+        writes: Vec<SpaceEntry>,
+        scan: Space,
+        commit: bool,
+    },
+    /// A transaction reads a key, another write changes it, and the
+    /// transaction's write of it must fail to commit.
+    TxnConflict(Space, Vec<u8>, Vec<u8>),
+    /// `compare_and_swap` in the default keyspace, with the right expected
+    /// value or a wrong one.
+    CompareAndSwap(Vec<u8>, bool, Option<Vec<u8>>),
+    /// `update_and_fetch` in the default keyspace, appending a byte.
+    UpdateAndFetch(Vec<u8>),
+    Checkpoint,
+    Reopen,
+}
+
+fn space() -> impl Strategy<Value = Space> + Clone {
+    prop_oneof![1 => Just(None), 3 => (0..NAMES.len()).prop_map(Some)]
+}
+
+fn ks_op() -> impl Strategy<Value = KsOp> {
+    let bound = prop_oneof![
+        Just(Bound::Unbounded),
+        key().prop_map(Bound::Included),
+        key().prop_map(Bound::Excluded),
+    ];
+    let entry = (space(), key(), prop::option::of(value()));
+    let name = 0..NAMES.len();
+    prop_oneof![
+        2 => name.clone().prop_map(KsOp::Open),
+        1 => name.prop_map(KsOp::Drop),
+        6 => (space(), key(), value(), any::<bool>()).prop_map(|(s, k, v, y)| KsOp::Put(s, k, v, y)),
+        2 => (space(), key()).prop_map(|(s, k)| KsOp::Delete(s, k)),
+        3 => (prop::collection::vec(entry.clone(), 0..6), any::<bool>())
+            .prop_map(|(e, y)| KsOp::Batch(e, y)),
+        3 => (space(), key()).prop_map(|(s, k)| KsOp::Get(s, k)),
+        2 => (space(), bound.clone(), bound, order()).prop_map(|(s, l, u, o)| KsOp::Range(s, l, u, o)),
+        1 => (space(), prop::collection::vec(prop::sample::select(vec![b'a', 0xff]), 0..3), any::<bool>())
+            .prop_map(|(s, p, r)| KsOp::Prefix(s, p, r)),
+        1 => Just(KsOp::Snapshot),
+        2 => (
+            prop::collection::vec((space(), key()), 0..3),
+            prop::collection::vec(entry, 0..4),
+            space(),
+            prop::bool::weighted(0.8),
+        )
+            .prop_map(|(reads, writes, scan, commit)| KsOp::Txn { reads, writes, scan, commit }),
+        1 => (space(), key(), value()).prop_map(|(s, k, v)| KsOp::TxnConflict(s, k, v)),
+        1 => (key(), any::<bool>(), prop::option::of(value()))
+            .prop_map(|(k, right, new)| KsOp::CompareAndSwap(k, right, new)),
+        1 => key().prop_map(KsOp::UpdateAndFetch),
+        1 => Just(KsOp::Checkpoint),
+        1 => Just(KsOp::Reopen),
+    ]
+}
+
+/// The model: the default keyspace and each live named keyspace, which
+/// carries an incarnation number (a name dropped and created again is a
+/// new keyspace).
+#[derive(Debug, Clone, Default)]
+struct KsModel {
+    default: Model,
+    named: BTreeMap<usize, (u64, Model)>,
+    incarnations: u64,
+    /// A keyspace was created (the catalog holds its next id).
+    created_any: bool,
+}
+
+impl KsModel {
+    fn space_mut(&mut self, space: Space) -> &mut Model {
+        match space {
+            None => &mut self.default,
+            Some(i) => &mut self.named.get_mut(&i).expect("a live keyspace").1,
+        }
+    }
+
+    fn space(&self, space: Space) -> &Model {
+        match space {
+            None => &self.default,
+            Some(i) => &self.named[&i].1,
+        }
+    }
+
+    fn apply(&mut self, space: Space, k: &[u8], v: Option<&[u8]>) {
+        let m = self.space_mut(space);
+        match v {
+            Some(v) => m.insert(k.to_vec(), v.to_vec()),
+            None => m.remove(k),
+        };
+    }
+
+    fn names(&self) -> Vec<Vec<u8>> {
+        let mut names: Vec<_> = self
+            .named
+            .keys()
+            .map(|&i| NAMES[i].as_bytes().to_vec())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Every keyspace's contents by name, the default one's name empty.
+    fn all(&self) -> BTreeMap<Vec<u8>, Model> {
+        let mut all = BTreeMap::from([(Vec::new(), self.default.clone())]);
+        for (&i, (_, m)) in &self.named {
+            all.insert(NAMES[i].as_bytes().to_vec(), m.clone());
+        }
+        all
+    }
+
+    /// Keys in the tree after every drop is cleaned and a checkpoint:
+    /// the live keys, a catalog name per named keyspace, and the
+    /// catalog's next id once any keyspace was created.
+    fn tree_keys(&self) -> u64 {
+        let live = self.default.len() + self.named.values().map(|(_, m)| m.len()).sum::<usize>();
+        (live + self.named.len() + usize::from(self.created_any)) as u64
+    }
+}
+
+/// How an operation's keyspace resolves against the open handles.
+enum Target<'a> {
+    Default,
+    Live(&'a Keyspace),
+    /// A handle of a keyspace dropped since it was opened.
+    Dropped(&'a Keyspace),
+    /// Never opened since the database was: the operation is skipped.
+    Unopened,
+}
+
+/// Handles by name index, with the incarnation each was opened on (a
+/// dropped keyspace's handle stays until its name is opened again, or
+/// the database reopens).
+type Handles = HashMap<usize, (u64, Keyspace)>;
+
+fn target<'a>(handles: &'a Handles, model: &KsModel, space: Space) -> Target<'a> {
+    let Some(i) = space else {
+        return Target::Default;
+    };
+    match handles.get(&i) {
+        Some((inc, h)) if model.named.get(&i).is_some_and(|(live, _)| live == inc) => {
+            Target::Live(h)
+        }
+        Some((_, h)) => Target::Dropped(h),
+        None => Target::Unopened,
+    }
+}
+
+fn dropped<T: std::fmt::Debug>(result: turtlekv::Result<T>) {
+    assert!(
+        matches!(result, Err(Error::KeyspaceDropped(_))),
+        "{result:?}"
+    );
+}
+
+/// Every live keyspace's contents by name, the default one's name empty.
+fn db_all(db: &Db, handles: &Handles, model: &KsModel) -> BTreeMap<Vec<u8>, Model> {
+    let mut all = BTreeMap::from([(Vec::new(), contents(db))]);
+    for name in db.keyspace_names() {
+        let i = NAMES
+            .iter()
+            .position(|n| n.as_bytes() == name)
+            .expect("a known name");
+        let Target::Live(h) = target(handles, model, Some(i)) else {
+            panic!("{name:?} is live in the database, not in the model");
+        };
+        all.insert(
+            name,
+            collect(h.range::<&[u8], _>(..), false)
+                .into_iter()
+                .collect(),
+        );
+    }
+    all
+}
+
+/// A snapshot, the default keyspace's contents and each named keyspace's
+/// by incarnation at the time it was taken.
+struct FrozenKs {
+    snapshot: turtlekv::Snapshot,
+    default: Model,
+    named: HashMap<u64, Model>,
+}
+
+/// Reads each snapshot through the current handles: a keyspace as it was
+/// (empty if created since), a dropped one refused.
+fn check_snapshots(snapshots: &[FrozenKs], handles: &Handles, model: &KsModel) {
+    for frozen in snapshots {
+        let snap = &frozen.snapshot;
+        let got: Model = collect(snap.range::<&[u8], _>(..), false)
+            .into_iter()
+            .collect();
+        assert_eq!(got, frozen.default);
+        for (&i, (inc, h)) in handles {
+            match target(handles, model, Some(i)) {
+                Target::Live(_) => {
+                    let got: Model = collect(snap.range_in::<&[u8], _>(h, ..), false)
+                        .into_iter()
+                        .collect();
+                    let empty = Model::new();
+                    let want = frozen.named.get(inc).unwrap_or(&empty);
+                    assert_eq!(&got, want, "snapshot of {}", NAMES[i]);
+                }
+                _ => dropped(snap.get_in(h, b"a")),
+            }
+        }
+    }
+}
+
+fn wait_for_cleaning(db: &Db) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while db.stats().keyspaces_dropping > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cleaner did not finish"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+fn reopen_handles(db: &Db, model: &KsModel) -> Handles {
+    assert_eq!(db.keyspace_names(), model.names());
+    model
+        .named
+        .iter()
+        .map(|(&i, (inc, _))| (i, (*inc, db.keyspace(NAMES[i]).unwrap())))
+        .collect()
+}
+
+/// Runs a transaction: its reads see the model, its scan the model with
+/// its own writes; a commit applies them, unless it conflicts, which it
+/// may only after a checkpoint committed since it started.
+fn run_txn(
+    db: &Db,
+    handles: &Handles,
+    model: &mut KsModel,
+    reads: &[(Space, Vec<u8>)],
+    writes: &[SpaceEntry],
+    scan: Space,
+    commit: bool,
+) {
+    let mut txn = db.transaction();
+    for (s, k) in reads {
+        match target(handles, model, *s) {
+            Target::Default => {
+                assert_eq!(
+                    txn.get(k).unwrap().map(|v| v.to_vec()),
+                    model.default.get(k).cloned()
+                );
+            }
+            Target::Live(h) => assert_eq!(
+                txn.get_in(h, k).unwrap().map(|v| v.to_vec()),
+                model.space(*s).get(k).cloned()
+            ),
+            Target::Dropped(h) => dropped(txn.get_in(h, k)),
+            Target::Unopened => {}
+        }
+    }
+    let mut overlay = model.clone();
+    for (s, k, v) in writes {
+        match (target(handles, model, *s), v) {
+            (Target::Default, Some(v)) => txn.put(k, v),
+            (Target::Default, None) => txn.delete(k),
+            (Target::Live(h), Some(v)) => txn.put_in(h, k, v),
+            (Target::Live(h), None) => txn.delete_in(h, k),
+            (Target::Dropped(_) | Target::Unopened, _) => continue,
+        }
+        overlay.apply(*s, k, v.as_deref());
+    }
+    // The transaction reads its own writes.
+    let seen: Option<Vec<Pair>> = match target(handles, model, scan) {
+        Target::Default => Some(txn.range::<&[u8], _>(..).map(owned).collect()),
+        Target::Live(h) => Some(txn.range_in::<&[u8], _>(h, ..).map(owned).collect()),
+        Target::Dropped(_) | Target::Unopened => None,
+    };
+    if let Some(seen) = seen {
+        let want: Vec<Pair> = overlay
+            .space(scan)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(seen, want, "the transaction's scan");
+    }
+    if !commit {
+        drop(txn);
+        return;
+    }
+    let start = txn.sequence();
+    match txn.commit(&WriteOptions::default()) {
+        Ok(()) => *model = overlay,
+        Err(Error::Conflict(reason)) => assert!(
+            db.stats().checkpoint_covered_sequence > start,
+            "conflict without a write or a checkpoint since the start: {reason}"
+        ),
+        Err(e) => panic!("commit: {e}"),
+    }
+}
+
+fn run_keyspaces(ops: Vec<KsOp>, options: Options) {
+    let fs = FaultFs::new();
+    let mut db: Db = open_fault(&fs, options.clone()).unwrap();
+    let mut model = KsModel::default();
+    let mut handles = Handles::new();
+    let mut snapshots: Vec<FrozenKs> = Vec::new();
+    for op in ops {
+        match op {
+            KsOp::Open(i) => {
+                let h = db.keyspace(NAMES[i]).unwrap();
+                let inc = match model.named.get(&i) {
+                    Some((inc, _)) => *inc,
+                    None => {
+                        model.incarnations += 1;
+                        model.created_any = true;
+                        model.named.insert(i, (model.incarnations, Model::new()));
+                        model.incarnations
+                    }
+                };
+                handles.insert(i, (inc, h));
+            }
+            KsOp::Drop(i) => {
+                let result = db.drop_keyspace(NAMES[i]);
+                if model.named.remove(&i).is_some() {
+                    result.unwrap();
+                } else {
+                    assert!(
+                        matches!(result, Err(Error::KeyspaceNotFound(_))),
+                        "{result:?}"
+                    );
+                }
+            }
+            KsOp::Put(s, k, v, sync) => {
+                let options = WriteOptions { sync };
+                match target(&handles, &model, s) {
+                    Target::Default => db.put_opt(&k, &v, &options).unwrap(),
+                    Target::Live(h) => h.put_opt(&k, &v, &options).unwrap(),
+                    Target::Dropped(h) => {
+                        dropped(h.put_opt(&k, &v, &options));
+                        continue;
+                    }
+                    Target::Unopened => continue,
+                }
+                model.apply(s, &k, Some(&v));
+            }
+            KsOp::Delete(s, k) => {
+                match target(&handles, &model, s) {
+                    Target::Default => db.delete(&k).unwrap(),
+                    Target::Live(h) => h.delete(&k).unwrap(),
+                    Target::Dropped(h) => {
+                        dropped(h.delete(&k));
+                        continue;
+                    }
+                    Target::Unopened => continue,
+                }
+                model.apply(s, &k, None);
+            }
+            KsOp::Batch(entries, sync) => {
+                let mut batch = WriteBatch::new();
+                let mut applied = Vec::new();
+                let mut refused = false;
+                for (s, k, v) in &entries {
+                    match (target(&handles, &model, *s), v) {
+                        (Target::Default, Some(v)) => batch.put(k, v),
+                        (Target::Default, None) => batch.delete(k),
+                        (Target::Live(h) | Target::Dropped(h), Some(v)) => batch.put_in(h, k, v),
+                        (Target::Live(h) | Target::Dropped(h), None) => batch.delete_in(h, k),
+                        (Target::Unopened, _) => continue,
+                    };
+                    refused |= matches!(target(&handles, &model, *s), Target::Dropped(_));
+                    applied.push((*s, k, v));
+                }
+                let result = db.write(batch, &WriteOptions { sync });
+                if refused {
+                    // Nothing of a batch with a dropped keyspace is applied.
+                    dropped(result);
+                } else {
+                    result.unwrap();
+                    for (s, k, v) in applied {
+                        model.apply(s, k, v.as_deref());
+                    }
+                }
+            }
+            KsOp::Get(s, k) => {
+                let got = match target(&handles, &model, s) {
+                    Target::Default => db.get(&k),
+                    Target::Live(h) => h.get(&k),
+                    Target::Dropped(h) => {
+                        dropped(h.get(&k));
+                        continue;
+                    }
+                    Target::Unopened => continue,
+                };
+                assert_eq!(
+                    got.unwrap().map(|v| v.to_vec()),
+                    model.space(s).get(&k).cloned()
+                );
+            }
+            KsOp::Range(s, lo, hi, order) => {
+                let it = match target(&handles, &model, s) {
+                    Target::Default => db.range((lo.clone(), hi.clone())),
+                    Target::Live(h) => h.range((lo.clone(), hi.clone())),
+                    Target::Dropped(h) => {
+                        let mut it = h.range((lo, hi));
+                        assert!(matches!(it.next(), Some(Err(Error::KeyspaceDropped(_)))));
+                        continue;
+                    }
+                    Target::Unopened => continue,
+                };
+                let rev = matches!(order, Order::Reverse);
+                assert_eq!(
+                    collect_in(it, order),
+                    model_range(model.space(s), &lo, &hi, rev)
+                );
+            }
+            KsOp::Prefix(s, p, rev) => {
+                let it = match target(&handles, &model, s) {
+                    Target::Default => db.prefix(&p),
+                    Target::Live(h) => h.prefix(&p),
+                    Target::Dropped(_) | Target::Unopened => continue,
+                };
+                let want: Vec<_> =
+                    model_range(model.space(s), &Bound::Unbounded, &Bound::Unbounded, rev)
+                        .into_iter()
+                        .filter(|(k, _)| k.starts_with(&p))
+                        .collect();
+                assert_eq!(collect(it, rev), want);
+            }
+            KsOp::Snapshot => snapshots.push(FrozenKs {
+                snapshot: db.snapshot(),
+                default: model.default.clone(),
+                named: model.named.values().cloned().collect(),
+            }),
+            KsOp::Txn {
+                reads,
+                writes,
+                scan,
+                commit,
+            } => run_txn(&db, &handles, &mut model, &reads, &writes, scan, commit),
+            KsOp::TxnConflict(s, k, v) => {
+                let mut txn = db.transaction();
+                match target(&handles, &model, s) {
+                    Target::Default => {
+                        txn.get(&k).unwrap();
+                        db.put(&k, &v).unwrap();
+                        txn.put(&k, b"txn");
+                    }
+                    Target::Live(h) => {
+                        txn.get_in(h, &k).unwrap();
+                        h.put(&k, &v).unwrap();
+                        txn.put_in(h, &k, b"txn");
+                    }
+                    Target::Dropped(_) | Target::Unopened => continue,
+                }
+                model.apply(s, &k, Some(&v));
+                let result = txn.commit(&WriteOptions::default());
+                assert!(matches!(result, Err(Error::Conflict(_))), "{result:?}");
+            }
+            KsOp::CompareAndSwap(k, right, new) => {
+                let current = model.default.get(&k).cloned();
+                let expected = if right {
+                    current.clone()
+                } else {
+                    // A value the key cannot have: values are under 24 bytes.
+                    Some(vec![7; 30])
+                };
+                let result = db
+                    .compare_and_swap(&k, expected.as_deref(), new.as_deref())
+                    .unwrap();
+                if right {
+                    result.unwrap();
+                    model.apply(None, &k, new.as_deref());
+                } else {
+                    let e = result.unwrap_err();
+                    assert_eq!(e.current.map(|v| v.to_vec()), current);
+                }
+            }
+            KsOp::UpdateAndFetch(k) => {
+                let got = db
+                    .update_and_fetch(&k, |v| {
+                        let mut v = v.map(<[u8]>::to_vec).unwrap_or_default();
+                        v.push(b'+');
+                        Some(v)
+                    })
+                    .unwrap();
+                let mut want = model.default.get(&k).cloned().unwrap_or_default();
+                want.push(b'+');
+                assert_eq!(got.map(|v| v.to_vec()), Some(want.clone()));
+                model.default.insert(k, want);
+            }
+            KsOp::Checkpoint => {
+                // The cleaner of a drop may write tombstones at any time.
+                let cleaning = db.stats().keyspaces_dropping > 0;
+                db.checkpoint_now().unwrap();
+                if !cleaning {
+                    assert_eq!(db.stats().memtable_entries, 0);
+                }
+            }
+            KsOp::Reopen => {
+                snapshots.clear();
+                handles.clear();
+                drop(db);
+                db = open_fault(&fs, options.clone()).unwrap();
+                db.check().unwrap();
+                handles = reopen_handles(&db, &model);
+            }
+        }
+        assert_eq!(db.keyspace_names(), model.names());
+        check_snapshots(&snapshots, &handles, &model);
+    }
+    assert_eq!(db_all(&db, &handles, &model), model.all());
+    snapshots.clear();
+    handles.clear();
+    drop(db);
+    let db = open_fault(&fs, options).unwrap();
+    db.check().unwrap();
+    let handles = reopen_handles(&db, &model);
+    assert_eq!(db_all(&db, &handles, &model), model.all());
+    // The drops' keys are gone from the tree once the cleaner is done.
+    wait_for_cleaning(&db);
+    db.checkpoint_now().unwrap();
+    assert_eq!(db.check().unwrap().tree_keys, model.tree_keys());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Keyspaces opened, written (alone and in batches across them),
+    /// read, dropped and created again, transactions, snapshots and
+    /// reopens, against a map per keyspace.
+    #[test]
+    fn keyspaces_match_a_map_per_keyspace(ops in prop::collection::vec(ks_op(), 1..150)) {
+        run_keyspaces(ops, small_options());
+    }
+
+    /// The same with checkpoints every few writes into a tree of tiny
+    /// pages.
+    #[test]
+    fn keyspaces_with_checkpoints_match_a_map_per_keyspace(
+        ops in prop::collection::vec(ks_op(), 1..200)
+    ) {
+        run_keyspaces(ops, checkpointing_options());
     }
 }
