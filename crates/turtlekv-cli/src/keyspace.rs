@@ -152,7 +152,9 @@ pub fn open_keyspace(db: &Db, path: &Path, create: Create, name: &str) -> Result
 
 /// Fails, naming the keyspace, unless the database has a keyspace `name`.
 fn require_keyspace(db: &Db, path: &Path, name: &str) -> Result<()> {
-    let names = db.keyspace_names().context("reading the keyspace catalog")?;
+    let names = db
+        .keyspace_names()
+        .context("reading the keyspace catalog")?;
     if names.iter().any(|n| n == name.as_bytes()) {
         return Ok(());
     }

@@ -215,7 +215,10 @@ fn layout(dir: &Path) -> Layout {
     let data_offset = u32_at(&leaf_contents, 32) as usize;
     let item = &leaf_contents[data_offset..];
     assert!(item[0] < 0x80 && item[1] < 0x80, "one-byte lengths");
-    let first_key = item[2..2 + usize::from(item[0] >> 1)].to_vec();
+    let stored_key = &item[2..2 + usize::from(item[0] >> 1)];
+    // Stored behind the default keyspace's tag (`docs/format.md`).
+    assert_eq!(stored_key[0], 0, "the default keyspace's tag");
+    let first_key = stored_key[1..].to_vec();
     // The newest segment with updates holds the records after the
     // checkpoint: header (48 bytes), marker, records.
     let mut segments: Vec<PathBuf> = std::fs::read_dir(dir.join("wal"))
@@ -497,7 +500,7 @@ fn corruption_reports_name_the_file_and_offset_of_the_damage() {
     // Leaf chunk, block: a value byte of the first item, as rot leaves it.
     let case = Case::new(&built);
     let leaves = case.file("leaves.pages");
-    let value_at = leaf_byte(data_offset + 2 + l.first_key.len() as u64);
+    let value_at = leaf_byte(data_offset + 2 + 1 + l.first_key.len() as u64);
     flip(&leaves, value_at);
     let db = case.open().unwrap();
     let block_start = value_at / BLOCK_BYTES * BLOCK_BYTES;

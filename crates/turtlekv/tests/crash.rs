@@ -474,7 +474,7 @@ impl KsModel {
 /// Every live keyspace of `db` and its contents, by name.
 fn keyspace_contents(db: &Db) -> Spaces {
     let mut spaces = Spaces::from([(DEFAULT.as_bytes().to_vec(), contents(db))]);
-    for name in db.keyspace_names() {
+    for name in db.keyspace_names().unwrap() {
         let keyspace = db.keyspace(&name).unwrap();
         let pairs = keyspace
             .range::<&[u8], _>(..)

@@ -36,7 +36,7 @@ fn kill9_child_writer() {
     let mut tmp = None;
     let mut stdout = std::io::stdout().lock();
     for i in start.parse::<u64>().unwrap()..u64::MAX {
-        if i % TMP_EVERY == 0 && db.keyspace_names().contains(&b"tmp".to_vec()) {
+        if i % TMP_EVERY == 0 && db.keyspace_names().unwrap().contains(&b"tmp".to_vec()) {
             tmp = None;
             db.drop_keyspace("tmp").unwrap();
         }
@@ -125,7 +125,7 @@ fn verify_prefix(db: &Db) -> u64 {
     // have come before the drop, between the drop and the creation, or
     // after both.
     let first = n.saturating_sub(1) / TMP_EVERY * TMP_EVERY;
-    let names = db.keyspace_names();
+    let names = db.keyspace_names().unwrap();
     let tmp_keys = if names.contains(&b"tmp".to_vec()) {
         let tmp = db.keyspace("tmp").unwrap();
         let found: Vec<u64> = tmp

@@ -484,7 +484,7 @@ fn dropped<T: std::fmt::Debug>(result: turtlekv::Result<T>) {
 /// Every live keyspace's contents by name, the default one's name empty.
 fn db_all(db: &Db, handles: &Handles, model: &KsModel) -> BTreeMap<Vec<u8>, Model> {
     let mut all = BTreeMap::from([(Vec::new(), contents(db))]);
-    for name in db.keyspace_names() {
+    for name in db.keyspace_names().unwrap() {
         let i = NAMES
             .iter()
             .position(|n| n.as_bytes() == name)
@@ -547,7 +547,7 @@ fn wait_for_cleaning(db: &Db) {
 }
 
 fn reopen_handles(db: &Db, model: &KsModel) -> Handles {
-    assert_eq!(db.keyspace_names(), model.names());
+    assert_eq!(db.keyspace_names().unwrap(), model.names());
     model
         .named
         .iter()
@@ -831,7 +831,7 @@ fn run_keyspaces(ops: Vec<KsOp>, options: Options) {
                 handles = reopen_handles(&db, &model);
             }
         }
-        assert_eq!(db.keyspace_names(), model.names());
+        assert_eq!(db.keyspace_names().unwrap(), model.names());
         check_snapshots(&snapshots, &handles, &model);
     }
     assert_eq!(db_all(&db, &handles, &model), model.all());

@@ -11,7 +11,10 @@ use crate::keyspace::check_name;
 
 pub fn list(args: &KeyspacesArgs, out: &mut dyn Write) -> Result<()> {
     let db = open(&args.db, Create::No)?;
-    for name in db.keyspace_names().context("reading the keyspace catalog")? {
+    for name in db
+        .keyspace_names()
+        .context("reading the keyspace catalog")?
+    {
         if args.hex {
             writeln!(out, "{}", encode_hex(&name))?;
         } else {

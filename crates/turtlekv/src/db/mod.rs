@@ -322,9 +322,9 @@ impl Db {
     }
 
     /// Names of the named keyspaces, in byte order.
-    pub fn keyspace_names(&self) -> Vec<Vec<u8>> {
-        let names = self.inner.keyspaces.names();
-        names.into_iter().map(|n| n.to_vec()).collect()
+    pub fn keyspace_names(&self) -> Result<Vec<Vec<u8>>> {
+        let names = self.inner.keyspaces.names(&self.inner)?;
+        Ok(names.into_iter().map(|n| n.to_vec()).collect())
     }
 
     /// Drops the keyspace `name`. Once this returns, the drop is durable

@@ -227,6 +227,8 @@ pub(crate) fn open(
         _last_handle: Arc::new(LastHandle::new(worker, inner.clone())),
         inner,
     };
-    db.inner.keyspaces.load(&db.inner)?;
+    // A damaged page under the catalog fails the keyspace calls, not the
+    // open: the default keyspace stays readable, and `Db::check` reports it.
+    let _ = db.inner.keyspaces.load(&db.inner);
     Ok(db)
 }

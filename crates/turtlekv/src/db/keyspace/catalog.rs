@@ -7,7 +7,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::{Mutex, RwLock};
+use parking_lot::{Mutex, MutexGuard, RwLock};
 
 use super::cleaner::Cleaner;
 use super::core::KeyspaceCore;
@@ -32,7 +32,10 @@ pub(crate) struct Catalog {
     pub tagged: bool,
     /// The `Db`'s own keyspace.
     pub default: Arc<KeyspaceCore>,
-    named: Mutex<Named>,
+    /// `None` until the catalog's keys were read: an open reads them, but
+    /// a damaged page under them fails only the keyspace calls (each
+    /// tries again), not the open, so the default keyspace stays readable.
+    named: Mutex<Option<Named>>,
     /// Writes to named keyspaces hold it shared from their liveness check
     /// until their batch is applied; a drop holds it exclusively, so no
     /// write lands in a keyspace after its drop (where the cleaner, which
@@ -41,10 +44,19 @@ pub(crate) struct Catalog {
     pub cleaner: Cleaner,
 }
 
-#[derive(Debug, Default)]
-struct Named {
+#[derive(Debug)]
+pub(crate) struct Named {
     by_name: BTreeMap<Bytes, Arc<KeyspaceCore>>,
     next_id: KeyspaceId,
+}
+
+impl Default for Named {
+    fn default() -> Self {
+        Named {
+            by_name: BTreeMap::new(),
+            next_id: FIRST_NAMED_ID,
+        }
+    }
 }
 
 impl Catalog {
@@ -57,22 +69,20 @@ impl Catalog {
         Catalog {
             tagged,
             default: Arc::new(KeyspaceCore::new(DEFAULT_ID, Bytes::new(), default_tag)),
-            named: Mutex::new(Named {
-                by_name: BTreeMap::new(),
-                next_id: FIRST_NAMED_ID,
-            }),
+            named: Mutex::new((!tagged).then(Named::default)),
             write_gate: RwLock::new(()),
             cleaner: Cleaner::default(),
         }
     }
 
-    /// Reads the catalog's keys at open, and restarts the cleaning of
-    /// keyspaces dropped before.
-    pub fn load(&self, db: &Arc<DbInner>) -> Result<()> {
-        if !self.tagged {
-            return Ok(());
+    /// Reads the catalog's keys (if not yet read), and restarts the
+    /// cleaning of keyspaces dropped before.
+    pub fn load(&self, db: &Arc<DbInner>) -> Result<MutexGuard<'_, Option<Named>>> {
+        let mut guard = self.named.lock();
+        if guard.is_some() {
+            return Ok(guard);
         }
-        let mut named = self.named.lock();
+        let mut named = Named::default();
         let mut dropped = Vec::new();
         for item in catalog_iter(db) {
             let (key, value) = item?;
@@ -88,17 +98,18 @@ impl Catalog {
                 _ => return Err(corrupt(db, "an unknown key kind")),
             }
         }
-        drop(named);
+        *guard = Some(named);
         for id in dropped {
             self.cleaner.enqueue(db, id);
         }
-        Ok(())
+        Ok(guard)
     }
 
     /// The live keyspace `name`, created (durably) if it does not exist.
-    pub fn open(&self, db: &DbInner, name: &[u8]) -> Result<Arc<KeyspaceCore>> {
+    pub fn open(&self, db: &Arc<DbInner>, name: &[u8]) -> Result<Arc<KeyspaceCore>> {
         self.check_name(name)?;
-        let mut named = self.named.lock();
+        let mut guard = self.load(db)?;
+        let named = guard.as_mut().expect("loaded");
         if let Some(core) = named.by_name.get(name) {
             return Ok(core.clone());
         }
@@ -122,7 +133,8 @@ impl Catalog {
     pub fn drop_keyspace(&self, db: &Arc<DbInner>, name: &[u8]) -> Result<()> {
         self.check_name(name)?;
         let gate = self.write_gate.write();
-        let mut named = self.named.lock();
+        let mut guard = self.load(db)?;
+        let named = guard.as_mut().expect("loaded");
         let Some(core) = named.by_name.get(name).cloned() else {
             return Err(Error::KeyspaceNotFound(name.to_vec()));
         };
@@ -132,19 +144,27 @@ impl Catalog {
         db.submit_batch(batch, true, None)?;
         core.mark_dropped();
         named.by_name.remove(name);
-        drop((named, gate));
+        drop((guard, gate));
         self.cleaner.enqueue(db, core.id);
         Ok(())
     }
 
     /// Names of the live named keyspaces, in byte order.
-    pub fn names(&self) -> Vec<Bytes> {
-        self.named.lock().by_name.keys().cloned().collect()
+    pub fn names(&self, db: &Arc<DbInner>) -> Result<Vec<Bytes>> {
+        let guard = self.load(db)?;
+        Ok(guard
+            .iter()
+            .flat_map(|n| n.by_name.keys().cloned())
+            .collect())
     }
 
-    /// The live named keyspaces.
+    /// The live named keyspaces (none while the catalog is unread).
     pub fn named(&self) -> Vec<Arc<KeyspaceCore>> {
-        self.named.lock().by_name.values().cloned().collect()
+        let guard = self.named.lock();
+        guard
+            .iter()
+            .flat_map(|n| n.by_name.values().cloned())
+            .collect()
     }
 
     fn check_name(&self, name: &[u8]) -> Result<()> {
