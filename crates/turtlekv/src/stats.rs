@@ -226,7 +226,9 @@ pub struct Stats {
     /// Operations per keyspace since the open: the default keyspace first
     /// (its name empty), then the named ones in name order.
     pub keyspaces: Vec<crate::KeyspaceStats>,
-    /// Dropped keyspaces whose keys are still being deleted.
+    /// Dropped keyspaces whose keys are still being deleted, or whose
+    /// deletes are still being flushed down to the leaves (which frees
+    /// their pages).
     pub keyspaces_dropping: u64,
 }
 

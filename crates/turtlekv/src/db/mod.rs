@@ -412,7 +412,11 @@ impl Db {
             .chain(&named)
             .map(|core| KeyspaceStats::of(core))
             .collect();
-        stats.keyspaces_dropping = catalog.cleaner.pending();
+        stats.keyspaces_dropping = catalog.cleaner.pending()
+            + inner
+                .versions
+                .trees()
+                .map_or(0, |t| t.drains_pending() as u64);
         stats
     }
 
@@ -479,24 +483,7 @@ impl Db {
     /// frozen before it, is in a durable checkpoint. The WAL segments the
     /// checkpoints cover are removed.
     pub fn checkpoint_now(&self) -> Result<()> {
-        self.inner.poison.check()?;
-        let inner = &self.inner;
-        // Every write acknowledged before this call is at or below this
-        // sequence; the forced freeze puts all of them in frozen MemTables.
-        let acknowledged_seq = inner.versions.visible_seq();
-        inner.commit.submit(
-            WriteBatch::new(),
-            false,
-            true,
-            Default::default(),
-            |group| inner.commit_group(group),
-        )?;
-        if inner.versions.trees().is_none() {
-            return Ok(());
-        }
-        inner
-            .checkpoints
-            .wait_for_checkpoint_through(acknowledged_seq)
+        self.inner.checkpoint_now()
     }
 }
 

@@ -70,6 +70,25 @@ impl DbInner {
         })
     }
 
+    /// `Db::checkpoint_now`: freezes the active MemTable and waits until
+    /// it, and every one frozen before it, is in a durable checkpoint.
+    pub fn checkpoint_now(&self) -> Result<()> {
+        self.poison.check()?;
+        // Every write acknowledged before this call is at or below this
+        // sequence; the forced freeze puts all of them in frozen MemTables.
+        let acknowledged_seq = self.versions.visible_seq();
+        let freeze = Prepared::default();
+        self.commit
+            .submit(WriteBatch::new(), false, true, freeze, |group| {
+                self.commit_group(group)
+            })?;
+        if self.versions.trees().is_none() {
+            return Ok(());
+        }
+        self.checkpoints
+            .wait_for_checkpoint_through(acknowledged_seq)
+    }
+
     /// Makes every write acknowledged so far durable (`fdatasync`).
     pub fn sync_wal(&self) -> Result<()> {
         self.poison.check()?;

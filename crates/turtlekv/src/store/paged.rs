@@ -11,7 +11,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use std::ops::Bound;
+
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
@@ -49,7 +52,17 @@ pub(crate) struct PagedTreeStore {
     /// Sums of what every checkpoint of this handle wrote, and the shape of
     /// the newest version (computed once per checkpoint from node pages).
     progress: Mutex<Progress>,
+    /// Key ranges whose buffered updates are to go down into the leaves
+    /// (a dropped keyspace's tombstones), oldest first: served by
+    /// `reclaim_space` before the space policy's own plan.
+    drains: Mutex<Vec<KeyRange>>,
 }
+
+/// A range of stored keys, its lower bound included.
+type KeyRange = (Bytes, Bound<Bytes>);
+
+/// Leaves' worth of rewriting one drain step may do.
+const DRAIN_STEP_LEAVES: u64 = 32;
 
 /// What the store learnt from its checkpoints.
 #[derive(Debug)]
@@ -92,11 +105,42 @@ impl PagedTreeStore {
                 shape,
                 space: SpacePolicy::new(config.garbage_percent),
             }),
+            drains: Mutex::new(Vec::new()),
         })
     }
 }
 
 impl PagedTreeStore {
+    /// A step of the oldest drain request: every node above the leaves
+    /// whose range meets it, so that each flushes what it and the nodes
+    /// above it buffer for the range. `None` when no request is left.
+    fn drain_plan(&self) -> Option<ReclaimPlan> {
+        let drains = self.drains.lock();
+        let (lower, upper) = drains.first()?;
+        let shape = &self.progress.lock().shape;
+        let nodes = &shape.nodes_above_leaves;
+        let below_upper = |key: &[u8]| match upper {
+            Bound::Included(u) => key <= &u[..],
+            Bound::Excluded(u) => key < &u[..],
+            Bound::Unbounded => true,
+        };
+        // Node i covers keys from its key up to the next node's.
+        let targets = nodes
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| {
+                let ends_above_lower = nodes.get(i + 1).is_none_or(|next| next.key > *lower);
+                below_upper(&n.key) && ends_above_lower
+            })
+            .map(|(_, n)| n.key.clone())
+            .collect();
+        let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
+        Some(ReclaimPlan {
+            targets,
+            budget_bytes: DRAIN_STEP_LEAVES * leaf_bytes,
+        })
+    }
+
     /// The reclamation the next update makes, with a budget of
     /// `batch_work_bytes` (at least a few leaves).
     fn reclaim_plan(&self, batch_work_bytes: u64) -> ReclaimPlan {
@@ -170,18 +214,34 @@ impl TreeStore for PagedTreeStore {
 
     fn reclaim_space(&self, workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
         let current = self.current.load_full();
-        let plan = self.reclaim_plan(0);
-        if plan.targets.is_empty() {
+        let (plan, draining) = match self.drain_plan() {
+            Some(plan) => (plan, true),
+            None => (self.reclaim_plan(0), false),
+        };
+        if plan.targets.is_empty() && !draining {
             return Ok(None);
         }
         let outcome =
             workers.install(|| self.tree.apply_items(current.root(), Vec::new(), &plan))?;
         if outcome.events.reclaim_flushes == 0 {
-            // The estimate counts garbage that draining cannot reach (a
+            // A drained range holds nothing more above its leaves; or the
+            // estimate counts garbage that draining cannot reach (a
             // segment shared with a sibling): nothing to commit.
+            if draining {
+                self.drains.lock().remove(0);
+                return self.reclaim_space(workers);
+            }
             return Ok(None);
         }
         Ok(Some(self.commit(outcome, current.coverage())?))
+    }
+
+    fn request_drain(&self, lower: Bytes, upper: Bound<Bytes>) {
+        self.drains.lock().push((lower, upper));
+    }
+
+    fn drains_pending(&self) -> usize {
+        self.drains.lock().len()
     }
 
     fn identity(&self) -> Option<(Identity, u64)> {

@@ -95,6 +95,17 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
         Ok(None)
     }
 
+    /// Asks the reclamation steps between checkpoints to flush whatever
+    /// the nodes above the leaves buffer for the stored keys from `lower`
+    /// up to `upper` into the leaves, whatever the space policy says (a
+    /// dropped keyspace's tombstones, so that its pages are freed).
+    fn request_drain(&self, _lower: bytes::Bytes, _upper: std::ops::Bound<bytes::Bytes>) {}
+
+    /// Drain requests not yet served.
+    fn drains_pending(&self) -> usize {
+        0
+    }
+
     /// `reclaim`, and returns freed leaf slots' space to the file system
     /// now rather than at the next commit (the database is idle).
     fn release_freed_space(&self) -> Result<()> {

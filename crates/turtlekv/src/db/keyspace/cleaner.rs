@@ -3,10 +3,12 @@
 //! A drop is durable and final once its catalog batch is: the keyspace's
 //! id is never given again, so whatever of its keys remains is out of
 //! every live keyspace's range. The cleaner then writes tombstones over
-//! those keys in batches, and the checkpoints carry them down the tree,
-//! where they remove the items and free the pages they held. Its last
-//! batch deletes the drop's catalog key; a crash before that restarts the
-//! cleaning at the next open.
+//! those keys in batches, checkpoints them, and asks the reclamation steps
+//! between checkpoints to flush the keyspace's range down to the leaves,
+//! where the tombstones remove the items and free the pages they held.
+//! Its last batch deletes the drop's catalog key; a crash before that
+//! restarts the cleaning at the next open (a crash after it leaves the
+//! tombstones to the space policy).
 
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -138,6 +140,17 @@ impl Cleaner {
             db.submit_batch(batch, false, None)?;
             self.batches_written.fetch_add(1, Ordering::Relaxed);
             lower = Bound::Excluded(last);
+        }
+        // The tombstones free pages only once they reach the leaves: put
+        // them in the tree, and have the reclamation steps flush the
+        // keyspace's range down whatever the space policy says.
+        db.checkpoint_now()?;
+        if let Some(trees) = db.versions.trees() {
+            let (lower, upper) = Tag::of(id).bounds(Bound::Unbounded, Bound::Unbounded);
+            let Bound::Included(lower) = lower else {
+                unreachable!("a tag's range starts at the tag");
+            };
+            trees.request_drain(lower, upper);
         }
         let mut batch = WriteBatch::new();
         batch.push_stored(&dropped_key(id), None);

@@ -276,3 +276,44 @@ fn a_database_with_bare_keys_keeps_them_and_refuses_keyspaces() {
     assert_eq!(db.check().unwrap().tree_keys, 500);
     assert!(db.keyspace_names().unwrap().is_empty());
 }
+
+/// A dropped keyspace's pages are freed even when it holds less than the
+/// garbage the space policy tolerates: its tombstones are flushed down.
+#[test]
+fn a_small_dropped_keyspace_gives_its_pages_back() {
+    let fs = FaultFs::new();
+    let options = crate::Options {
+        compression: crate::Compression::None,
+        ..checkpointing_test_options()
+    };
+    let db = Db::open_with_fs(DIR, options, Arc::new(fs.clone())).unwrap();
+    let keep = db.keyspace("keep").unwrap();
+    let small = db.keyspace("small").unwrap();
+    let mut value = [0u8; 100];
+    for i in 0..20_000u32 {
+        value[..4].copy_from_slice(&i.wrapping_mul(2654435761).to_le_bytes());
+        keep.put(i.to_be_bytes(), value).unwrap();
+        if i % 8 == 0 {
+            small.put(i.to_be_bytes(), value).unwrap();
+        }
+    }
+    db.checkpoint_now().unwrap();
+    let small_bytes = 2_500 * 104;
+    let before = db.stats();
+    db.drop_keyspace("small").unwrap();
+    wait_for_cleaning(&db);
+    let after = db.stats();
+    assert!(
+        after.space_allocated_bytes + small_bytes * 3 / 4 <= before.space_allocated_bytes,
+        "{} bytes allocated before the drop, {} after",
+        before.space_allocated_bytes,
+        after.space_allocated_bytes
+    );
+    assert!(
+        after.tree_buffered_bytes < 2 * 1024,
+        "the keyspace's tombstones went down: {} bytes still buffered",
+        after.tree_buffered_bytes
+    );
+    assert_eq!(keep.range::<&[u8], _>(..).count(), 20_000);
+    db.check().unwrap();
+}
