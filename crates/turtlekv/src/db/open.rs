@@ -229,6 +229,6 @@ pub(crate) fn open(
     };
     // A damaged page under the catalog fails the keyspace calls, not the
     // open: the default keyspace stays readable, and `Db::check` reports it.
-    let _ = db.inner.keyspaces.load(&db.inner);
+    drop(db.inner.keyspaces.load(&db.inner));
     Ok(db)
 }

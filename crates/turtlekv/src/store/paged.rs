@@ -229,8 +229,17 @@ impl TreeStore for PagedTreeStore {
             // segment shared with a sibling): nothing to commit.
             if draining {
                 self.drains.lock().remove(0);
-                return self.reclaim_space(workers);
+                if outcome.new_pages.is_empty() {
+                    return self.reclaim_space(workers);
+                }
+                // It reshaped the nodes on its paths: committed, not
+                // left allocated with nothing reaching them.
+                return Ok(Some(self.commit(outcome, current.coverage())?));
             }
+            debug_assert!(
+                outcome.new_pages.is_empty(),
+                "a reclamation step that flushed nothing wrote pages nothing commits"
+            );
             return Ok(None);
         }
         Ok(Some(self.commit(outcome, current.coverage())?))
