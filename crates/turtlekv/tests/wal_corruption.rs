@@ -105,15 +105,16 @@ fn record_size_matches_the_documented_layout() {
     for (i, &(offset, len)) in frames[..200].iter().enumerate() {
         // Each put is synced, so it records its own offset as synced:
         // frame (12), sequence number, synced length, count (1), tag (1),
-        // value length (1), key (4), value (10).
-        let expected = 12 + varint_len(i as u64 + 1) + varint_len(offset) + 1 + 2 + 14;
+        // value length (1), key (4, behind the default keyspace's 1-byte
+        // tag), value (10).
+        let expected = 12 + varint_len(i as u64 + 1) + varint_len(offset) + 1 + 2 + 1 + 14;
         assert_eq!(len, expected, "record {i} at {offset}");
     }
     let (seal_at, seal_len) = frames[200];
     assert_eq!(seal_len, 12 + varint_len(201) + varint_len(seal_at) + 1);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
     assert_eq!(f.len().unwrap(), seal_at + seal_len);
-    let records_end = SEGMENT_HEADER_BYTES + MARKER_BYTES + 3 * 31;
+    let records_end = SEGMENT_HEADER_BYTES + MARKER_BYTES + 3 * 32;
     // Written with `write`, the segment ends with its last record.
     let fs = synced_log_then_crash_with(3, Mappings::Off);
     let f = fs.open(Path::new(&segment(1)), Default::default()).unwrap();
