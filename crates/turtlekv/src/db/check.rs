@@ -30,11 +30,13 @@ pub struct CheckReport {
     pub superblock: bool,
     /// A stored `OPTIONS` file was read and its checksum held.
     pub options_file: bool,
+    /// Named keyspaces in the catalog, which was checked.
+    pub keyspaces: u64,
 }
 
 const CHUNK_KEYS: usize = 4096;
 
-pub(crate) fn check(inner: &DbInner) -> Result<CheckReport> {
+pub(crate) fn check(inner: &std::sync::Arc<DbInner>) -> Result<CheckReport> {
     let mut report = CheckReport::default();
     let trees = inner.versions.trees();
     if let Some(trees) = trees {
@@ -62,6 +64,7 @@ pub(crate) fn check(inner: &DbInner) -> Result<CheckReport> {
         report.tree_keys = tree.keys;
         report.tree_pages = tree.pages;
     }
+    report.keyspaces = inner.keyspaces.check(inner)?;
     Ok(report)
 }
 

@@ -167,6 +167,59 @@ impl Catalog {
             .collect()
     }
 
+    /// Checks the stored catalog (`Db::check`): ids below the next id and
+    /// given once, a live keyspace never also dropped, names that match
+    /// the handles' view. Returns the number of named keyspaces.
+    pub fn check(&self, db: &Arc<DbInner>) -> Result<u64> {
+        if !self.tagged {
+            return Ok(0);
+        }
+        // Held throughout, so that no create or drop lands between what
+        // is read and what it is compared with.
+        let guard = self.named.lock();
+        let (mut live, mut dropped) = (BTreeMap::new(), Vec::new());
+        let mut next_id = None;
+        for item in catalog_iter(db) {
+            let (key, value) = item?;
+            match key.get(1) {
+                Some(&NAME_KIND) => {
+                    live.insert(decode_id(db, &value)?, key.slice(2..));
+                }
+                Some(&DROPPED_KIND) => dropped.push(decode_id(db, &key[2..])?),
+                Some(&NEXT_ID_KIND) => next_id = Some(decode_id(db, &value)?),
+                _ => return Err(corrupt(db, "an unknown key kind")),
+            }
+        }
+        let ids = live.len() + dropped.len();
+        let next_id = match next_id {
+            Some(id) => id,
+            None if ids == 0 => FIRST_NAMED_ID,
+            None => return Err(corrupt(db, "keyspaces but no next id")),
+        };
+        let mut all: Vec<KeyspaceId> = live.keys().copied().chain(dropped).collect();
+        all.sort_unstable();
+        all.dedup();
+        if all.len() != ids
+            || all
+                .iter()
+                .any(|&id| !(FIRST_NAMED_ID..next_id).contains(&id))
+        {
+            return Err(corrupt(
+                db,
+                "a keyspace id given twice or not below the next id",
+            ));
+        }
+        if let Some(named) = guard.as_ref() {
+            let mut names: Vec<&Bytes> = live.values().collect();
+            let known: Vec<&Bytes> = named.by_name.keys().collect();
+            names.sort();
+            if names != known {
+                return Err(corrupt(db, "names that differ from the open keyspaces'"));
+            }
+        }
+        Ok(live.len() as u64)
+    }
+
     fn check_name(&self, name: &[u8]) -> Result<()> {
         if name.is_empty() || name.len() > MAX_NAME_BYTES {
             return Err(Error::InvalidKeyspaceName {

@@ -317,3 +317,19 @@ fn a_small_dropped_keyspace_gives_its_pages_back() {
     assert_eq!(keep.range::<&[u8], _>(..).count(), 20_000);
     db.check().unwrap();
 }
+
+/// `check()` reads the catalog and refuses one whose ids clash.
+#[test]
+fn check_reports_a_catalog_whose_ids_clash() {
+    let fs = FaultFs::new();
+    let db = open(&fs);
+    db.keyspace("a").unwrap();
+    db.keyspace("b").unwrap();
+    assert_eq!(db.check().unwrap().keyspaces, 2);
+    // A crafted catalog entry naming a's id again, written as the
+    // catalog writes (a batch of stored keys).
+    let mut batch = WriteBatch::new();
+    batch.push_stored(b"\x01nc", Some(&2u32.to_be_bytes()));
+    db.inner.submit_batch(batch, false, None).unwrap();
+    assert!(matches!(db.check(), Err(Error::Corruption { .. })));
+}
