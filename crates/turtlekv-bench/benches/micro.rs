@@ -20,6 +20,7 @@ fn config() -> EngineConfig {
         turtlekv: turtlekv_bench::engines::TurtlekvKnobs::default(),
         rocksdb_memory_in_cache: false,
         value_compressibility: 0.0,
+        rmw_transactions: false,
     }
 }
 

@@ -189,6 +189,14 @@ pub struct YcsbArgs {
     /// fsync every write (default: the log is written, not fsynced).
     #[arg(long)]
     pub sync: bool,
+    /// Run workload F's read-modify-writes as one transaction each (read,
+    /// write, commit, retried while the commit is refused) instead of a
+    /// get and then a put: TurtleKV's `Db::transaction`, RocksDB as an
+    /// `OptimisticTransactionDB`, fjall as an `OptimisticTxDatabase` (its
+    /// plain puts then being transactions too), and a write transaction
+    /// in redb and LMDB. The retries are reported per phase.
+    #[arg(long)]
+    pub rmw_transactions: bool,
     /// Request distribution of reads, updates and scan starts.
     #[arg(long, value_enum, default_value_t = Distribution::Zipfian)]
     pub distribution: Distribution,
@@ -296,6 +304,9 @@ impl YcsbArgs {
         if self.sync {
             args.push("--sync".into());
         }
+        if self.rmw_transactions {
+            args.push("--rmw-transactions".into());
+        }
         if self.settle {
             args.push("--settle".into());
         }
@@ -363,7 +374,7 @@ mod tests {
              --plot p.svg --memory-limit-bytes 1000000 --turtlekv-record-cache-auto-split \
              --turtlekv-checkpoint-io-idle --turtlekv-checkpoint-threads 3 \
              --turtlekv-write-only-checkpoint-distance-bytes 8192 --rocksdb-memory-in-cache \
-             --value-compressibility 0.35"
+             --value-compressibility 0.35 --rmw-transactions"
                 .split_whitespace(),
         )
         .unwrap();
@@ -395,6 +406,7 @@ mod tests {
         );
         assert!(child.sync && !child.direct_io && child.turtlekv_record_cache_auto_split);
         assert!(child.turtlekv_checkpoint_io_idle && child.rocksdb_memory_in_cache);
+        assert!(child.rmw_transactions);
         assert_eq!(child.turtlekv_checkpoint_threads, Some(3));
         assert_eq!(
             child.turtlekv_write_only_checkpoint_distance_bytes,

@@ -113,7 +113,65 @@ pub fn render(runs: &[LabelledRun]) -> String {
     let names = usize::from(several) + 2;
     let last = header.len() - 1;
     table(&mut out, &header, &rows, &|c| c >= names && c < last);
+    rmw_retries(&mut out, runs);
     out
+}
+
+/// A table of the read-modify-write transactions' retries, for the phases
+/// that ran them (`--rmw-transactions`); nothing when none did.
+fn rmw_retries(out: &mut String, runs: &[LabelledRun]) {
+    let several = runs.len() > 1;
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for run in runs {
+        let mut first = true;
+        for ((name, nth), row) in with_columns(&run.file.results) {
+            let Some(retries) = row.rmw_retries else {
+                continue;
+            };
+            let mut line = Vec::new();
+            if several {
+                line.push(if first {
+                    run.label.clone()
+                } else {
+                    String::new()
+                });
+            }
+            first = false;
+            let transactions = row
+                .per_op
+                .iter()
+                .find(|(op, _)| op == "rmw")
+                .map_or(0, |(_, lat)| lat.count);
+            line.push(engine_title(&row.engine));
+            line.push(workload_title(&name, nth));
+            line.push(grouped(transactions as f64));
+            line.push(grouped(retries as f64));
+            line.push(format!(
+                "{:.3}%",
+                100.0 * retries as f64 / transactions.max(1) as f64
+            ));
+            rows.push(line);
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    let mut header: Vec<String> = Vec::new();
+    if several {
+        header.push("run".into());
+    }
+    for title in [
+        "engine",
+        "workload",
+        "rmw transactions",
+        "retries",
+        "retried",
+    ] {
+        header.push(title.into());
+    }
+    out.push_str("\nRead-modify-write transactions (commits refused and retried):\n\n");
+    let names = usize::from(several) + 2;
+    table(out, &header, &rows, &|c| c >= names);
 }
 
 /// "612,728", and for an engine other than TurtleKV "195,310 (0.32)".
@@ -233,6 +291,10 @@ fn describe_metadata(meta: &RunMetadata) -> String {
             s.rocksdb_memory_in_cache,
             ", RocksDB memory in its cache".to_string(),
         ),
+        (
+            s.rmw_transactions,
+            ", read-modify-writes as transactions".to_string(),
+        ),
     ];
     for (on, flag) in flags {
         if on {
@@ -301,6 +363,7 @@ mod tests {
             read_kib_per_op: Some(0.26),
             ratio_to_turtlekv: None,
             settings: None,
+            rmw_retries: None,
             per_op: vec![
                 (
                     "read".into(),
@@ -405,5 +468,39 @@ mod tests {
         let text = describe_run(&[]);
         assert!(text.contains("120-byte values, binary keys"), "{text}");
         assert!(!text.contains("compressib"), "{text}");
+        assert!(!text.contains("transactions"), "{text}");
+        let text = describe_run(&["--rmw-transactions"]);
+        assert!(
+            text.contains(", read-modify-writes as transactions"),
+            "{text}"
+        );
+    }
+
+    /// Phases run with `--rmw-transactions` get a table of their retries;
+    /// a report without them gets none.
+    #[test]
+    fn read_modify_write_retries_get_a_table() {
+        let plain = [LabelledRun {
+            label: "x".into(),
+            file: file(vec![row("turtlekv", "f", 10.0)]),
+        }];
+        assert!(!render(&plain).contains("Read-modify-write"));
+        let mut f = row("rocksdb", "f", 10.0);
+        f.per_op[1].0 = "rmw".into();
+        f.rmw_retries = Some(5);
+        let runs = [LabelledRun {
+            label: "x".into(),
+            file: file(vec![row("turtlekv", "f", 10.0), f]),
+        }];
+        let text = render(&runs);
+        assert!(
+            text.contains("| engine | workload | rmw transactions | retries | retried |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| RocksDB | F | 50 | 5 | 10.000% |"),
+            "{text}"
+        );
+        assert!(!text.contains("| TurtleKV | F | 50"), "{text}");
     }
 }

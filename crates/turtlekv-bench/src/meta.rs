@@ -64,6 +64,9 @@ pub struct RunConfig {
     pub warmup_every_phase: bool,
     pub memory_limit_bytes: Option<u64>,
     pub rocksdb_memory_in_cache: bool,
+    /// `--rmw-transactions`; `false` for files written before the option.
+    #[serde(default)]
+    pub rmw_transactions: bool,
     /// TurtleKV's knobs given on the command line (`null`: its default).
     pub turtlekv: TurtlekvSettings,
 }
@@ -113,6 +116,7 @@ impl RunConfig {
             warmup_every_phase: args.warmup_every_phase,
             memory_limit_bytes: args.memory_limit_bytes,
             rocksdb_memory_in_cache: args.rocksdb_memory_in_cache,
+            rmw_transactions: args.rmw_transactions,
             turtlekv: TurtlekvSettings {
                 checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
                 write_only_checkpoint_distance_bytes: args

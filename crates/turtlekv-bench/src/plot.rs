@@ -335,6 +335,7 @@ mod tests {
             read_kib_per_op: None,
             ratio_to_turtlekv: None,
             settings: None,
+            rmw_retries: None,
             per_op: vec![(
                 "read".into(),
                 Latency {

@@ -73,6 +73,11 @@ pub struct PhaseResult {
     /// results file says what it measured. Older result files lack it.
     #[serde(default)]
     pub settings: Option<RunSettings>,
+    /// Read-modify-write commits refused and retried, in a phase with
+    /// read-modify-writes run as transactions (`--rmw-transactions`);
+    /// `None` otherwise, and in older result files.
+    #[serde(default)]
+    pub rmw_retries: Option<u64>,
     /// Percentiles per operation kind (name, latency).
     pub per_op: Vec<(String, Latency)>,
 }
@@ -88,6 +93,9 @@ pub struct RunSettings {
     /// The warm-up ran before every workload (`--warmup-every-phase`).
     #[serde(default)]
     pub warmup_every_phase: bool,
+    /// Read-modify-writes ran as transactions (`--rmw-transactions`).
+    #[serde(default)]
+    pub rmw_transactions: bool,
 }
 
 /// Fills in `ratio_to_turtlekv` for every row whose workload TurtleKV ran:
@@ -389,7 +397,31 @@ pub fn render_table(results: &[PhaseResult]) -> String {
     for row in &rows {
         line(row.iter().map(String::as_str).collect());
     }
+    for r in results {
+        if let Some(retries) = r.rmw_retries {
+            writeln!(out, "{}", rmw_retries_line(r, retries))
+                .expect("writing to a String cannot fail");
+        }
+    }
     out
+}
+
+/// "turtlekv f: 12 retries of 500,000 read-modify-write transactions
+/// (0.0024%)".
+pub fn rmw_retries_line(row: &PhaseResult, retries: u64) -> String {
+    let rmws = row
+        .per_op
+        .iter()
+        .find(|(op, _)| op == OpKind::ReadModifyWrite.name())
+        .map_or(0, |(_, lat)| lat.count);
+    format!(
+        "{} {}: {} retries of {} read-modify-write transactions ({:.4}%)",
+        row.engine,
+        row.workload,
+        grouped(retries as f64),
+        grouped(rmws as f64),
+        100.0 * retries as f64 / rmws.max(1) as f64
+    )
 }
 
 #[cfg(test)]
@@ -414,6 +446,7 @@ mod tests {
             read_kib_per_op: Some(0.5),
             ratio_to_turtlekv: None,
             settings: None,
+            rmw_retries: None,
             per_op: vec![
                 (
                     "read".into(),
@@ -584,5 +617,29 @@ mod tests {
         );
         assert_eq!(grouped(999.0), "999");
         assert_eq!(grouped(1000.0), "1,000");
+    }
+
+    /// A phase run with `--rmw-transactions` adds a line of its retries
+    /// under the table.
+    #[test]
+    fn table_names_read_modify_write_retries() {
+        let mut f = row("rocksdb", "f", 10.0);
+        f.per_op[1] = (
+            "rmw".into(),
+            Latency {
+                count: 2_000,
+                p50_us: 4.0,
+                p99_us: 5.0,
+                p999_us: 6.5,
+            },
+        );
+        f.rmw_retries = Some(3);
+        let table = render_table(&[row("turtlekv", "a", 10.0), f]);
+        let last = table.lines().last().unwrap();
+        assert_eq!(
+            last,
+            "rocksdb f: 3 retries of 2,000 read-modify-write transactions (0.1500%)"
+        );
+        assert_eq!(table.lines().count(), 2 + 4 + 1, "{table}");
     }
 }

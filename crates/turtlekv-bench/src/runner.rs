@@ -23,6 +23,9 @@ pub struct PhaseSettings {
     pub distribution: Distribution,
     pub key_format: KeyFormat,
     pub codec: ValueCodec,
+    /// Read-modify-writes as one engine transaction each
+    /// (`--rmw-transactions`), not a get and then a put.
+    pub rmw_transactions: bool,
 }
 
 impl PhaseSettings {
@@ -48,6 +51,8 @@ pub struct PhaseOutcome {
     pub latencies_ns: Vec<Histogram<u64>>,
     /// User bytes (key + value) written by the phase.
     pub user_bytes_written: u64,
+    /// Read-modify-write commits refused and retried.
+    pub rmw_retries: u64,
 }
 
 /// Longest latency kept exactly; slower operations count as this long.
@@ -100,10 +105,12 @@ pub fn run_phase(
     let mut latencies_ns = new_histograms();
     let mut ops_done = 0;
     let mut user_bytes_written = 0;
+    let mut rmw_retries = 0;
     for outcome in per_thread {
         let outcome = outcome?;
         ops_done += outcome.ops_done;
         user_bytes_written += outcome.user_bytes_written;
+        rmw_retries += outcome.rmw_retries;
         for (all, mine) in latencies_ns.iter_mut().zip(&outcome.latencies_ns) {
             all.add(mine).expect("histograms share bounds");
         }
@@ -113,13 +120,14 @@ pub fn run_phase(
         elapsed,
         latencies_ns,
         user_bytes_written,
+        rmw_retries,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engines::{EngineConfig, EngineKind};
+    use crate::engines::{EngineConfig, EngineKind, RmwOutcome};
 
     fn settings(records: u64, ops: u64) -> PhaseSettings {
         PhaseSettings {
@@ -130,6 +138,7 @@ mod tests {
             distribution: Distribution::Zipfian,
             key_format: KeyFormat::Binary,
             codec: ValueCodec::new(3, 32),
+            rmw_transactions: false,
         }
     }
 
@@ -142,6 +151,7 @@ mod tests {
             turtlekv: crate::engines::TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
             value_compressibility: 0.0,
+            rmw_transactions: false,
         };
         EngineKind::Turtlekv.open(dir, &config).unwrap()
     }
@@ -260,6 +270,21 @@ mod tests {
         ) -> Result<usize> {
             self.inner.scan(start, count, visit)
         }
+        /// Logged as "rmw"; reports one retry more than the engine made,
+        /// so that the count can be followed to the phase's total.
+        fn read_modify_write(
+            &self,
+            key: &[u8],
+            value: &[u8],
+            out: &mut Vec<u8>,
+        ) -> Result<RmwOutcome> {
+            self.log.lock().unwrap().push(("rmw", key.to_vec()));
+            let outcome = self.inner.read_modify_write(key, value, out)?;
+            Ok(RmwOutcome {
+                retries: outcome.retries + 1,
+                ..outcome
+            })
+        }
         fn persist(&self) -> Result<()> {
             self.inner.persist()
         }
@@ -305,6 +330,33 @@ mod tests {
                 assert_eq!(pair[0], ("get", pair[1].1.clone()));
             }
         }
+        assert_eq!(outcome.rmw_retries, 0);
+    }
+
+    /// With `--rmw-transactions` each read-modify-write is one engine
+    /// call, checked and timed as one operation, and its retries add up
+    /// to the phase's.
+    #[test]
+    fn read_modify_writes_as_transactions_are_one_call_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let (engine, settings, counter) = loaded_recording(dir.path(), 1_000, 2_000);
+        let settings = PhaseSettings {
+            rmw_transactions: true,
+            ..settings
+        };
+        let hidden = ProgressBar::hidden();
+        let outcome = run_phase(&engine, Workload::F, &settings, &counter, &hidden).unwrap();
+        let rmws = outcome.latencies_ns[OpKind::ReadModifyWrite.index()].len();
+        let reads = outcome.latencies_ns[OpKind::Read.index()].len();
+        assert!(rmws > 800, "{rmws}");
+        assert_eq!(rmws + reads, 2_000);
+        let log = engine.log.lock().unwrap();
+        let count = |op: &str| log.iter().filter(|(o, _)| *o == op).count() as u64;
+        assert_eq!((count("rmw"), count("put"), count("get")), (rmws, 0, reads));
+        // The recording engine adds one retry to each.
+        assert_eq!(outcome.rmw_retries, rmws);
+        // Every write of the phase is counted.
+        assert_eq!(outcome.user_bytes_written, rmws * (8 + 32));
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub struct ThreadOutcome {
     /// Indexed by [`OpKind::index`].
     pub latencies_ns: Vec<Histogram<u64>>,
     pub user_bytes_written: u64,
+    /// Commits of read-modify-write transactions that were refused and
+    /// retried (`--rmw-transactions`).
+    pub rmw_retries: u64,
 }
 
 /// One thread's state: its own generator streams and reused buffers.
@@ -46,6 +49,7 @@ pub struct Worker<'a> {
     /// (key length, value length) of each scanned record in `scan_bytes`.
     scan_lens: Vec<(usize, usize)>,
     user_bytes_written: u64,
+    rmw_retries: u64,
 }
 
 impl<'a> Worker<'a> {
@@ -82,6 +86,7 @@ impl<'a> Worker<'a> {
             scan_bytes: Vec::new(),
             scan_lens: Vec::new(),
             user_bytes_written: 0,
+            rmw_retries: 0,
         }
     }
 
@@ -102,6 +107,10 @@ impl<'a> Worker<'a> {
                     self.write(record)?
                 }
                 OpKind::Scan => self.scan()?,
+                OpKind::ReadModifyWrite if self.settings.rmw_transactions => {
+                    let record = self.pick();
+                    self.read_modify_write(record)?
+                }
                 OpKind::ReadModifyWrite => {
                     let record = self.pick();
                     self.read(record)? + self.write(record)?
@@ -118,6 +127,7 @@ impl<'a> Worker<'a> {
             ops_done: ops,
             latencies_ns,
             user_bytes_written: self.user_bytes_written,
+            rmw_retries: self.rmw_retries,
         })
     }
 
@@ -148,6 +158,26 @@ impl<'a> Worker<'a> {
         Ok(took)
     }
 
+    /// Reads `record` and writes a fresh value to it in one transaction
+    /// (`--rmw-transactions`), retries included; the read is checked as
+    /// [`Worker::read`] checks it. Returns the engine's time.
+    fn read_modify_write(&mut self, record: u64) -> Result<Duration> {
+        self.settings.key_format.encode(record, &mut self.key);
+        let nonce = self.rng.next_u64();
+        self.settings
+            .codec
+            .encode(&self.key, nonce, &mut self.value);
+        let started = Instant::now();
+        let outcome = self
+            .engine
+            .read_modify_write(&self.key, &self.value, &mut self.read_buf)?;
+        let took = started.elapsed();
+        self.user_bytes_written += (self.key.len() + self.value.len()) as u64;
+        self.rmw_retries += outcome.retries;
+        self.check_read(record, outcome.found)?;
+        Ok(took)
+    }
+
     /// Reads `record`, which exists; it must be found with a value written
     /// for its key. Returns the engine's time.
     fn read(&mut self, record: u64) -> Result<Duration> {
@@ -155,6 +185,13 @@ impl<'a> Worker<'a> {
         let started = Instant::now();
         let found = self.engine.get(&self.key, &mut self.read_buf)?;
         let took = started.elapsed();
+        self.check_read(record, found)?;
+        Ok(took)
+    }
+
+    /// Whether the read of `record` into `read_buf` found a value written
+    /// for its key.
+    fn check_read(&self, record: u64, found: bool) -> Result<()> {
         if !found {
             bail!(
                 "verification failed in workload {}: record {record} (key {}) was written but \
@@ -171,7 +208,7 @@ impl<'a> Worker<'a> {
                 hex(&self.key)
             );
         }
-        Ok(took)
+        Ok(())
     }
 
     /// Scans from an existing record. Keys must ascend from the start key,

@@ -54,6 +54,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             args.value_size as usize,
             args.value_compressibility,
         ),
+        rmw_transactions: args.rmw_transactions,
     };
     let config = EngineConfig {
         cache_bytes: args.cache_bytes,
@@ -74,6 +75,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
         },
         rocksdb_memory_in_cache: args.rocksdb_memory_in_cache,
         value_compressibility: args.value_compressibility,
+        rmw_transactions: args.rmw_transactions,
     };
     // Fail before any work if an engine was left out of the build.
     for engine in &args.engines {
@@ -230,7 +232,10 @@ fn run_engine(
                 settle: args.settle,
                 warmup_ops: args.warmup_ops,
                 warmup_every_phase: args.warmup_every_phase,
+                rmw_transactions: args.rmw_transactions,
             }),
+            rmw_retries: (args.rmw_transactions && workload.mix().rmw_percent > 0)
+                .then_some(outcome.rmw_retries),
             per_op: report::per_op_latencies(&outcome.latencies_ns),
         });
     }
@@ -357,5 +362,22 @@ mod tests {
         let names: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
         assert_eq!(names, vec!["a", "e", "f"]);
         assert!(results.iter().all(|r| r.ops == 600));
+        assert!(results.iter().all(|r| r.rmw_retries.is_none()));
+    }
+
+    /// `--rmw-transactions` runs F's read-modify-writes as transactions,
+    /// verified as before. F's row carries their retries (how many depends
+    /// on the two threads' timing and on checkpoints, so only that the
+    /// count is there is checked) and says how it ran; A's has none.
+    #[test]
+    fn read_modify_write_transactions_are_reported_on_f() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = small_run(dir.path(), "a,f", &["--rmw-transactions"]);
+        let names: Vec<&str> = results.iter().map(|r| r.workload.as_str()).collect();
+        assert_eq!(names, vec!["a", "f"]);
+        assert_eq!(results[0].rmw_retries, None);
+        assert!(results[1].rmw_retries.is_some());
+        assert!(results[1].settings.expect("settings").rmw_transactions);
+        assert!(results[1].per_op.iter().any(|(op, _)| op == "rmw"));
     }
 }

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use heed::types::Bytes;
 use heed::{CommitOrAbort, Database, Env, EnvFlags, EnvOpenOptions};
 
-use super::{Engine, EngineConfig};
+use super::{Engine, EngineConfig, RmwOutcome};
 
 /// Address space reserved for the map; LMDB fails writes past it. Sparse,
 /// so it costs nothing until used.
@@ -71,6 +71,23 @@ impl Engine for Lmdb {
             }
             None => Ok(false),
         }
+    }
+
+    /// One write transaction: get, put, commit. LMDB runs one write
+    /// transaction at a time, so nothing conflicts.
+    fn read_modify_write(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<RmwOutcome> {
+        let mut txn = self.env.write_txn()?;
+        let found = match self.db.get(&txn, key)? {
+            Some(current) => {
+                out.clear();
+                out.extend_from_slice(current);
+                true
+            }
+            None => false,
+        };
+        self.db.put(&mut txn, key, value)?;
+        txn.commit()?;
+        Ok(RmwOutcome { found, retries: 0 })
     }
 
     fn scan(

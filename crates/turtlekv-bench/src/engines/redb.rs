@@ -8,9 +8,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use redb::{Database, Durability, ReadableDatabase, TableDefinition};
+use redb::{Database, Durability, ReadableDatabase, ReadableTable as _, TableDefinition};
 
-use super::{Engine, EngineConfig};
+use super::{Engine, EngineConfig, RmwOutcome};
 
 const TABLE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("ycsb");
 
@@ -67,6 +67,29 @@ impl Engine for Redb {
             }
             None => Ok(false),
         }
+    }
+
+    /// One write transaction: get, insert, commit. redb runs one write
+    /// transaction at a time, so nothing conflicts: the other thread
+    /// waits in `begin_write` instead.
+    fn read_modify_write(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<RmwOutcome> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(self.durability)?;
+        let found = {
+            let mut table = txn.open_table(TABLE)?;
+            let found = match table.get(key)? {
+                Some(current) => {
+                    out.clear();
+                    out.extend_from_slice(current.value());
+                    true
+                }
+                None => false,
+            };
+            table.insert(key, value)?;
+            found
+        };
+        txn.commit()?;
+        Ok(RmwOutcome { found, retries: 0 })
     }
 
     fn scan(

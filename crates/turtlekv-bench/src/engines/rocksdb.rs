@@ -7,16 +7,19 @@
 //! too, so the one cache size bounds what TurtleKV's budget bounds.
 //! Blocks are LZ4-compressed when the values compress
 //! (`--value-compressibility`), and not at all when they are random.
+//! With `--rmw-transactions` the same options open an
+//! `OptimisticTransactionDB`, whose transactions the read-modify-writes
+//! use; plain puts, gets and scans go to its base database as before.
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, Options, WaitForCompactOptions,
-    WriteBufferManager, WriteOptions,
+    BlockBasedOptions, Cache, DB, DBCompressionType, ErrorKind, OptimisticTransactionDB,
+    OptimisticTransactionOptions, Options, WaitForCompactOptions, WriteBufferManager, WriteOptions,
 };
 
-use super::{Engine, EngineConfig};
+use super::{Attempt, Engine, EngineConfig, RmwOutcome, retry_on_conflict};
 
 const WRITE_BUFFER_BYTES: usize = 64 << 20;
 /// What the MemTables may hold in all when charged to the block cache: two
@@ -25,8 +28,26 @@ const MEMTABLES_IN_CACHE_BYTES: usize = 2 * WRITE_BUFFER_BYTES;
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
 
 pub struct RocksDb {
-    db: DB,
+    db: Handle,
     write_options: WriteOptions,
+    transaction_options: OptimisticTransactionOptions,
+}
+
+/// The database as opened: plain, or for optimistic transactions.
+enum Handle {
+    Plain(DB),
+    Optimistic(OptimisticTransactionDB),
+}
+
+/// Runs `$body` with `$db` bound to whichever database `$handle` holds:
+/// both share RocksDB's common methods, but not a type.
+macro_rules! with_db {
+    ($handle:expr, $db:ident => $body:expr) => {
+        match $handle {
+            Handle::Plain($db) => $body,
+            Handle::Optimistic($db) => $body,
+        }
+    };
 }
 
 impl RocksDb {
@@ -57,10 +78,21 @@ impl RocksDb {
             charge_memory_to_cache(&mut options, &mut table, &cache);
         }
         options.set_block_based_table_factory(&table);
-        let db = DB::open(&options, dir).context("opening rocksdb")?;
+        let db = if config.rmw_transactions {
+            Handle::Optimistic(
+                OptimisticTransactionDB::open(&options, dir)
+                    .context("opening rocksdb as an OptimisticTransactionDB")?,
+            )
+        } else {
+            Handle::Plain(DB::open(&options, dir).context("opening rocksdb")?)
+        };
         let mut write_options = WriteOptions::default();
         write_options.set_sync(config.sync);
-        Ok(RocksDb { db, write_options })
+        Ok(RocksDb {
+            db,
+            write_options,
+            transaction_options: OptimisticTransactionOptions::default(),
+        })
     }
 }
 
@@ -81,11 +113,12 @@ fn charge_memory_to_cache(options: &mut Options, table: &mut BlockBasedOptions, 
 
 impl Engine for RocksDb {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        Ok(self.db.put_opt(key, value, &self.write_options)?)
+        Ok(with_db!(&self.db, db => db.put_opt(key, value, &self.write_options))?)
     }
 
     fn get(&self, key: &[u8], out: &mut Vec<u8>) -> Result<bool> {
-        match self.db.get_pinned(key)? {
+        let value = with_db!(&self.db, db => db.get_pinned(key))?;
+        match value {
             Some(value) => {
                 out.clear();
                 out.extend_from_slice(&value);
@@ -93,6 +126,35 @@ impl Engine for RocksDb {
             }
             None => Ok(false),
         }
+    }
+
+    /// An optimistic transaction: `get_pinned_for_update`, put, commit. A
+    /// commit refused with Busy (the key was written since the read) or
+    /// TryAgain (the MemTables no longer hold enough history to tell) is
+    /// retried.
+    fn read_modify_write(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<RmwOutcome> {
+        let Handle::Optimistic(db) = &self.db else {
+            bail!("rocksdb was opened without transactions (--rmw-transactions)");
+        };
+        retry_on_conflict(|| {
+            let txn = db.transaction_opt(&self.write_options, &self.transaction_options);
+            let found = match txn.get_pinned_for_update(key, true)? {
+                Some(current) => {
+                    out.clear();
+                    out.extend_from_slice(&current);
+                    true
+                }
+                None => false,
+            };
+            txn.put(key, value)?;
+            match txn.commit() {
+                Ok(()) => Ok(Attempt::Committed(found)),
+                Err(e) if matches!(e.kind(), ErrorKind::Busy | ErrorKind::TryAgain) => {
+                    Ok(Attempt::Conflicted)
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
     }
 
     fn scan(
@@ -104,31 +166,33 @@ impl Engine for RocksDb {
         // The raw iterator: `DB::iterator` boxes a copy of every key and
         // value (two allocations per record) and steps once past the last
         // record taken, charging RocksDB for the adapter.
-        let mut visited = 0;
-        let mut iter = self.db.raw_iterator();
-        iter.seek(start);
-        while visited < count {
-            let (Some(key), Some(value)) = (iter.key(), iter.value()) else {
-                break;
-            };
-            visit(key, value);
-            visited += 1;
-            if visited < count {
-                iter.next();
+        with_db!(&self.db, db => {
+            let mut visited = 0;
+            let mut iter = db.raw_iterator();
+            iter.seek(start);
+            while visited < count {
+                let (Some(key), Some(value)) = (iter.key(), iter.value()) else {
+                    break;
+                };
+                visit(key, value);
+                visited += 1;
+                if visited < count {
+                    iter.next();
+                }
             }
-        }
-        iter.status()?;
-        Ok(visited)
+            iter.status()?;
+            Ok(visited)
+        })
     }
 
     fn persist(&self) -> Result<()> {
-        Ok(self.db.flush_wal(true)?)
+        Ok(with_db!(&self.db, db => db.flush_wal(true))?)
     }
 
     fn settle(&self) -> Result<()> {
-        self.db.flush()?;
-        Ok(self
-            .db
-            .wait_for_compact(&WaitForCompactOptions::default())?)
+        with_db!(&self.db, db => {
+            db.flush()?;
+            Ok(db.wait_for_compact(&WaitForCompactOptions::default())?)
+        })
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use turtlekv::{Db, Options, WriteOptions};
 
-use super::{Engine, EngineConfig};
+use super::{Attempt, Engine, EngineConfig, RmwOutcome, retry_on_conflict};
 
 pub struct TurtleKv {
     db: Db,
@@ -198,6 +198,29 @@ impl Engine for TurtleKv {
             }
             None => Ok(false),
         }
+    }
+
+    /// `Db::transaction`: get, put, commit; a commit refused with
+    /// `Error::Conflict` (a key read or written changed since the start,
+    /// or a checkpoint finished since) is retried.
+    fn read_modify_write(&self, key: &[u8], value: &[u8], out: &mut Vec<u8>) -> Result<RmwOutcome> {
+        retry_on_conflict(|| {
+            let mut txn = self.db.transaction();
+            let found = match txn.get(key)? {
+                Some(current) => {
+                    out.clear();
+                    out.extend_from_slice(&current);
+                    true
+                }
+                None => false,
+            };
+            txn.put(key, value);
+            match txn.commit(&self.write_options) {
+                Ok(()) => Ok(Attempt::Committed(found)),
+                Err(turtlekv::Error::Conflict(_)) => Ok(Attempt::Conflicted),
+                Err(e) => Err(e.into()),
+            }
+        })
     }
 
     fn scan(
