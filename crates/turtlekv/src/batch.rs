@@ -116,17 +116,16 @@ impl WriteBatch {
         self.push(Tag::BARE, key, value)
     }
 
-    /// Adds an op on a stored key whose first `tag_len` bytes are its
-    /// keyspace's tag (a transaction's buffered write).
-    pub(crate) fn push_tagged(&mut self, key: &[u8], value: Option<&[u8]>, tag_len: u8) {
-        self.push(Tag::BARE, key, value);
-        self.user_bytes -= u64::from(tag_len);
-        if let Some(op) = self.ops.last_mut() {
-            op.tag_len = tag_len;
-        }
+    /// Adds an op on `key` behind `tag` (a transaction's buffered write,
+    /// whose default keyspace's tag is the database's own) and returns
+    /// the stored key.
+    pub(crate) fn push_behind(&mut self, tag: Tag, key: &[u8], value: Option<&[u8]>) -> Bytes {
+        self.push(tag, key, value);
+        self.ops.last().expect("just pushed").key.clone()
     }
 
-    fn note_keyspace(&mut self, keyspace: &Keyspace) {
+    /// Notes a named keyspace the batch writes to (see `put_in`).
+    pub(crate) fn note_keyspace(&mut self, keyspace: &Keyspace) {
         if !self.keyspaces.iter().any(|k| k.same_as(keyspace)) {
             self.keyspaces.push(keyspace.clone());
         }

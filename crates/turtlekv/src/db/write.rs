@@ -165,7 +165,7 @@ impl DbInner {
                 .prepared
                 .check
                 .as_ref()
-                .is_none_or(|check| check.passes(&state, now_seq, &earlier));
+                .is_none_or(|check| check.passes(&state, now_seq, &earlier, &req.batch.ops));
             if passes {
                 req.batch.ops.iter().for_each(|op| earlier.add(&op.key));
             }

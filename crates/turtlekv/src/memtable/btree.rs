@@ -386,6 +386,10 @@ impl MemTable for BTreeMemTable {
         self.get_visible(key, seq)
     }
 
+    fn newest_seq(&self, key: &[u8]) -> Option<u64> {
+        self.newest_seq_of(key)
+    }
+
     fn scan(
         &self,
         lower: Bound<&[u8]>,

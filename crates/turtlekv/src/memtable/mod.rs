@@ -126,6 +126,10 @@ pub(crate) trait MemTable: Send + Sync + Debug {
     /// none, `Some(None)` for a tombstone.
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>>;
 
+    /// Sequence number of the newest version of `key` held, if any (a
+    /// transaction's commit check).
+    fn newest_seq(&self, key: &[u8]) -> Option<u64>;
+
     /// Appends to `out` up to `limit` keys within `(lower, upper)`, each with
     /// its newest version visible at `seq` (tombstones included), in
     /// `direction` order starting from the matching end of the range.

@@ -193,6 +193,14 @@ pub(super) trait Search: Sized {
         out.pop().map(|(_, value)| value)
     }
 
+    /// `MemTable::newest_seq` for either structure.
+    fn newest_seq_of(&self, key: &[u8]) -> Option<u64> {
+        if !self.may_contain(key) {
+            return None;
+        }
+        self.visible(key, u64::MAX).map(|n| n.seq())
+    }
+
     /// `MemTable::scan` for either structure.
     fn scan_visible(
         &self,

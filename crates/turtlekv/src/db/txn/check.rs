@@ -2,13 +2,14 @@
 //! commit's leader in its serial turn, so that no write can come between
 //! the check and the transaction's own.
 //!
-//! A key counts as changed when its newest value in the MemTables now
-//! differs from its newest value there at the snapshot; a range when any
-//! MemTable's view of it differs. Keys the MemTables do not hold did not
-//! change, as long as every write since the snapshot is still in a
-//! MemTable: once a checkpoint has moved some of them into the tree (its
-//! covered sequence number passed the snapshot), the check cannot tell
-//! and reports a conflict.
+//! A key counts as changed when the MemTables hold a version of it newer
+//! than the snapshot (one lookup per key: the newest MemTable holding the
+//! key has its newest version); a range when any MemTable's view of it
+//! differs between the snapshot and now. Keys the MemTables do not hold
+//! did not change, as long as every write since the snapshot is still in
+//! a MemTable: once a checkpoint has moved some of them into the tree
+//! (its covered sequence number passed the snapshot), the check cannot
+//! tell and reports a conflict.
 
 use std::collections::HashSet;
 use std::ops::Bound;
@@ -16,6 +17,7 @@ use std::ops::Bound;
 use bytes::Bytes;
 use parking_lot::Mutex;
 
+use crate::batch::BatchOp;
 use crate::key::compare_keys;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::store::State;
@@ -31,7 +33,7 @@ pub(crate) type ReadRange = (Bound<Bytes>, Bound<Bytes>);
 pub(crate) struct TxnCheck {
     /// The sequence number of the transaction's snapshot.
     pub snapshot_seq: u64,
-    /// Stored keys read or written.
+    /// Stored keys read (those written are the batch's).
     pub keys: Vec<Bytes>,
     /// Stored-key ranges read.
     pub ranges: Vec<ReadRange>,
@@ -51,8 +53,9 @@ impl GroupWrites {
         self.keys.insert(key.clone());
     }
 
-    fn touches(&self, check: &TxnCheck) -> bool {
+    fn touches(&self, check: &TxnCheck, written: &[BatchOp]) -> bool {
         check.keys.iter().any(|k| self.keys.contains(k))
+            || written.iter().any(|op| self.keys.contains(&op.key))
             || self
                 .keys
                 .iter()
@@ -64,14 +67,26 @@ impl TxnCheck {
     /// Checks against `state` (the newest, holding every write up to
     /// `now_seq`) and the group's earlier writes; records and returns
     /// whether the commit may go on.
-    pub fn passes(&self, state: &State, now_seq: u64, group: &GroupWrites) -> bool {
-        let verdict = self.find_conflict(state, now_seq, group);
+    pub fn passes(
+        &self,
+        state: &State,
+        now_seq: u64,
+        group: &GroupWrites,
+        written: &[BatchOp],
+    ) -> bool {
+        let verdict = self.find_conflict(state, now_seq, group, written);
         let passed = verdict.is_none();
         *self.conflict.lock() = verdict;
         passed
     }
 
-    fn find_conflict(&self, state: &State, now_seq: u64, group: &GroupWrites) -> Option<String> {
+    fn find_conflict(
+        &self,
+        state: &State,
+        now_seq: u64,
+        group: &GroupWrites,
+        written: &[BatchOp],
+    ) -> Option<String> {
         let covered = state.tree.as_ref().map_or(0, |t| t.covered_seq());
         if covered > self.snapshot_seq {
             return Some(format!(
@@ -80,16 +95,14 @@ impl TxnCheck {
                 self.snapshot_seq
             ));
         }
-        if group.touches(self) {
+        if group.touches(self, written) {
             return Some("a key read or written was written in the same commit group".into());
         }
         let snapshot_seq = self.snapshot_seq;
-        if let Some(key) = self
-            .keys
-            .iter()
-            .find(|k| newest(state, k, now_seq) != newest(state, k, snapshot_seq))
-        {
-            return Some(format!("key {:?} changed since the snapshot", key));
+        let changed = |key: &[u8]| newest_seq(state, key).is_some_and(|seq| seq > snapshot_seq);
+        let written_keys = written.iter().map(|op| &op.key);
+        if let Some(key) = self.keys.iter().chain(written_keys).find(|k| changed(k)) {
+            return Some(format!("key {key:?} was written since the snapshot"));
         }
         let changed_range = self.ranges.iter().find(|range| {
             state
@@ -100,9 +113,10 @@ impl TxnCheck {
     }
 }
 
-/// The newest version of `key` at `seq` in the MemTables.
-fn newest(state: &State, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
-    state.memtables().find_map(|m| m.get(key, seq))
+/// Sequence number of the newest version of `key` in the MemTables: the
+/// newest MemTable that holds the key holds it.
+fn newest_seq(state: &State, key: &[u8]) -> Option<u64> {
+    state.memtables().find_map(|m| m.newest_seq(key))
 }
 
 /// Whether `memtable`'s newest versions in `range` differ between the two

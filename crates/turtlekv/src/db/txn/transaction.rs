@@ -28,19 +28,14 @@ use crate::{Error, Result, WriteBatch, WriteOptions};
 pub struct Transaction {
     db: Db,
     view: ReadView,
-    /// Buffered writes by stored key (`None`: a delete).
-    writes: BTreeMap<Bytes, BufferedWrite>,
-    /// Named keyspaces written to, each once.
-    keyspaces: Vec<Keyspace>,
+    /// The buffered writes, as the batch the commit writes (a later op
+    /// on a key wins)...
+    batch: WriteBatch,
+    /// ...and where each stored key's newest op is in it.
+    writes: BTreeMap<Bytes, usize>,
     /// What was read, for the commit's check; iterators add to it as they
     /// go, through a shared reference.
     reads: Mutex<ReadSet>,
-}
-
-#[derive(Debug, Clone)]
-struct BufferedWrite {
-    value: Option<Bytes>,
-    tag_len: u8,
 }
 
 #[derive(Debug, Default)]
@@ -55,8 +50,8 @@ impl Transaction {
         Transaction {
             db,
             view,
+            batch: WriteBatch::new(),
             writes: BTreeMap::new(),
-            keyspaces: Vec::new(),
             reads: Mutex::new(ReadSet::default()),
         }
     }
@@ -125,13 +120,13 @@ impl Transaction {
 
     /// Buffers a put of `key` → `value` in `keyspace`.
     pub fn put_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
-        self.note_keyspace(keyspace);
+        self.batch.note_keyspace(keyspace);
         self.buffer(keyspace.core(), key.as_ref(), Some(value.as_ref()));
     }
 
     /// Buffers a delete of `key` in `keyspace`.
     pub fn delete_in(&mut self, keyspace: &Keyspace, key: impl AsRef<[u8]>) {
-        self.note_keyspace(keyspace);
+        self.batch.note_keyspace(keyspace);
         self.buffer(keyspace.core(), key.as_ref(), None);
     }
 
@@ -155,20 +150,14 @@ impl Transaction {
             return Ok(());
         }
         let reads = self.reads.into_inner();
-        let mut keys = reads.keys;
-        keys.extend(self.writes.keys().cloned());
         let check = Arc::new(TxnCheck {
             snapshot_seq: self.view.seq,
-            keys,
+            keys: reads.keys,
             ranges: reads.ranges,
             conflict: Mutex::new(None),
         });
-        let mut batch = WriteBatch::new();
-        for (key, write) in &self.writes {
-            batch.push_tagged(key, write.value.as_deref(), write.tag_len);
-        }
-        batch.keyspaces = self.keyspaces;
-        self.db.write_checked(batch, options, Some(check.clone()))?;
+        self.db
+            .write_checked(self.batch, options, Some(check.clone()))?;
         match check.conflict.lock().take() {
             Some(reason) => Err(Error::Conflict(reason)),
             None => Ok(()),
@@ -178,9 +167,9 @@ impl Transaction {
     fn get_from(&self, core: &KeyspaceCore, key: &[u8]) -> Result<Option<Bytes>> {
         core.check_live()?;
         let stored = core.tag.stored_key(key);
-        if let Some(write) = self.writes.get(&stored) {
+        if let Some(&op) = self.writes.get(&stored) {
             crate::options::validate_entry(key, None)?;
-            return Ok(write.value.clone());
+            return Ok(self.batch.ops[op].value.clone());
         }
         let value = keyspace::get_at(&self.db.inner, &self.view, core, key)?;
         self.reads.lock().keys.push(stored);
@@ -197,7 +186,7 @@ impl Transaction {
         let own: Vec<(Bytes, Option<Bytes>)> = self
             .writes
             .range((stored_lower.clone(), stored_upper.clone()))
-            .map(|(k, w)| (k.slice(core.tag.len()..), w.value.clone()))
+            .map(|(k, &op)| (k.slice(core.tag.len()..), self.batch.ops[op].value.clone()))
             .collect();
         let snapshot = keyspace::range_in(&self.db.inner, self.view.clone(), core, (lower, upper));
         TransactionIter::new(self, snapshot, own, core.tag, (stored_lower, stored_upper))
@@ -217,17 +206,8 @@ impl Transaction {
     }
 
     fn buffer(&mut self, core: &KeyspaceCore, key: &[u8], value: Option<&[u8]>) {
-        let write = BufferedWrite {
-            value: value.map(Bytes::copy_from_slice),
-            tag_len: core.tag.len() as u8,
-        };
-        self.writes.insert(core.tag.stored_key(key), write);
-    }
-
-    fn note_keyspace(&mut self, keyspace: &Keyspace) {
-        if !self.keyspaces.iter().any(|k| k.same_as(keyspace)) {
-            self.keyspaces.push(keyspace.clone());
-        }
+        let stored = self.batch.push_behind(core.tag, key, value);
+        self.writes.insert(stored, self.batch.ops.len() - 1);
     }
 
     fn check_owner(&self, keyspace: &Keyspace) -> Result<()> {
