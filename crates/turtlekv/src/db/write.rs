@@ -159,14 +159,16 @@ impl DbInner {
         }
         let state = self.versions.state();
         let now_seq = self.versions.visible_seq();
+        // Only requests before the last check need their keys noted.
+        let last_check = group.iter().rposition(|r| r.prepared.check.is_some());
         let mut earlier = GroupWrites::default();
-        let passed = group.iter().map(|req| {
+        let passed = group.iter().enumerate().map(|(i, req)| {
             let passes = req
                 .prepared
                 .check
                 .as_ref()
                 .is_none_or(|check| check.passes(&state, now_seq, &earlier, &req.batch.ops));
-            if passes {
+            if passes && last_check.is_some_and(|last| i < last) {
                 req.batch.ops.iter().for_each(|op| earlier.add(&op.key));
             }
             passes

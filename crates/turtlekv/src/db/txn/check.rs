@@ -54,6 +54,9 @@ impl GroupWrites {
     }
 
     fn touches(&self, check: &TxnCheck, written: &[BatchOp]) -> bool {
+        if self.keys.is_empty() {
+            return false;
+        }
         check.keys.iter().any(|k| self.keys.contains(k))
             || written.iter().any(|op| self.keys.contains(&op.key))
             || self
