@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::checkpoint::MAX_FROZEN_MEMTABLES;
 use crate::db::inner::DbInner;
-use crate::db::txn::check::{GroupWrites, TxnCheck};
+use crate::db::txn::check::{GroupWrites, TxnCheck, Written};
 use crate::memtable::{InsertHint, MemTable};
 use crate::stats::bump;
 use crate::wal::{self, MAX_PAYLOAD_BYTES};
@@ -163,11 +163,13 @@ impl DbInner {
         let last_check = group.iter().rposition(|r| r.prepared.check.is_some());
         let mut earlier = GroupWrites::default();
         let passed = group.iter().enumerate().map(|(i, req)| {
-            let passes = req
-                .prepared
-                .check
-                .as_ref()
-                .is_none_or(|check| check.passes(&state, now_seq, &earlier, &req.batch.ops));
+            let passes = req.prepared.check.as_ref().is_none_or(|check| {
+                let written = Written {
+                    ops: &req.batch.ops,
+                    hints: req.prepared.inserts.as_ref().map(|p| &p.hints[..]),
+                };
+                check.passes(&state, now_seq, &earlier, written)
+            });
             if passes && last_check.is_some_and(|last| i < last) {
                 req.batch.ops.iter().for_each(|op| earlier.add(&op.key));
             }

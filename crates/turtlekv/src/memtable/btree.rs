@@ -365,18 +365,21 @@ impl MemTable for BTreeMemTable {
         // inserted (a failed write) is only a false positive.
         self.bloom.insert(key);
         let found = self.seek(Edge::below(key));
+        // The first entry not below the key is its newest version, if any.
+        let newest_seq = found.next.filter(|n| n.key() == key).map(|n| n.seq());
         InsertHint::new(
             self.owner(),
             HintAt::Leaf {
                 leaf: found.leaf.as_ptr(),
                 version: found.version,
+                newest_seq,
             },
         )
     }
 
     fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
         let leaf = match hint.made_by(self.owner()) {
-            Some(&HintAt::Leaf { leaf, version }) => Some((leaf, version)),
+            Some(&HintAt::Leaf { leaf, version, .. }) => Some((leaf, version)),
             _ => None,
         };
         self.insert_with(key, seq, value, leaf);
@@ -388,6 +391,25 @@ impl MemTable for BTreeMemTable {
 
     fn newest_seq(&self, key: &[u8]) -> Option<u64> {
         self.newest_seq_of(key)
+    }
+
+    fn newest_seq_hinted(&self, _key: &[u8], hint: &InsertHint) -> Option<Option<u64>> {
+        let Some(&HintAt::Leaf {
+            leaf,
+            version,
+            newest_seq,
+        }) = hint.made_by(self.owner())
+        else {
+            return None;
+        };
+        let leaf = NonNull::new(leaf.cast_mut())?;
+        // SAFETY: the hint is this MemTable's, so `leaf` is one of its
+        // nodes, which live as long as `self`.
+        let leaf = unsafe { NodePtr::new(leaf) };
+        // Only the writer changes nodes, and the caller is the writer: an
+        // unchanged leaf took no version of the key since the hint, and a
+        // newer version would have gone into it.
+        (leaf.version() == version).then_some(newest_seq)
     }
 
     fn scan(

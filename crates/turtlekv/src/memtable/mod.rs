@@ -63,6 +63,9 @@ enum HintAt {
     Leaf {
         leaf: *const btree_node::Header,
         version: u64,
+        /// The key's newest version in the MemTable then: still its
+        /// newest while the leaf is unchanged (a transaction's check).
+        newest_seq: Option<u64>,
     },
 }
 
@@ -129,6 +132,14 @@ pub(crate) trait MemTable: Send + Sync + Debug {
     /// Sequence number of the newest version of `key` held, if any (a
     /// transaction's commit check).
     fn newest_seq(&self, key: &[u8]) -> Option<u64>;
+
+    /// `newest_seq`, from what `prepare_insert` found for `key` when this
+    /// MemTable made `hint` and nothing changed where the key lies since;
+    /// `None` when the hint cannot tell. Only the writer (the group
+    /// commit's leader) may call it.
+    fn newest_seq_hinted(&self, _key: &[u8], _hint: &InsertHint) -> Option<Option<u64>> {
+        None
+    }
 
     /// Appends to `out` up to `limit` keys within `(lower, upper)`, each with
     /// its newest version visible at `seq` (tombstones included), in

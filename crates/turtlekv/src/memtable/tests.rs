@@ -673,3 +673,26 @@ macro_rules! memtable_tests {
 
 memtable_tests!(skiplist, SkipListMemTable);
 memtable_tests!(btree, BTreeMemTable);
+
+/// A transaction's check takes a written key's newest version from its
+/// insert hint only while the hint's leaf is unchanged.
+#[test]
+fn hints_tell_the_newest_version_until_their_leaf_changes() {
+    let t: BTreeMemTable = table();
+    for i in 0..200u64 {
+        t.insert(Bytes::from(format!("k{i:03}")), i + 1, Some(b("v")));
+    }
+    let hint = t.prepare_insert(b"k100");
+    assert_eq!(t.newest_seq_hinted(b"k100", &hint), Some(Some(101)));
+    assert_eq!(t.newest_seq(b"k100"), Some(101));
+    let absent = t.prepare_insert(b"k100x");
+    assert_eq!(t.newest_seq_hinted(b"k100x", &absent), Some(None));
+    // A newer version of the key goes into the hinted leaf: the hint can
+    // no longer tell, and a lookup finds the new version.
+    t.insert(b("k100"), 500, None);
+    assert_eq!(t.newest_seq_hinted(b"k100", &hint), None);
+    assert_eq!(t.newest_seq(b"k100"), Some(500));
+    // Another MemTable's hint tells nothing.
+    let other: BTreeMemTable = table();
+    assert_eq!(other.newest_seq_hinted(b"k100", &hint), None);
+}

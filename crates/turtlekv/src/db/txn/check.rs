@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use crate::batch::BatchOp;
 use crate::key::compare_keys;
-use crate::memtable::{Direction, MemTable, Versioned};
+use crate::memtable::{Direction, InsertHint, MemTable, Versioned};
 use crate::store::State;
 
 /// Entries compared per step of a range check.
@@ -75,7 +75,7 @@ impl TxnCheck {
         state: &State,
         now_seq: u64,
         group: &GroupWrites,
-        written: &[BatchOp],
+        written: Written<'_>,
     ) -> bool {
         let verdict = self.find_conflict(state, now_seq, group, written);
         let passed = verdict.is_none();
@@ -88,7 +88,7 @@ impl TxnCheck {
         state: &State,
         now_seq: u64,
         group: &GroupWrites,
-        written: &[BatchOp],
+        written: Written<'_>,
     ) -> Option<String> {
         let covered = state.tree.as_ref().map_or(0, |t| t.covered_seq());
         if covered > self.snapshot_seq {
@@ -98,13 +98,21 @@ impl TxnCheck {
                 self.snapshot_seq
             ));
         }
-        if group.touches(self, written) {
+        if group.touches(self, written.ops) {
             return Some("a key read or written was written in the same commit group".into());
         }
         let snapshot_seq = self.snapshot_seq;
-        let changed = |key: &[u8]| newest_seq(state, key).is_some_and(|seq| seq > snapshot_seq);
-        let written_keys = written.iter().map(|op| &op.key);
-        if let Some(key) = self.keys.iter().chain(written_keys).find(|k| changed(k)) {
+        let after_snapshot = |seq: Option<u64>| seq.is_some_and(|seq| seq > snapshot_seq);
+        let read = self
+            .keys
+            .iter()
+            .find(|k| after_snapshot(newest_seq(state, k)));
+        let written_since = || {
+            let mut ops = written.ops.iter().enumerate();
+            ops.find(|(i, op)| after_snapshot(written.newest_seq(state, *i, &op.key)))
+                .map(|(_, op)| &op.key)
+        };
+        if let Some(key) = read.or_else(written_since) {
             return Some(format!("key {key:?} was written since the snapshot"));
         }
         let changed_range = self.ranges.iter().find(|range| {
@@ -113,6 +121,28 @@ impl TxnCheck {
                 .any(|m| range_changed(&**m, range, snapshot_seq, now_seq))
         });
         changed_range.map(|_| "a key in a range read changed since the snapshot".into())
+    }
+}
+
+/// A transaction's batch, with the insert hints its writer prepared.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Written<'a> {
+    pub ops: &'a [BatchOp],
+    /// One per op, when prepared (`PreparedInserts`).
+    pub hints: Option<&'a [InsertHint]>,
+}
+
+impl Written<'_> {
+    /// `newest_seq` of op `i`'s key: from its hint when the active
+    /// MemTable can still answer from it (the search it saves is most of
+    /// a small transaction's check), else by lookups.
+    fn newest_seq(&self, state: &State, i: usize, key: &[u8]) -> Option<u64> {
+        let hint = self.hints.and_then(|hints| hints.get(i));
+        match hint.and_then(|h| state.active.newest_seq_hinted(key, h)) {
+            Some(Some(seq)) => Some(seq),
+            Some(None) => state.frozen.iter().find_map(|f| f.memtable.newest_seq(key)),
+            None => newest_seq(state, key),
+        }
     }
 }
 
