@@ -150,10 +150,7 @@ pub(crate) fn get_latest(
     core: &KeyspaceCore,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
-    core.check_live()?;
-    validate_entry(key, None)?;
-    inner.stats.gets.add(1);
-    core.counts.gets.add(1);
+    start_get(inner, core, key)?;
     core.tag
         .with_stored_key(key, |stored| inner.get_latest(stored))
 }
@@ -165,12 +162,18 @@ pub(crate) fn get_at(
     core: &KeyspaceCore,
     key: &[u8],
 ) -> Result<Option<Bytes>> {
+    start_get(inner, core, key)?;
+    core.tag
+        .with_stored_key(key, |stored| inner.get_at(&view.state, view.seq, stored))
+}
+
+/// Refuses a get of a dropped keyspace or of a bad key, and counts it.
+fn start_get(inner: &DbInner, core: &KeyspaceCore, key: &[u8]) -> Result<()> {
     core.check_live()?;
     validate_entry(key, None)?;
     inner.stats.gets.add(1);
     core.counts.gets.add(1);
-    core.tag
-        .with_stored_key(key, |stored| inner.get_at(&view.state, view.seq, stored))
+    Ok(())
 }
 
 /// A scan of `range` in the keyspace `core` as `view` sees it.
@@ -181,9 +184,7 @@ pub(crate) fn range_in<K: AsRef<[u8]>, R: RangeBounds<K>>(
     range: R,
 ) -> Iter {
     let (lower, upper) = owned_bounds(&range);
-    bump(&inner.stats.scans, 1);
-    core.counts.scans.add(1);
-    Iter::in_keyspace(inner.clone(), view, core, lower, upper)
+    scan_in(inner, view, core, lower, upper)
 }
 
 /// A scan of the keys starting with `prefix` in the keyspace `core`.
@@ -194,6 +195,17 @@ pub(crate) fn prefix_in(
     prefix: &[u8],
 ) -> Iter {
     let (lower, upper) = prefix_bounds(prefix);
+    scan_in(inner, view, core, lower, upper)
+}
+
+/// A counted scan of the user-key range `(lower, upper)` of `core`.
+fn scan_in(
+    inner: &Arc<DbInner>,
+    view: ReadView,
+    core: &KeyspaceCore,
+    lower: std::ops::Bound<Bytes>,
+    upper: std::ops::Bound<Bytes>,
+) -> Iter {
     bump(&inner.stats.scans, 1);
     core.counts.scans.add(1);
     Iter::in_keyspace(inner.clone(), view, core, lower, upper)
