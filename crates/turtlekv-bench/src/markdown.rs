@@ -43,14 +43,7 @@ pub fn render(runs: &[LabelledRun]) -> String {
             }
         }
         for (i, engine) in engines.iter().enumerate() {
-            let mut line = Vec::new();
-            if several {
-                line.push(if i == 0 {
-                    run.label.clone()
-                } else {
-                    String::new()
-                });
-            }
+            let mut line = run_label(several, i == 0, &run.label);
             line.push(engine_title(engine));
             for column in &columns {
                 let cell = cells
@@ -87,14 +80,7 @@ pub fn render(runs: &[LabelledRun]) -> String {
     for run in runs {
         let mut first = true;
         for ((name, nth), row) in with_columns(&run.file.results) {
-            let mut line = Vec::new();
-            if several {
-                line.push(if first {
-                    run.label.clone()
-                } else {
-                    String::new()
-                });
-            }
+            let mut line = run_label(several, first, &run.label);
             first = false;
             line.push(engine_title(&row.engine));
             line.push(workload_title(&name, nth));
@@ -128,14 +114,7 @@ fn rmw_retries(out: &mut String, runs: &[LabelledRun]) {
             let Some(retries) = row.rmw_retries else {
                 continue;
             };
-            let mut line = Vec::new();
-            if several {
-                line.push(if first {
-                    run.label.clone()
-                } else {
-                    String::new()
-                });
-            }
+            let mut line = run_label(several, first, &run.label);
             first = false;
             let transactions = row
                 .per_op
@@ -337,6 +316,16 @@ fn table(
     out.push_str(&line(&rule));
     for row in rows {
         out.push_str(&line(row));
+    }
+}
+
+/// The first cell of a row when the table holds several runs: the run's
+/// label on its first row, empty on the others; no cell for one run.
+fn run_label(several: bool, first: bool, label: &str) -> Vec<String> {
+    match (several, first) {
+        (false, _) => Vec::new(),
+        (true, true) => vec![label.to_string()],
+        (true, false) => vec![String::new()],
     }
 }
 

@@ -144,13 +144,18 @@ impl<'a> Worker<'a> {
         Ok(took)
     }
 
-    /// Writes a fresh value to `record`; returns the engine's time.
-    fn write(&mut self, record: u64) -> Result<Duration> {
+    /// Puts `record`'s key and a fresh value for it in the buffers.
+    fn encode_fresh(&mut self, record: u64) {
         self.settings.key_format.encode(record, &mut self.key);
         let nonce = self.rng.next_u64();
         self.settings
             .codec
             .encode(&self.key, nonce, &mut self.value);
+    }
+
+    /// Writes a fresh value to `record`; returns the engine's time.
+    fn write(&mut self, record: u64) -> Result<Duration> {
+        self.encode_fresh(record);
         let started = Instant::now();
         self.engine.put(&self.key, &self.value)?;
         let took = started.elapsed();
@@ -162,11 +167,7 @@ impl<'a> Worker<'a> {
     /// (`--rmw-transactions`), retries included; the read is checked as
     /// [`Worker::read`] checks it. Returns the engine's time.
     fn read_modify_write(&mut self, record: u64) -> Result<Duration> {
-        self.settings.key_format.encode(record, &mut self.key);
-        let nonce = self.rng.next_u64();
-        self.settings
-            .codec
-            .encode(&self.key, nonce, &mut self.value);
+        self.encode_fresh(record);
         let started = Instant::now();
         let outcome = self
             .engine
