@@ -82,22 +82,14 @@ impl Catalog {
         if guard.is_some() {
             return Ok(guard);
         }
+        let stored = read_stored(db)?;
         let mut named = Named::default();
-        let mut dropped = Vec::new();
-        for item in catalog_iter(db) {
-            let (key, value) = item?;
-            match key.get(1) {
-                Some(&NAME_KIND) => {
-                    let id = decode_id(db, &value)?;
-                    let name = key.slice(2..);
-                    let core = KeyspaceCore::new(id, name.clone(), Tag::of(id));
-                    named.by_name.insert(name, Arc::new(core));
-                }
-                Some(&DROPPED_KIND) => dropped.push(decode_id(db, &key[2..])?),
-                Some(&NEXT_ID_KIND) => named.next_id = decode_id(db, &value)?,
-                _ => return Err(corrupt(db, "an unknown key kind")),
-            }
+        for (id, name) in stored.live {
+            let core = KeyspaceCore::new(id, name.clone(), Tag::of(id));
+            named.by_name.insert(name, Arc::new(core));
         }
+        named.next_id = stored.next_id.unwrap_or(FIRST_NAMED_ID);
+        let dropped = stored.dropped;
         *guard = Some(named);
         for id in dropped {
             self.cleaner.enqueue(db, id);
@@ -177,26 +169,18 @@ impl Catalog {
         // Held throughout, so that no create or drop lands between what
         // is read and what it is compared with.
         let guard = self.named.lock();
-        let (mut live, mut dropped) = (BTreeMap::new(), Vec::new());
-        let mut next_id = None;
-        for item in catalog_iter(db) {
-            let (key, value) = item?;
-            match key.get(1) {
-                Some(&NAME_KIND) => {
-                    live.insert(decode_id(db, &value)?, key.slice(2..));
-                }
-                Some(&DROPPED_KIND) => dropped.push(decode_id(db, &key[2..])?),
-                Some(&NEXT_ID_KIND) => next_id = Some(decode_id(db, &value)?),
-                _ => return Err(corrupt(db, "an unknown key kind")),
-            }
-        }
+        let Stored {
+            live,
+            dropped,
+            next_id,
+        } = read_stored(db)?;
         let ids = live.len() + dropped.len();
         let next_id = match next_id {
             Some(id) => id,
             None if ids == 0 => FIRST_NAMED_ID,
             None => return Err(corrupt(db, "keyspaces but no next id")),
         };
-        let mut all: Vec<KeyspaceId> = live.keys().copied().chain(dropped).collect();
+        let mut all: Vec<KeyspaceId> = live.iter().map(|(id, _)| *id).chain(dropped).collect();
         all.sort_unstable();
         all.dedup();
         if all.len() != ids
@@ -210,7 +194,7 @@ impl Catalog {
             ));
         }
         if let Some(named) = guard.as_ref() {
-            let mut names: Vec<&Bytes> = live.values().collect();
+            let mut names: Vec<&Bytes> = live.iter().map(|(_, name)| name).collect();
             let known: Vec<&Bytes> = named.by_name.keys().collect();
             names.sort();
             if names != known {
@@ -245,6 +229,34 @@ fn name_key(name: &[u8]) -> Vec<u8> {
 
 fn kind_key(kind: u8, rest: &[u8]) -> Vec<u8> {
     [Tag::of(CATALOG_ID).as_bytes(), &[kind], rest].concat()
+}
+
+/// The catalog's keys as stored.
+struct Stored {
+    /// Live keyspaces: id and name.
+    live: Vec<(KeyspaceId, Bytes)>,
+    /// Dropped keyspaces not yet cleaned.
+    dropped: Vec<KeyspaceId>,
+    /// `None` before the first keyspace was created.
+    next_id: Option<KeyspaceId>,
+}
+
+fn read_stored(db: &Arc<DbInner>) -> Result<Stored> {
+    let mut stored = Stored {
+        live: Vec::new(),
+        dropped: Vec::new(),
+        next_id: None,
+    };
+    for item in catalog_iter(db) {
+        let (key, value) = item?;
+        match key.get(1) {
+            Some(&NAME_KIND) => stored.live.push((decode_id(db, &value)?, key.slice(2..))),
+            Some(&DROPPED_KIND) => stored.dropped.push(decode_id(db, &key[2..])?),
+            Some(&NEXT_ID_KIND) => stored.next_id = Some(decode_id(db, &value)?),
+            _ => return Err(corrupt(db, "an unknown key kind")),
+        }
+    }
+    Ok(stored)
 }
 
 fn catalog_iter(db: &Arc<DbInner>) -> Iter {
