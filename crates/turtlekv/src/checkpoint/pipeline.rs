@@ -87,7 +87,7 @@ impl Pipeline<'_> {
         trees: &dyn TreeStore,
         quiet: &mut Quiet,
     ) -> Result<bool> {
-        if let Some(version) = trees.reclaim_space(self.checkpoints.workers())? {
+        if let Some(version) = trees.reclaim_space(self.checkpoints.workers(), 0)? {
             self.versions.install_tree(version);
             quiet.space_released = false;
             trees.reclaim()?;
@@ -98,6 +98,25 @@ impl Pipeline<'_> {
             trees.release_freed_space()?;
         }
         Ok(false)
+    }
+
+    /// Reclaims what the batch of `batch_bytes` about to be checkpointed
+    /// is expected to make garbage, so that reclamation keeps pace with
+    /// the updates even when checkpoints run back to back: up to
+    /// `RECLAIM_STEPS_PER_CHECKPOINT` steps of about the batch's bytes,
+    /// each committed, published and punched on its own. One large
+    /// reclamation inside the checkpoint would hold all the pages it
+    /// rewrites twice until its commit.
+    fn reclaim_before_checkpoint(&self, trees: &dyn TreeStore, batch_bytes: u64) -> Result<()> {
+        for _ in 0..RECLAIM_STEPS_PER_CHECKPOINT {
+            let Some(version) = trees.reclaim_space(self.checkpoints.workers(), batch_bytes)?
+            else {
+                break;
+            };
+            self.versions.install_tree(version);
+            trees.reclaim()?;
+        }
+        Ok(())
     }
 
     /// One window's decisions of the memory policy.
@@ -130,6 +149,7 @@ impl Pipeline<'_> {
             wal_replay_from: oldest.wal_replay_from,
         };
         let reserve = self.reserve_checkpoint_memory(&oldest, trees);
+        self.reclaim_before_checkpoint(trees, oldest.memtable.size_bytes())?;
         let version = trees.checkpoint(&*oldest.memtable, coverage, self.checkpoints.workers())?;
         self.versions.install_checkpoint(&oldest, version);
         let covered_seq = oldest.last_seq;
@@ -255,6 +275,12 @@ impl Drop for PanicIsFailure<'_> {
         self.checkpoints.control.fail(cause.to_string());
     }
 }
+
+/// Reclamation steps a checkpoint may take first, each of about its batch's
+/// bytes: under overwrites, draining a buffer rewrites several bytes of
+/// leaves per byte of garbage it frees, so reclamation needs a few times
+/// the batch's bytes of rewriting to keep pace.
+const RECLAIM_STEPS_PER_CHECKPOINT: usize = 4;
 
 /// Writes must have stopped this long before the checkpoint thread punches
 /// every freed slot (checkpoints punch what they free while writes come).

@@ -26,7 +26,6 @@ use crate::Result;
 use crate::io::FileSystem;
 use crate::memtable::{MemTable, collect_latest};
 use crate::page::{PageIo, PageStoreOptions};
-use crate::tree::format::item::total_size_bytes;
 use crate::tree::{
     BatchOutcome, Item, ReclaimPlan, Tree, TreeConfig, TreeShape, UpdateEvents, referenced_pages,
 };
@@ -75,10 +74,7 @@ struct Progress {
     space: SpacePolicy,
 }
 
-/// An update reclaims at most this many times its batch's bytes...
-const RECLAIM_WORK_PER_BATCH_BYTE: u64 = 4;
-/// ...and at least this many leaves' worth; an update with no batch (a
-/// step between checkpoints) this many.
+/// A reclamation step rewrites at least this many leaves' worth.
 const RECLAIM_MIN_LEAVES: u64 = 4;
 
 impl PagedTreeStore {
@@ -141,11 +137,11 @@ impl PagedTreeStore {
         })
     }
 
-    /// The reclamation the next update makes, with a budget of
-    /// `batch_work_bytes` (at least a few leaves).
-    fn reclaim_plan(&self, batch_work_bytes: u64) -> ReclaimPlan {
+    /// The reclamation the next step makes, with a budget of `work_bytes`
+    /// (at least a few leaves).
+    fn reclaim_plan(&self, work_bytes: u64) -> ReclaimPlan {
         let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
-        let budget = batch_work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
+        let budget = work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
         let progress = self.progress.lock();
         progress.space.plan(&progress.shape, budget)
     }
@@ -204,19 +200,22 @@ impl TreeStore for PagedTreeStore {
                 .into_iter()
                 .map(|(key, value)| Item { key, value })
                 .collect();
-            let batch_bytes = total_size_bytes(&batch) as u64;
-            let work_bytes = batch_bytes.saturating_mul(RECLAIM_WORK_PER_BATCH_BYTE);
-            let plan = self.reclaim_plan(work_bytes);
-            self.tree.apply_items(root, batch, &plan)
+            // Reclamation runs as steps of its own before a checkpoint
+            // (`reclaim_space`), each freeing what it rewrote at its commit.
+            self.tree.apply_items(root, batch, &ReclaimPlan::default())
         })?;
         self.commit(outcome, coverage)
     }
 
-    fn reclaim_space(&self, workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
+    fn reclaim_space(
+        &self,
+        workers: &rayon::ThreadPool,
+        work_bytes: u64,
+    ) -> Result<Option<Arc<dyn TreeVersion>>> {
         let current = self.current.load_full();
         let (plan, draining) = match self.drain_plan() {
             Some(plan) => (plan, true),
-            None => (self.reclaim_plan(0), false),
+            None => (self.reclaim_plan(work_bytes), false),
         };
         if plan.targets.is_empty() && !draining {
             return Ok(None);
@@ -230,7 +229,7 @@ impl TreeStore for PagedTreeStore {
             if draining {
                 self.drains.lock().remove(0);
                 if outcome.new_pages.is_empty() {
-                    return self.reclaim_space(workers);
+                    return self.reclaim_space(workers, work_bytes);
                 }
                 // It reshaped the nodes on its paths: committed, not
                 // left allocated with nothing reaching them.

@@ -87,11 +87,16 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
         StoreStats::default()
     }
 
-    /// Reclaims garbage between checkpoints: when the newest version holds
-    /// more than its threshold, drains some of the worst buffers (a few
-    /// leaves' worth) and commits the result with the same coverage.
-    /// `None` when there was nothing to do.
-    fn reclaim_space(&self, _workers: &rayon::ThreadPool) -> Result<Option<Arc<dyn TreeVersion>>> {
+    /// Reclaims garbage as an update of its own: when the newest version
+    /// holds more than its threshold, drains some of the worst buffers
+    /// (about `work_bytes` of rewriting, at least a few leaves' worth) and
+    /// commits the result with the same coverage. `None` when there was
+    /// nothing to do.
+    fn reclaim_space(
+        &self,
+        _workers: &rayon::ThreadPool,
+        _work_bytes: u64,
+    ) -> Result<Option<Arc<dyn TreeVersion>>> {
         Ok(None)
     }
 

@@ -167,7 +167,7 @@ impl VersionSet {
     }
 
     /// Publishes `version`, a rewrite of the current tree version with the
-    /// same coverage (space reclamation while the database is idle).
+    /// same coverage (a space reclamation step).
     pub fn install_tree(&self, version: Arc<dyn TreeVersion>) {
         self.transition(|current| {
             debug_assert!(
