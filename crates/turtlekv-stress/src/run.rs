@@ -222,7 +222,7 @@ impl Shared<'_> {
             }
             let sync = rng.below(16) == 0;
             self.db
-                .write(batch, &WriteOptions { sync })
+                .write(batch, &WriteOptions::new().sync(sync))
                 .map_err(|e| format!("writer {w}: write failed: {e}"))?;
             for &id in &ids {
                 self.expected.commit(id).map_err(io)?;

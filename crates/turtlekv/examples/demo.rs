@@ -127,7 +127,7 @@ fn group_commit(db: &Db) -> turtlekv::Result<()> {
                 s.spawn(move || -> turtlekv::Result<()> {
                     for i in 0..SYNC_WRITES_PER_THREAD {
                         let k = format!("sync-{thread}-{i}");
-                        db.put_opt(k, b"durable", &WriteOptions { sync: true })?;
+                        db.put_opt(k, b"durable", &WriteOptions::new().sync(true))?;
                     }
                     Ok(())
                 })

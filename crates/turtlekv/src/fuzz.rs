@@ -241,7 +241,7 @@ impl ApiRun {
                 let (k, v) = (input.key(), input.value());
                 let sync = input.next().is_multiple_of(8);
                 self.db()
-                    .put_opt(&k, &v, &WriteOptions { sync })
+                    .put_opt(&k, &v, &WriteOptions::new().sync(sync))
                     .expect("put");
                 self.model.insert(k, v);
             }
@@ -312,7 +312,7 @@ impl ApiRun {
         }
         let sync = input.next().is_multiple_of(8);
         self.db()
-            .write(batch, &WriteOptions { sync })
+            .write(batch, &WriteOptions::new().sync(sync))
             .expect("write batch");
         self.model = after;
     }

@@ -11,7 +11,7 @@
 //! db.put(b"apple", b"red")?;
 //! let mut batch = WriteBatch::new();
 //! batch.put(b"banana", b"yellow").delete(b"apple");
-//! db.write(batch, &WriteOptions { sync: true })?;
+//! db.write(batch, &WriteOptions::new().sync(true))?;
 //! assert_eq!(db.get(b"apple")?, None);
 //! let keys: Vec<_> = db.prefix(b"ban").map(|kv| kv.map(|(k, _)| k)).collect::<Result<_, _>>()?;
 //! assert_eq!(keys, vec![&b"banana"[..]]);

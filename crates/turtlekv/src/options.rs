@@ -374,13 +374,30 @@ impl Options {
     }
 }
 
-/// Per-write durability, as in RocksDB.
+/// Per-write durability, as in RocksDB: `&WriteOptions::new().sync(true)`.
+/// Built with its methods, so that options added later leave callers'
+/// code as it is.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct WriteOptions {
     /// `true`: return only once the write is on stable storage (`fdatasync`).
     /// `false`: the write is handed to the OS before returning, so it survives
     /// a process crash (`kill -9`) but may be lost on power failure.
     pub sync: bool,
+}
+
+impl WriteOptions {
+    /// Unsynced writes (the default).
+    pub const fn new() -> Self {
+        WriteOptions { sync: false }
+    }
+
+    /// Sets [`WriteOptions::sync`].
+    #[must_use]
+    pub const fn sync(mut self, sync: bool) -> Self {
+        self.sync = sync;
+        self
+    }
 }
 
 /// Rejects keys and values outside the documented limits.
@@ -482,4 +499,56 @@ mod tests {
             Err(Error::InvalidOptions(_))
         ));
     }
+}
+
+/// Chained setters, one per field of [`Options`], each documented there:
+/// `Options::new().cache_capacity_bytes(1 << 30).compression(Compression::Zstd)`.
+/// The struct is `#[non_exhaustive]` so that fields can be added without
+/// breaking callers; outside this crate it is built with these (or by
+/// assigning fields of `Options::default()`), not with a struct literal.
+macro_rules! setters {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        impl Options {
+            /// The defaults (`Options::default()`).
+            pub fn new() -> Self {
+                Self::default()
+            }
+
+            /// Fails to compile when a field has no setter.
+            #[cfg(test)]
+            #[expect(dead_code, reason = "compiled, never called: the check is the build")]
+            fn every_field_has_a_setter(self) {
+                let Options { $($field: _),* } = self;
+            }
+
+            $(
+                #[doc = concat!("Sets [`Options::", stringify!($field), "`].")]
+                #[must_use]
+                pub fn $field(mut self, value: $ty) -> Self {
+                    self.$field = value;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+setters! {
+    create_if_missing: bool,
+    cache_capacity_bytes: u64,
+    checkpoint_distance_bytes: u64,
+    write_only_checkpoint_distance_bytes: u64,
+    record_cache_capacity_bytes: u64,
+    record_cache_auto_split: bool,
+    checkpoint_on_read_pressure: bool,
+    checkpoint_io_idle: bool,
+    checkpoint_threads: usize,
+    garbage_percent: u32,
+    leaf_size_bytes: u64,
+    node_size_bytes: u64,
+    filter_bits_per_key: u32,
+    direct_io: bool,
+    wal_segment_size_bytes: u64,
+    wal_recovery: WalRecovery,
+    compression: Compression,
 }

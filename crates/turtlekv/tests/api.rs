@@ -8,7 +8,7 @@ use common::{contents, open_fault, small_options};
 use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem, Mappings};
 use turtlekv::{Db, Error, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions};
 
-const SYNC: WriteOptions = WriteOptions { sync: true };
+const SYNC: WriteOptions = WriteOptions::new().sync(true);
 
 #[test]
 fn put_get_delete_and_reopen() {
@@ -236,7 +236,7 @@ fn lock_writer_child() {
         db.put_opt(
             i.to_be_bytes(),
             [7u8; 100],
-            &WriteOptions { sync: i % 16 == 0 },
+            &WriteOptions::new().sync(i % 16 == 0),
         )
         .unwrap();
     }
@@ -299,7 +299,7 @@ fn creating_a_database_inside_another_is_refused_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let outer = dir.path().join("outer");
     let db = Db::open(&outer, Options::default()).unwrap();
-    db.put_opt(b"k", b"v", &WriteOptions { sync: true })
+    db.put_opt(b"k", b"v", &WriteOptions::new().sync(true))
         .unwrap();
     drop(db);
     let listing = |p: &Path| {

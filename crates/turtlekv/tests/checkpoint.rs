@@ -96,7 +96,7 @@ fn hundreds_of_checkpoints_match_the_model() {
                     }
                 }
                 let sync = rng.below(10) == 0;
-                db.write(batch, &WriteOptions { sync }).unwrap();
+                db.write(batch, &WriteOptions::new().sync(sync)).unwrap();
             }
             80..=94 => {
                 let k = random_key(&mut rng);

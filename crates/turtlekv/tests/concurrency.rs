@@ -150,7 +150,7 @@ fn syncs_per_sync_write(threads: u32) -> f64 {
                 barrier.wait();
                 for i in 0..writes_per_thread {
                     let key = format!("t{t}-{i}");
-                    db.put_opt(&key, b"v", &WriteOptions { sync: true })
+                    db.put_opt(&key, b"v", &WriteOptions::new().sync(true))
                         .unwrap();
                 }
             })

@@ -55,7 +55,7 @@ fn build() -> Built {
         // A few synced writes in the WAL tail: damage before them is
         // provably not a torn write.
         let sync = i > 400 && i % 25 == 0;
-        db.write(wb, &WriteOptions { sync }).unwrap();
+        db.write(wb, &WriteOptions::new().sync(sync)).unwrap();
         history.push(batch);
     }
     db.flush_wal().unwrap();
@@ -282,7 +282,7 @@ fn synced_database(fs: &FaultFs, batches: u32) -> Model {
     for i in 0..batches {
         let key = format!("key{:03}", i * 37 % 200).into_bytes();
         let value = vec![i as u8; 50 + (i % 100) as usize];
-        db.put_opt(&key, &value, &WriteOptions { sync: true })
+        db.put_opt(&key, &value, &WriteOptions::new().sync(true))
             .unwrap();
         model.insert(key, value);
     }
@@ -334,7 +334,7 @@ fn torn_superblock_slot_falls_back_to_older_slot() {
         // dozen bytes; 4 KiB distance): the loop ends at the poisoning.
         for i in 0..1000u32 {
             let key = format!("more{i:03}").into_bytes();
-            match db.put_opt(&key, b"v", &WriteOptions { sync: true }) {
+            match db.put_opt(&key, b"v", &WriteOptions::new().sync(true)) {
                 Ok(()) => acked.insert(key, b"v".to_vec()),
                 Err(Error::Poisoned { .. } | Error::Io(_)) => break,
                 Err(e) => panic!("{e:?}"),

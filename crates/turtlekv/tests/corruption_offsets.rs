@@ -61,7 +61,7 @@ fn build(dir: &Path) {
     for i in 0..50u32 {
         let mut batch = WriteBatch::new();
         batch.put(format!("zz{i:04}"), vec![7u8; 20]);
-        db.write(batch, &WriteOptions { sync: i % 10 == 0 })
+        db.write(batch, &WriteOptions::new().sync(i % 10 == 0))
             .unwrap();
     }
     db.close().unwrap();

@@ -69,7 +69,7 @@ fn run_until_failure(db: &Db, work: &[(Vec<Entry>, bool)]) -> (usize, usize) {
                 None => batch.delete(k),
             };
         }
-        match db.write(batch, &WriteOptions { sync: *sync }) {
+        match db.write(batch, &WriteOptions::new().sync(*sync)) {
             Ok(()) if *sync => durable = i + 1,
             Ok(()) => {}
             Err(Error::Io(_) | Error::Poisoned { .. }) => return (i, durable),
@@ -360,12 +360,12 @@ fn records_replayed_after_a_kill_survive_a_power_cut_after_a_sync_write() {
                     None => batch.delete(k),
                 };
             }
-            db.write(batch, &WriteOptions { sync: false }).unwrap();
+            db.write(batch, &WriteOptions::new().sync(false)).unwrap();
         }
         let killed = fs.kill();
         drop(db); // the killed image no longer sees what this does
         let db = open_fault(&killed, small_options()).unwrap();
-        db.put_opt(b"after-kill", b"1", &WriteOptions { sync: true })
+        db.put_opt(b"after-kill", b"1", &WriteOptions::new().sync(true))
             .unwrap();
         let after_cut = killed.crash(CrashMode::DropUnsynced);
         drop(db);
@@ -577,7 +577,7 @@ fn ks_commit(
                 }
             }
         }
-        match txn.commit(&WriteOptions { sync }) {
+        match txn.commit(&WriteOptions::new().sync(sync)) {
             Err(Error::Conflict(reason)) => assert!(
                 db.stats().checkpoint_covered_sequence > start,
                 "a conflict without a checkpoint since the start: {reason}"
@@ -602,7 +602,7 @@ impl Workload for KsWorkload {
                 }
                 KsStep::Write(entries, sync) => {
                     let batch = ks_batch(&handles, entries);
-                    (db.write(batch, &WriteOptions { sync: *sync }), *sync)
+                    (db.write(batch, &WriteOptions::new().sync(*sync)), *sync)
                 }
                 KsStep::Commit(entries, sync) => (ks_commit(db, &handles, entries, *sync), *sync),
                 KsStep::Drop(name) => {

@@ -20,7 +20,7 @@ use common::{Model, checkpointing_options, contents, open_fault};
 use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, Mappings};
 use turtlekv::{Db, Error, Options, WriteBatch, WriteOptions};
 
-const SYNC: WriteOptions = WriteOptions { sync: true };
+const SYNC: WriteOptions = WriteOptions::new().sync(true);
 
 /// Batch `i` of the workload: two keys, values of 150..250 bytes, so a
 /// checkpoint comes every dozen batches.

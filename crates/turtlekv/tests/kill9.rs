@@ -49,7 +49,8 @@ fn kill9_child_writer() {
             .put(key('k', i), i.to_be_bytes())
             .put_in(&ks, key('m', i), vec![i as u8; 300])
             .put_in(tmp, key('t', i), i.to_le_bytes());
-        db.write(batch, &WriteOptions { sync: i % 2 == 0 }).unwrap();
+        db.write(batch, &WriteOptions::new().sync(i % 2 == 0))
+            .unwrap();
         writeln!(stdout, "ack {i}").unwrap();
         stdout.flush().unwrap();
     }

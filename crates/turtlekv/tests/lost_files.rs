@@ -11,7 +11,7 @@ use common::{Model, checkpointing_options, contents, open_fault, small_options};
 use turtlekv::io::{FaultFs, FileSystem, OpenOptions, read_all};
 use turtlekv::{Db, Error, Options, WalRecovery, WriteOptions};
 
-const SYNC: WriteOptions = WriteOptions { sync: true };
+const SYNC: WriteOptions = WriteOptions::new().sync(true);
 
 /// The segment files of `wal_dir`, oldest first.
 fn segments_in(list: Vec<String>, wal_dir: &Path) -> Vec<PathBuf> {
@@ -195,7 +195,7 @@ fn a_segment_of_another_database_with_the_same_history_is_refused() {
 fn rotated_log(fs: &FaultFs, sync: bool) -> Model {
     let db = open_fault(fs, small_options()).unwrap();
     let mut model = Model::new();
-    let options = WriteOptions { sync };
+    let options = WriteOptions::new().sync(sync);
     for i in 0..2_000u32 {
         let value = vec![(i % 251) as u8; 100];
         db.put_opt(i.to_be_bytes(), &value, &options).unwrap();

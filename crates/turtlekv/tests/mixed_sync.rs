@@ -42,7 +42,7 @@ fn a_sync_write_grouped_behind_unsynced_writes_is_durable_when_acknowledged() {
     let mut lost = Vec::new();
     for i in 0..60u32 {
         let key = format!("sync-{i:04}");
-        db.put_opt(&key, b"durable", &WriteOptions { sync: true })
+        db.put_opt(&key, b"durable", &WriteOptions::new().sync(true))
             .unwrap();
         // A power cut right after the acknowledgement.
         let crashed = fs.crash(CrashMode::DropUnsynced);

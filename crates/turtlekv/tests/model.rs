@@ -201,13 +201,8 @@ fn run(ops: Vec<Op>, options: Options) {
                         None => batch.delete(k),
                     };
                 }
-                db.write(
-                    batch,
-                    &WriteOptions {
-                        sync: entries.len() % 2 == 0,
-                    },
-                )
-                .unwrap();
+                db.write(batch, &WriteOptions::new().sync(entries.len() % 2 == 0))
+                    .unwrap();
                 for (k, v) in entries {
                     match v {
                         Some(v) => model.insert(k, v),
@@ -657,7 +652,7 @@ fn run_keyspaces(ops: Vec<KsOp>, options: Options) {
                 }
             }
             KsOp::Put(s, k, v, sync) => {
-                let options = WriteOptions { sync };
+                let options = WriteOptions::new().sync(sync);
                 match target(&handles, &model, s) {
                     Target::Default => db.put_opt(&k, &v, &options).unwrap(),
                     Target::Live(h) => h.put_opt(&k, &v, &options).unwrap(),
@@ -696,7 +691,7 @@ fn run_keyspaces(ops: Vec<KsOp>, options: Options) {
                     refused |= matches!(target(&handles, &model, *s), Target::Dropped(_));
                     applied.push((*s, k, v));
                 }
-                let result = db.write(batch, &WriteOptions { sync });
+                let result = db.write(batch, &WriteOptions::new().sync(sync));
                 if refused {
                     // Nothing of a batch with a dropped keyspace is applied.
                     dropped(result);

@@ -9,7 +9,7 @@ use common::{contents, open_fault, small_options};
 use turtlekv::io::{CrashMode, FaultFs, FileSystem, Mappings, OpenOptions, read_all};
 use turtlekv::{Error, WriteOptions};
 
-const SYNC: WriteOptions = WriteOptions { sync: true };
+const SYNC: WriteOptions = WriteOptions::new().sync(true);
 /// A version-4 header, naming the database (docs/format.md).
 const SEGMENT_HEADER_BYTES: u64 = 48;
 const FRAME_HEADER_BYTES: u64 = 12;

@@ -167,7 +167,7 @@ impl TurtleKv {
         Ok(TurtleKv {
             monitor: Monitor::start(&db),
             db,
-            write_options: WriteOptions { sync: config.sync },
+            write_options: WriteOptions::new().sync(config.sync),
         })
     }
 }

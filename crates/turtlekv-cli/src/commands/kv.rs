@@ -13,7 +13,7 @@ use crate::keyspace::Target;
 
 /// The process exits right after, so the write is synced: a command that
 /// returned must not lose it even on power failure.
-const DURABLE: WriteOptions = WriteOptions { sync: true };
+const DURABLE: WriteOptions = WriteOptions::new().sync(true);
 
 /// The decoded, checked key of a one-key command, with its encoding
 /// (the keyspace name is checked too).

@@ -47,7 +47,7 @@ fn written_database(fs: &FaultFs) -> Model {
     let mut model = Model::new();
     for i in 0..1_500u32 {
         let key = (i % 400).to_be_bytes().to_vec();
-        let sync = WriteOptions { sync: i % 7 == 0 };
+        let sync = WriteOptions::new().sync(i % 7 == 0);
         if i % 5 == 4 {
             db.delete_opt(&key, &sync).unwrap();
             model.remove(&key);

@@ -106,7 +106,7 @@ fn a_batch_is_atomic_across_keyspaces_and_snapshots_see_them_at_one_point() {
         .put_in(&a, "x", "1")
         .put_in(&b, "x", "2")
         .put("x", "0");
-    db.write(batch, &WriteOptions { sync: true }).unwrap();
+    db.write(batch, &WriteOptions::new().sync(true)).unwrap();
     let snapshot = db.snapshot();
     let mut batch = WriteBatch::new();
     batch

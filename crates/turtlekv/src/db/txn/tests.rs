@@ -24,7 +24,7 @@ fn roomy() -> Options {
 }
 
 fn sync() -> WriteOptions {
-    WriteOptions { sync: true }
+    WriteOptions::new().sync(true)
 }
 
 #[test]
