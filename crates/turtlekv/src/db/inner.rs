@@ -119,16 +119,59 @@ impl DbInner {
         if let Some(cached) = self.record_cache.get(key, seq) {
             return Ok(cached);
         }
+        if let Some(found) = state.memtable_get(key, seq) {
+            return Ok(found);
+        }
+        self.tree_get(state, seq, key)
+    }
+
+    /// `get_at` of every key of `keys`, in order, with the disk reads of
+    /// the tree's lookups issued together (`TreeVersion::prefetch_lookups`).
+    pub fn multi_get_at(
+        &self,
+        state: &State,
+        seq: u64,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Bytes>>> {
+        let mut values = Vec::with_capacity(keys.len());
+        let mut to_tree = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let found = match self.record_cache.get(key, seq) {
+                Some(cached) => Some(cached),
+                None => state.memtable_get(key, seq),
+            };
+            if found.is_none() {
+                to_tree.push(i);
+            }
+            values.push(found.flatten());
+        }
+        if let (Some(tree), true) = (&state.tree, to_tree.len() > 1) {
+            let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
+            let reads_before = crate::page::thread_read_ios();
+            tree.prefetch_lookups(&pending)?;
+            let reads = crate::page::thread_read_ios() - reads_before;
+            bump(&self.stats.get_disk_reads, reads);
+        }
+        for i in to_tree {
+            values[i] = self.tree_get(state, seq, keys[i])?;
+        }
+        Ok(values)
+    }
+
+    /// The tree's answer for `key` under `state`, admitted to the record
+    /// cache. Counts the page reads it causes.
+    fn tree_get(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Bytes>> {
+        let Some(tree) = &state.tree else {
+            return Ok(None);
+        };
         let reads_before = crate::page::thread_read_ios();
-        let (value, from_tree) = state.get(key, seq)?;
+        let value = tree.get(key)?;
         let reads = crate::page::thread_read_ios() - reads_before;
         bump(&self.stats.get_disk_reads, reads);
         if reads > 0 {
             self.record_cache.recall_after_disk_read(key);
         }
-        if from_tree {
-            self.record_cache.admit(key, value.as_ref(), seq);
-        }
+        self.record_cache.admit(key, value.as_ref(), seq);
         Ok(value)
     }
 

@@ -51,8 +51,12 @@ pub struct Iter {
     back_last: Option<Vec<u8>>,
     front: Vec<Cursor>,
     back: Vec<Cursor>,
-    /// Bytes of keyspace tag to cut off each key before it is returned.
-    strip: usize,
+    /// The keyspace's tag, cut off each key before it is returned and put
+    /// before a key to seek.
+    tag: Bytes,
+    /// An error was returned: the iteration is over for good, seeks
+    /// included.
+    broken: bool,
     /// An error to return first (the keyspace was dropped), after which
     /// the iteration is over.
     failed: Option<crate::Error>,
@@ -282,7 +286,8 @@ impl Iter {
             upper,
             front_last: None,
             back_last: None,
-            strip: 0,
+            tag: Bytes::new(),
+            broken: false,
             failed: None,
         }
     }
@@ -313,7 +318,7 @@ impl Iter {
         }
         let (lower, upper) = core.tag.bounds(lower, upper);
         let mut iter = Iter::new(db, view, lower, upper);
-        iter.strip = core.tag.len();
+        iter.tag = Bytes::copy_from_slice(core.tag.as_bytes());
         iter
     }
 
@@ -373,6 +378,76 @@ impl Iter {
         self.front.clear();
         self.back.clear();
     }
+
+    /// Ends the iteration for good after an error.
+    fn fail(&mut self) {
+        self.broken = true;
+        self.finish();
+    }
+
+    /// Moves the forward end to the first key at or after `key` within the
+    /// iterator's range (and its keyspace): the next [`Iterator::next`]
+    /// returns it. Seeking backwards is allowed. The reverse end stays
+    /// where it is: keys `next_back` returned are not returned again, and
+    /// once the ends have met a seek finds nothing more. After an error
+    /// the iteration stays over.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) {
+        let target = Bound::Included(self.stored(key.as_ref()));
+        let start = tighter(&self.lower, target, Direction::Forward);
+        self.front_last = None;
+        self.front = self.reopened(&start, (&start, &self.upper));
+    }
+
+    /// Moves the reverse end to the last key at or before `key` within the
+    /// iterator's range: the next [`DoubleEndedIterator::next_back`]
+    /// returns it. The mirror of [`Iter::seek`].
+    pub fn seek_back(&mut self, key: impl AsRef<[u8]>) {
+        let target = Bound::Included(self.stored(key.as_ref()));
+        let start = tighter(&self.upper, target, Direction::Reverse);
+        self.back_last = None;
+        self.back = self.reopened(&start, (&self.lower, &start));
+    }
+
+    /// `key` behind the iterator's keyspace tag.
+    fn stored(&self, key: &[u8]) -> Bytes {
+        let mut stored = Vec::with_capacity(self.tag.len() + key.len());
+        stored.extend_from_slice(&self.tag);
+        stored.extend_from_slice(key);
+        Bytes::from(stored)
+    }
+
+    /// Fresh cursors for one end, starting at `start`; none when the range
+    /// `(lower, upper)` left is empty or the iteration is over (an error,
+    /// or the ends met).
+    fn reopened(
+        &self,
+        start: &Bound<Bytes>,
+        (lower, upper): (&Bound<Bytes>, &Bound<Bytes>),
+    ) -> Vec<Cursor> {
+        let over = self.broken || (self.front.is_empty() && self.back.is_empty());
+        if over || is_empty_range(lower, upper) {
+            return Vec::new();
+        }
+        sources(&self.view)
+            .map(|_| Cursor::new(start.clone()))
+            .collect()
+    }
+}
+
+/// Of the range bound `bound` and a seek's `target`, the one that lets
+/// fewer keys through at the end `dir` starts from.
+fn tighter(bound: &Bound<Bytes>, target: Bound<Bytes>, dir: Direction) -> Bound<Bytes> {
+    let Bound::Included(t) = &target else {
+        return target;
+    };
+    let keep_bound = match bound {
+        Bound::Unbounded => false,
+        Bound::Included(b) | Bound::Excluded(b) => match dir {
+            Direction::Forward => compare_keys(b, t).is_ge(),
+            Direction::Reverse => compare_keys(b, t).is_le(),
+        },
+    };
+    if keep_bound { bound.clone() } else { target }
 }
 
 impl Iterator for Iter {
@@ -387,7 +462,7 @@ impl Iterator for Iter {
                 Ok(Some(item)) => item,
                 Ok(None) => return None,
                 Err(e) => {
-                    self.finish();
+                    self.fail();
                     return Some(Err(e));
                 }
             };
@@ -397,7 +472,7 @@ impl Iterator for Iter {
             }
             remember(&mut self.front_last, &key);
             if let Some(value) = value {
-                return Some(Ok((strip(key, self.strip), value)));
+                return Some(Ok((strip(key, self.tag.len()), value)));
             }
         }
     }
@@ -413,7 +488,7 @@ impl DoubleEndedIterator for Iter {
                 Ok(Some(item)) => item,
                 Ok(None) => return None,
                 Err(e) => {
-                    self.finish();
+                    self.fail();
                     return Some(Err(e));
                 }
             };
@@ -423,7 +498,7 @@ impl DoubleEndedIterator for Iter {
             }
             remember(&mut self.back_last, &key);
             if let Some(value) = value {
-                return Some(Ok((strip(key, self.strip), value)));
+                return Some(Ok((strip(key, self.tag.len()), value)));
             }
         }
     }

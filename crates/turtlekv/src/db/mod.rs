@@ -50,6 +50,7 @@ pub use txn::{CompareAndSwapError, Transaction, TransactionIter};
 
 use crate::checkpoint::WorkerGuard;
 use crate::io::{FileSystem, RealFs};
+use crate::memtable::Direction;
 use crate::options::validate_entry;
 use crate::stats::Stats;
 use crate::store::{PagedTreeStore, StoreStats, TreeStore};
@@ -298,6 +299,58 @@ impl Db {
         let inner = &self.inner;
         let view = inner.versions.read_view();
         keyspace::prefix_in(inner, view, &inner.keyspaces.default, prefix.as_ref())
+    }
+
+    /// Iterates over every key, in order (from either end: [`Iter`] is
+    /// double-ended), at the moment of the call.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// The values of `keys`, in their order, all read at one point in
+    /// time. The lookups that must read from disk issue their reads
+    /// together, so that the device serves them at once: out of cache
+    /// this is several times the throughput of one [`Db::get`] after
+    /// another. An invalid key fails the whole call.
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let inner = &self.inner;
+        let view = inner.versions.read_view();
+        keyspace::multi_get_at(inner, &view, &inner.keyspaces.default, keys)
+    }
+
+    /// About how many keys the database holds, cheaply: from the
+    /// tree's node pages and leaf heads (usually cached) and the
+    /// MemTables, without reading the records. Keys with versions not yet
+    /// merged (an overwrite buffered above an older version, a delete
+    /// not yet applied) may count more than once, as in RocksDB's
+    /// `estimate-num-keys`; count with [`Db::iter`] for an exact figure.
+    pub fn approximate_len(&self) -> Result<u64> {
+        keyspace::approximate_len(
+            &self.inner.versions.read_view(),
+            &self.inner.keyspaces.default,
+        )
+    }
+
+    /// The pair with the smallest key, if any.
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let inner = &self.inner;
+        let view = inner.versions.read_view();
+        keyspace::end_pair(inner, view, &inner.keyspaces.default, Direction::Forward)
+    }
+
+    /// The pair with the largest key, if any.
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let inner = &self.inner;
+        let view = inner.versions.read_view();
+        keyspace::end_pair(inner, view, &inner.keyspaces.default, Direction::Reverse)
     }
 
     /// Starts an optimistic transaction (see [`Transaction`]).

@@ -9,6 +9,7 @@ use crate::Result;
 use crate::db::DbInner;
 use crate::db::iter::Iter;
 use crate::db::keyspace::{self, Keyspace};
+use crate::memtable::Direction;
 use crate::store::ReadView;
 
 /// A frozen view of the database at the moment [`crate::Db::snapshot`] was
@@ -44,6 +45,48 @@ impl Snapshot {
     pub fn prefix(&self, prefix: impl AsRef<[u8]>) -> Iter {
         let default = &self.db.keyspaces.default;
         keyspace::prefix_in(&self.db, self.view.clone(), default, prefix.as_ref())
+    }
+
+    /// Iterates over every key at the snapshot's point in time.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Whether `key` has a value at the snapshot's point in time.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// The values of `keys` at the snapshot's point in time, in their
+    /// order, their disk reads issued together (see [`crate::Db::multi_get`]).
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let default = &self.db.keyspaces.default;
+        keyspace::multi_get_at(&self.db, &self.view, default, keys)
+    }
+
+    /// About how many keys the snapshot sees, cheaply: from the
+    /// tree's node pages and leaf heads (usually cached) and the
+    /// MemTables, without reading the records. Keys with versions not yet
+    /// merged (an overwrite buffered above an older version, a delete
+    /// not yet applied) may count more than once, as in RocksDB's
+    /// `estimate-num-keys`; count with [`Snapshot::iter`] for an exact figure.
+    pub fn approximate_len(&self) -> Result<u64> {
+        keyspace::approximate_len(&self.view, &self.db.keyspaces.default)
+    }
+
+    /// The pair with the smallest key at the snapshot's point in time.
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let default = &self.db.keyspaces.default;
+        keyspace::end_pair(&self.db, self.view.clone(), default, Direction::Forward)
+    }
+
+    /// The pair with the largest key at the snapshot's point in time.
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let default = &self.db.keyspaces.default;
+        keyspace::end_pair(&self.db, self.view.clone(), default, Direction::Reverse)
     }
 
     /// The value of `key` in `keyspace` at the snapshot's point in time.

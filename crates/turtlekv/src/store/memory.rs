@@ -70,6 +70,14 @@ impl TreeVersion for MemoryVersion {
         self.covered_seq
     }
 
+    fn approximate_items(&self, (lo, hi): crate::tree::count::KeySpan<'_>) -> Result<u64> {
+        let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(self
+            .map
+            .range::<[u8], _>((Bound::Included(lo), upper))
+            .count() as u64)
+    }
+
     fn check(&self) -> Result<TreeCheck> {
         Ok(TreeCheck {
             keys: self.map.len() as u64,

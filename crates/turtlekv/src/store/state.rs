@@ -6,7 +6,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use super::TreeVersion;
-use crate::Result;
 use crate::memtable::MemTable;
 use crate::wal::WalPosition;
 
@@ -35,16 +34,11 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// The value of `key` as of sequence number `seq`, and whether it was
-    /// read from the tree (rather than a MemTable).
-    pub fn get(&self, key: &[u8], seq: u64) -> Result<(Option<Bytes>, bool)> {
-        if let Some(found) = self.memtables().find_map(|m| m.get(key, seq)) {
-            return Ok((found, false));
-        }
-        match &self.tree {
-            Some(tree) => Ok((tree.get(key)?, true)),
-            None => Ok((None, false)),
-        }
+    /// The newest version of `key` as of sequence number `seq` in the
+    /// MemTables: `Some(None)` for a tombstone, `None` when no MemTable
+    /// holds the key (the tree then answers).
+    pub fn memtable_get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+        self.memtables().find_map(|m| m.get(key, seq))
     }
 
     /// MemTables newest first: a key's first hit is its newest version.

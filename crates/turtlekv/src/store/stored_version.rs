@@ -59,6 +59,15 @@ impl TreeVersion for StoredVersion {
             .get_with_root_memo(self.pin.root(), &self.root_memo, key)
     }
 
+    fn approximate_items(&self, span: crate::tree::count::KeySpan<'_>) -> Result<u64> {
+        self.tree.approximate_items(self.pin.root(), span)
+    }
+
+    fn prefetch_lookups(&self, keys: &[&[u8]]) -> Result<()> {
+        self.tree
+            .prefetch_lookups(self.pin.root(), &self.root_memo, keys)
+    }
+
     fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {
         let reverse = direction == Direction::Reverse;
         Box::new(self.tree.scan(self.pin.root(), lower, upper, reverse))

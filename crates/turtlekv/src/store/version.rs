@@ -14,6 +14,17 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
     /// The value of `key` in this version.
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
 
+    /// Reads into the page cache, together, what lookups of `keys` are
+    /// expected to read from disk, so that their reads overlap. Answers
+    /// never depend on it; a version without pages has nothing to do.
+    fn prefetch_lookups(&self, _keys: &[&[u8]]) -> Result<()> {
+        Ok(())
+    }
+
+    /// About how many records this version holds in `span`
+    /// (`Tree::approximate_items`).
+    fn approximate_items(&self, span: crate::tree::count::KeySpan<'_>) -> Result<u64>;
+
     /// An iterator over the live pairs within `(lower, upper)` in
     /// `direction` order, starting from the matching end of the range. It
     /// reads this version's pages: the caller keeps the version alive for

@@ -27,6 +27,7 @@
 //! scans) and `write/` (the batch update).
 
 pub(crate) mod check;
+pub(crate) mod count;
 pub(crate) mod format;
 #[cfg(any(test, feature = "sim"))]
 pub(crate) mod fuzz_hook;

@@ -1,7 +1,7 @@
 //! The public handle of a named keyspace, and the reads and writes it
 //! shares with `Db` (whose own keyspace is the default one).
 
-use std::ops::RangeBounds;
+use std::ops::{Bound, RangeBounds};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -10,6 +10,7 @@ use super::core::KeyspaceCore;
 use super::tag::Tag;
 use crate::db::iter::{Iter, owned_bounds, prefix_bounds};
 use crate::db::{Db, DbInner};
+use crate::memtable::Direction;
 use crate::options::validate_entry;
 use crate::stats::bump;
 use crate::store::ReadView;
@@ -120,6 +121,48 @@ impl Keyspace {
         prefix_in(&self.db.inner, view, &self.core, prefix.as_ref())
     }
 
+    /// Iterates over every key of this keyspace at the moment of the call.
+    pub fn iter(&self) -> Iter {
+        self.range::<&[u8], _>(..)
+    }
+
+    /// Whether `key` has a value in this keyspace.
+    pub fn contains_key(&self, key: impl AsRef<[u8]>) -> Result<bool> {
+        Ok(self.get(key)?.is_some())
+    }
+
+    /// The values of `keys` in this keyspace, in their order, all read at
+    /// one point in time (see [`Db::multi_get`]).
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Bytes>>> {
+        let view = self.db.inner.versions.read_view();
+        multi_get_at(&self.db.inner, &view, &self.core, keys)
+    }
+
+    /// About how many keys this keyspace holds, cheaply: from the
+    /// tree's node pages and leaf heads (usually cached) and the
+    /// MemTables, without reading the records. Keys with versions not yet
+    /// merged (an overwrite buffered above an older version, a delete
+    /// not yet applied) may count more than once, as in RocksDB's
+    /// `estimate-num-keys`; count with [`Keyspace::iter`] for an exact figure.
+    pub fn approximate_len(&self) -> Result<u64> {
+        approximate_len(&self.db.inner.versions.read_view(), &self.core)
+    }
+
+    /// The pair of this keyspace with the smallest key, if any.
+    pub fn first_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let view = self.db.inner.versions.read_view();
+        end_pair(&self.db.inner, view, &self.core, Direction::Forward)
+    }
+
+    /// The pair of this keyspace with the largest key, if any.
+    pub fn last_key_value(&self) -> Result<Option<(Bytes, Bytes)>> {
+        let view = self.db.inner.versions.read_view();
+        end_pair(&self.db.inner, view, &self.core, Direction::Reverse)
+    }
+
     /// This keyspace's operation counts.
     pub fn stats(&self) -> KeyspaceStats {
         KeyspaceStats::of(&self.core)
@@ -167,6 +210,44 @@ pub(crate) fn get_at(
         .with_stored_key(key, |stored| inner.get_at(&view.state, view.seq, stored))
 }
 
+/// The values of `keys` in the keyspace `core` as `view` sees them, in
+/// order, the tree's disk reads issued together.
+pub(crate) fn multi_get_at<K: AsRef<[u8]>>(
+    inner: &DbInner,
+    view: &ReadView,
+    core: &KeyspaceCore,
+    keys: impl IntoIterator<Item = K>,
+) -> Result<Vec<Option<Bytes>>> {
+    core.check_live()?;
+    let mut stored = Vec::new();
+    for key in keys {
+        let key = key.as_ref();
+        validate_entry(key, None)?;
+        stored.push(core.tag.stored_key(key));
+    }
+    let count = stored.len() as u64;
+    inner.stats.gets.add(count);
+    core.counts.gets.add(count);
+    let stored: Vec<&[u8]> = stored.iter().map(|k| &k[..]).collect();
+    inner.multi_get_at(&view.state, view.seq, &stored)
+}
+
+/// The first (`Forward`) or last pair of the keyspace `core` as `view`
+/// sees it.
+pub(crate) fn end_pair(
+    inner: &Arc<DbInner>,
+    view: ReadView,
+    core: &KeyspaceCore,
+    end: Direction,
+) -> Result<Option<(Bytes, Bytes)>> {
+    let mut all = range_in::<&[u8], _>(inner, view, core, ..);
+    let pair = match end {
+        Direction::Forward => all.next(),
+        Direction::Reverse => all.next_back(),
+    };
+    pair.transpose()
+}
+
 /// Refuses a get of a dropped keyspace or of a bad key, and counts it.
 fn start_get(inner: &DbInner, core: &KeyspaceCore, key: &[u8]) -> Result<()> {
     core.check_live()?;
@@ -209,4 +290,61 @@ fn scan_in(
     bump(&inner.stats.scans, 1);
     core.counts.scans.add(1);
     Iter::in_keyspace(inner.clone(), view, core, lower, upper)
+}
+
+/// About how many keys the keyspace `core` holds as `view` sees it: the
+/// tree's estimate for its key range (`Tree::approximate_items`) plus the
+/// newest versions the MemTables hold in it, tombstones included.
+pub(crate) fn approximate_len(view: &ReadView, core: &KeyspaceCore) -> Result<u64> {
+    core.check_live()?;
+    let (lower, upper) = core.tag.bounds(Bound::Unbounded, Bound::Unbounded);
+    let lo = match &lower {
+        Bound::Included(k) | Bound::Excluded(k) => &k[..],
+        Bound::Unbounded => &[],
+    };
+    let hi = match &upper {
+        Bound::Included(k) | Bound::Excluded(k) => Some(&k[..]),
+        Bound::Unbounded => None,
+    };
+    let in_tree = match &view.state.tree {
+        Some(tree) => tree.approximate_items((lo, hi))?,
+        None => 0,
+    };
+    let in_memtables: u64 = view
+        .state
+        .memtables()
+        .map(|m| memtable_keys(&**m, (&lower, &upper), view.seq))
+        .sum();
+    Ok(in_tree + in_memtables)
+}
+
+/// Keys a MemTable holds in `(lower, upper)` at `seq`.
+fn memtable_keys(
+    memtable: &dyn crate::memtable::MemTable,
+    (lower, upper): (&Bound<Bytes>, &Bound<Bytes>),
+    seq: u64,
+) -> u64 {
+    const BATCH: usize = 4096;
+    fn as_ref(b: &Bound<Bytes>) -> Bound<&[u8]> {
+        b.as_ref().map(|k| &k[..])
+    }
+    let mut resume = lower.clone();
+    let mut batch = Vec::with_capacity(BATCH);
+    let mut count = 0;
+    loop {
+        batch.clear();
+        memtable.scan(
+            as_ref(&resume),
+            as_ref(upper),
+            seq,
+            Direction::Forward,
+            BATCH,
+            &mut batch,
+        );
+        count += batch.len() as u64;
+        match batch.last() {
+            Some((last, _)) if batch.len() == BATCH => resume = Bound::Excluded(last.clone()),
+            _ => return count,
+        }
+    }
 }

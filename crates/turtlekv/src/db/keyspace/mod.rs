@@ -16,5 +16,7 @@ pub(crate) use catalog::Catalog;
 pub(crate) use core::KeyspaceCore;
 pub(crate) use counts::BatchCounts;
 pub use handle::{Keyspace, KeyspaceStats};
-pub(crate) use handle::{get_at, get_latest, prefix_in, range_in};
+pub(crate) use handle::{
+    approximate_len, end_pair, get_at, get_latest, multi_get_at, prefix_in, range_in,
+};
 pub(crate) use tag::{DEFAULT_ID, Tag};

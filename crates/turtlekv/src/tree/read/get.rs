@@ -26,7 +26,7 @@ thread_local! {
 }
 
 /// What a lookup does with one segment or leaf of a node.
-enum Probe {
+pub(super) enum Probe {
     /// The key was flushed from the segment: nothing to read.
     Skip,
     /// Search it, with its filter read (`None`: the page has none).
@@ -153,7 +153,11 @@ impl Tree {
     }
 
     /// The filter of `r`, remembered in `memos` (see `memo`).
-    fn memoized_filter(&self, r: &LeafRef, memos: &LeafMemos) -> Result<Arc<CachedFilter>> {
+    pub(super) fn memoized_filter(
+        &self,
+        r: &LeafRef,
+        memos: &LeafMemos,
+    ) -> Result<Arc<CachedFilter>> {
         memos.filter.get_or_read(|| self.read_filter_cached(r))
     }
 
@@ -171,7 +175,12 @@ impl Tree {
     /// the fingerprints for `hash` prefetched. A lookup probes several
     /// filters per node, and each probe is otherwise a memory stall of its
     /// own.
-    fn prefetch_filters(&self, node: &NodeProbe<'_>, key: &[u8], hash: u64) -> Result<Vec<Probe>> {
+    pub(super) fn prefetch_filters(
+        &self,
+        node: &NodeProbe<'_>,
+        key: &[u8],
+        hash: u64,
+    ) -> Result<Vec<Probe>> {
         let segments = node.segments.iter().map(|seg| {
             let flushed = compare_keys(key, seg.flushed_key) == Ordering::Less;
             (!flushed).then_some((&seg.leaf, seg.memos))

@@ -4,6 +4,7 @@
 
 pub(crate) mod get;
 pub(crate) mod memo;
+pub(crate) mod multi_get;
 pub(crate) mod probe;
 pub(crate) mod scan;
 pub(crate) mod scan_source;

@@ -8,6 +8,7 @@ pub(crate) mod harness;
 mod io_tests;
 pub(crate) mod mem_io;
 mod model_tests;
+mod multi_get_tests;
 mod prop_tests;
 mod random_tests;
 mod scan_edge_tests;
