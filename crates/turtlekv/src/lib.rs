@@ -54,6 +54,7 @@ mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
+pub use db::BackupReport;
 pub use db::CheckReport;
 pub use db::Iter;
 pub use db::Snapshot;

@@ -1,5 +1,6 @@
 //! The database handle: opening and recovery, the write path, reads.
 
+mod backup;
 mod check;
 #[cfg(test)]
 mod compat_tests;
@@ -13,6 +14,7 @@ pub(crate) mod keyspace;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
+mod read_only;
 #[cfg(test)]
 mod reclaim_tests;
 mod snapshot;
@@ -41,6 +43,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use backup::BackupReport;
 pub use check::CheckReport;
 pub(crate) use inner::DbInner;
 pub use iter::Iter;
@@ -98,6 +101,9 @@ impl LastHandle {
         let Some(worker) = self.worker.take() else {
             return Ok(());
         };
+        if self.inner.poison.is_read_only() {
+            return Ok(());
+        }
         // The keyspace cleaner first: it writes, and its writes may wait
         // for checkpoints. Then the checkpoint thread: it may still
         // freeze (and so rotate the log) until it stops.
@@ -153,6 +159,31 @@ impl Db {
             let store = PagedTreeStore::open(fs, path, &options.store_config())?;
             Ok(Some(Arc::new(store) as Arc<dyn TreeStore>))
         })
+    }
+
+    /// Opens the database at `path` read-only: without its lock and
+    /// without writing anything (no lock file, WAL segment, superblock
+    /// write or clean-up), at its last checkpoint plus the WAL tail, with
+    /// the knobs [`Options::load`] finds. It opens a closed database, a
+    /// backup, or one another process holds open. Every write returns
+    /// [`Error::ReadOnly`]. On a database another process holds open, a
+    /// read that could see pages the owner reused since the open (it
+    /// committed a checkpoint) fails with [`Error::ChangedWhileReading`]
+    /// instead of returning them; open again, or use [`Db::backup`]
+    /// through the owner (`docs/durability.md`, "Read-only handles").
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Db> {
+        read_only::open_read_only(path.as_ref(), Arc::new(RealFs))
+    }
+
+    /// [`Db::open_read_only`] through a chosen file layer.
+    #[cfg(any(test, feature = "sim"))]
+    pub fn open_read_only_with_fs(path: impl AsRef<Path>, fs: Arc<dyn FileSystem>) -> Result<Db> {
+        read_only::open_read_only(path.as_ref(), fs)
+    }
+
+    /// Whether this handle was opened with [`Db::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.poison.is_read_only()
     }
 
     /// Whether a handle, of this process or another, has the database at
@@ -316,7 +347,11 @@ impl Db {
     /// has no name. A database created by a build without keyspaces holds
     /// only the default one ([`Error::KeyspacesUnsupported`]).
     pub fn keyspace(&self, name: impl AsRef<[u8]>) -> Result<Keyspace> {
-        self.inner.poison.check()?;
+        // A read-only handle opens existing keyspaces; creating one is a
+        // write, refused there.
+        if !self.is_read_only() {
+            self.inner.poison.check()?;
+        }
         let core = self.inner.keyspaces.open(&self.inner, name.as_ref())?;
         Ok(Keyspace::new(self.clone(), core))
     }
@@ -353,6 +388,10 @@ impl Db {
     /// [`Snapshot`] or [`Iter`] keeps the directory locked (a reopen
     /// returns `Error::Locked`) until it goes.
     pub fn close(self) -> Result<()> {
+        if self.is_read_only() {
+            // Nothing to make durable: it wrote nothing.
+            return Ok(());
+        }
         let Db {
             inner,
             _last_handle: last,
@@ -380,6 +419,19 @@ impl Db {
     /// on a large database.
     pub fn check(&self) -> Result<CheckReport> {
         check::check(&self.inner)
+    }
+
+    /// Writes a consistent copy of the whole database (every keyspace) as
+    /// of this call into `dest`, a new directory or an empty one, while
+    /// reads and writes go on; the copy opens as a database of its own.
+    /// Every page copied is verified first (`Error::Corruption` if one
+    /// fails). A destination that exists and is not empty, or lies inside
+    /// this database or another, is refused with
+    /// [`Error::BackupTarget`] before anything is written; a backup that
+    /// fails or is cut short by a crash leaves `dest` refused by every
+    /// open. See `docs/durability.md`, "Backups".
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        backup::backup(&self.inner, dest.as_ref())
     }
 
     /// A copy of the engine's counters.
