@@ -6,6 +6,7 @@ mod check;
 mod compat_tests;
 #[cfg(test)]
 mod compression_tests;
+mod control;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
@@ -45,6 +46,7 @@ use bytes::Bytes;
 
 pub use backup::BackupReport;
 pub use check::CheckReport;
+pub use control::CONTROL_SOCKET_NAME;
 pub(crate) use inner::DbInner;
 pub use iter::Iter;
 pub use keyspace::{Keyspace, KeyspaceStats};
@@ -104,6 +106,9 @@ impl LastHandle {
         if self.inner.poison.is_read_only() {
             return Ok(());
         }
+        // No more requests from other processes: a backup being served
+        // finishes first.
+        self.inner.control.stop();
         // The keyspace cleaner first: it writes, and its writes may wait
         // for checkpoints. Then the checkpoint thread: it may still
         // freeze (and so rotate the log) until it stops.
@@ -139,8 +144,15 @@ impl Db {
     /// through [`Options::load`]. Without `create_if_missing`, a directory
     /// that holds no database is refused with an `Io` error of kind
     /// `NotFound`, and nothing is written to it.
+    ///
+    /// The handle serves a control socket in the directory
+    /// ([`CONTROL_SOCKET_NAME`]) on a thread of its own, on which another
+    /// process asks it for a backup ([`Db::backup_at`]); it is removed
+    /// when the database closes.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Self::open_on(path.as_ref(), options, Arc::new(RealFs))
+        let db = Self::open_on(path.as_ref(), options, Arc::new(RealFs))?;
+        db.inner.control.serve(&db.inner);
+        Ok(db)
     }
 
     /// Opens the database through a chosen file layer (tests use
@@ -432,6 +444,29 @@ impl Db {
     /// open. See `docs/durability.md`, "Backups".
     pub fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
         backup::backup(&self.inner, dest.as_ref())
+    }
+
+    /// Backs up the database at `path` into `dest` whether or not a
+    /// handle holds it: one no handle holds is opened (with the options
+    /// [`Options::load`] finds) and closed again; one another handle
+    /// holds, in this process or another, is asked to back itself up
+    /// through its control socket ([`CONTROL_SOCKET_NAME`]), so that the
+    /// copy is as consistent as [`Db::backup`]'s. Fails with an `Io`
+    /// error if the holder serves no socket (a path too long for a
+    /// socket address).
+    pub fn backup_at(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        let path = path.as_ref();
+        let mut options = Options::load(path)?;
+        options.create_if_missing = false;
+        match Db::open(path, options) {
+            Ok(db) => {
+                let report = db.backup(dest.as_ref())?;
+                db.close()?;
+                Ok(report)
+            }
+            Err(Error::Locked(_)) => control::request_backup(path, dest.as_ref()),
+            Err(e) => Err(e),
+        }
     }
 
     /// A copy of the engine's counters.

@@ -218,6 +218,7 @@ pub(super) fn open_as(
         memory: MemoryPolicy::new(&memory),
         record_cache: RecordCache::new(MemoryPolicy::initial_record_cache_bytes(&memory)),
         poison,
+        control: Default::default(),
         stats,
         _lock: lock,
     });
