@@ -20,9 +20,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use crate::db::LOCK_FILE_NAME;
+use crate::db::control::request_backup;
 use crate::db::inner::DbInner;
 use crate::db::open::{create_dir_durably, refuse_nested};
+use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::{FileSystem, OpenOptions};
 use crate::memtable::Direction;
 use crate::store::ReadView;
@@ -30,7 +31,7 @@ use crate::store::backup::{BackupLog, commit_backup};
 use crate::store::superblock::Identity;
 use crate::util::identity::{checksum_seed, new_database_id};
 use crate::wal::{LogBinding, WAL_DIR, Wal, WalPosition};
-use crate::{Error, Result, WriteBatch};
+use crate::{Error, Options, Result, WriteBatch};
 
 /// What [`Db::backup`](crate::Db::backup) copied.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -75,6 +76,22 @@ pub(crate) fn backup(inner: &DbInner, dest: &Path) -> Result<BackupReport> {
     }
     drop(lock);
     written
+}
+
+/// `Db::backup_at`: a backup by this process when no handle holds the
+/// database, else by its owner, asked over the control socket.
+pub(crate) fn backup_at(path: &Path, dest: &Path) -> Result<BackupReport> {
+    let mut options = Options::load(path)?;
+    options.create_if_missing = false;
+    match Db::open(path, options) {
+        Ok(db) => {
+            let report = db.backup(dest)?;
+            db.close()?;
+            Ok(report)
+        }
+        Err(Error::Locked(_)) => request_backup(path, dest),
+        Err(e) => Err(e),
+    }
 }
 
 /// A destination that passed `check_target`.

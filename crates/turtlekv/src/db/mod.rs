@@ -455,18 +455,7 @@ impl Db {
     /// error if the holder serves no socket (a path too long for a
     /// socket address).
     pub fn backup_at(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<BackupReport> {
-        let path = path.as_ref();
-        let mut options = Options::load(path)?;
-        options.create_if_missing = false;
-        match Db::open(path, options) {
-            Ok(db) => {
-                let report = db.backup(dest.as_ref())?;
-                db.close()?;
-                Ok(report)
-            }
-            Err(Error::Locked(_)) => control::request_backup(path, dest.as_ref()),
-            Err(e) => Err(e),
-        }
+        backup::backup_at(path.as_ref(), dest.as_ref())
     }
 
     /// A copy of the engine's counters.
