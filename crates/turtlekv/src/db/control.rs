@@ -100,7 +100,11 @@ fn accept_loop(listener: &UnixListener, inner: &Weak<DbInner>, stop: &AtomicBool
         if stop.load(Ordering::Acquire) {
             return;
         }
-        let Ok(stream) = stream else { continue };
+        let Ok(stream) = stream else {
+            // Out of descriptors, say: wait rather than spin on accept.
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
         let Some(inner) = inner.upgrade() else { return };
         // A client that goes away mid-reply changes nothing for the owner.
         let _ = serve(&inner, stream);
@@ -239,4 +243,97 @@ fn decode_reply(reply: &str, dest: &Path) -> Result<BackupReport> {
             "the owner's backup failed: {message}"
         ))),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_carry_the_report_and_the_errors_a_caller_tells_apart() {
+        let dest = Path::new("/backups/db");
+        let report = BackupReport {
+            sequence: 42,
+            pages: 7,
+            page_bytes: 28_672,
+            log_entries: 3,
+        };
+        let round_trip = |r: Result<BackupReport>| {
+            let line = encode_reply(&r);
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line:?}"
+            );
+            decode_reply(line.trim_end_matches('\n'), dest)
+        };
+        assert_eq!(round_trip(Ok(report)).unwrap(), report);
+        let refused = Error::BackupTarget {
+            dest: dest.to_path_buf(),
+            reason: "it exists and is not an empty directory".into(),
+        };
+        match round_trip(Err(refused)) {
+            Err(Error::BackupTarget { dest: d, reason }) => {
+                assert_eq!(
+                    (d.as_path(), reason.as_str()),
+                    (dest, "it exists and is not an empty directory")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let corrupt = Error::corruption("/db/leaves.pages", 8192, "checksum mismatch\nin block 2");
+        match round_trip(Err(corrupt)) {
+            Err(Error::Corruption {
+                file,
+                offset,
+                reason,
+            }) => {
+                assert_eq!(file, Path::new("/db/leaves.pages"));
+                assert_eq!(offset, 8192);
+                assert_eq!(reason, "checksum mismatch in block 2");
+            }
+            other => panic!("{other:?}"),
+        }
+        match round_trip(Err(Error::Io(io::Error::other("disk full")))) {
+            Err(Error::Io(e)) => assert!(e.to_string().contains("disk full"), "{e}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(decode_reply("what", dest).is_err());
+        assert!(decode_reply("ok 1 2", dest).is_err());
+    }
+
+    #[test]
+    fn only_a_backup_to_an_absolute_path_is_a_request() {
+        assert_eq!(
+            parse_request(b"backup /a b/c\n"),
+            Some(PathBuf::from("/a b/c"))
+        );
+        assert_eq!(parse_request(b"backup relative\n"), None);
+        assert_eq!(parse_request(b"backup /no-newline"), None);
+        assert_eq!(parse_request(b"restore /x\n"), None);
+    }
+
+    #[test]
+    fn an_owner_backs_itself_up_for_a_client_and_stops_serving_at_close() {
+        // A short path: a socket address holds about 100 bytes.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db");
+        let db = crate::Db::open(&path, crate::db::checkpointing_test_options()).unwrap();
+        for i in 0..500u32 {
+            db.put(i.to_be_bytes(), b"v").unwrap();
+        }
+        let socket = path.join(CONTROL_SOCKET_NAME);
+        assert!(socket.exists());
+        let dest = dir.path().join("copy");
+        // The database is locked: `backup_at` asks its owner, this handle.
+        let report = crate::Db::backup_at(&path, &dest).unwrap();
+        assert_eq!(report.sequence, 500);
+        assert!(matches!(
+            request_backup(&path, &dest),
+            Err(Error::BackupTarget { .. })
+        ));
+        db.close().unwrap();
+        assert!(!socket.exists());
+        let copy = crate::Db::open_read_only(&dest).unwrap();
+        assert_eq!(copy.range::<&[u8], _>(..).count(), 500);
+    }
 }

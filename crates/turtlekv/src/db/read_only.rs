@@ -36,21 +36,50 @@ use crate::store::superblock::{SUPERBLOCK_FILE_NAME, read_newest};
 use crate::store::{PagedTreeStore, TreeStore};
 use crate::{Error, Result};
 
-/// `Db::open_read_only`: the stored options (page sizes from the
-/// superblock), then the ordinary open on a [`ReadOnlyFs`].
+/// Opens tried before a failure is reported.
+const OPEN_ATTEMPTS: usize = 4;
+
+/// `Db::open_read_only`. A live owner's log moves under an open: a
+/// rotation links a segment this open's listing predates, a record is
+/// half copied while a later one is read whole, so replay may see
+/// damage that is no damage. Such a failure does not repeat; corruption
+/// does. So a failed open is tried again, and its error reported once
+/// two attempts in a row fail alike (or the attempts run out); one whose
+/// owner committed meanwhile is `ChangedWhileReading` if the last one is.
 pub(crate) fn open_read_only(path: &Path, base: Arc<dyn FileSystem>) -> Result<Db> {
     let path = std::path::absolute(path)?;
-    let watch = Watch::at_open(&*base, &path)?;
+    let mut previous: Option<String> = None;
+    let mut attempt = 1;
+    loop {
+        let e = match try_open(&path, &base) {
+            Ok(db) => return Ok(db),
+            Err(e) => e,
+        };
+        let text = format!("{e:?}");
+        let repeated = previous.as_deref() == Some(&text);
+        let changed = matches!(e, Error::ChangedWhileReading(_));
+        if attempt == OPEN_ATTEMPTS || (repeated && !changed) {
+            return Err(e);
+        }
+        previous = Some(text);
+        attempt += 1;
+    }
+}
+
+/// One attempt: the stored options (page sizes from the superblock),
+/// then the ordinary open on a [`ReadOnlyFs`].
+fn try_open(path: &Path, base: &Arc<dyn FileSystem>) -> Result<Db> {
+    let watch = Watch::at_open(&**base, path)?;
     let fs = Arc::new(ReadOnlyFs {
-        base,
+        base: base.clone(),
         watch: Arc::new(watch),
         overlay: Mutex::default(),
     });
-    let mut options = load_with_fs(&*fs, &path)?;
+    let mut options = load_with_fs(&*fs, path)?;
     options.create_if_missing = false;
     let dyn_fs: Arc<dyn FileSystem> = fs.clone();
     let opened = open_as(
-        &path,
+        path,
         options,
         dyn_fs,
         &|path, options, fs| {
@@ -63,7 +92,7 @@ pub(crate) fn open_read_only(path: &Path, base: Arc<dyn FileSystem>) -> Result<D
         // Whatever it read, it read before any commit since its open.
         Ok(db) => fs.watch.check().map(|()| db).map_err(Error::from),
         // A segment the owner trimmed, a page it reused: not corruption.
-        Err(_) if fs.watch.changed() => Err(Error::ChangedWhileReading(path)),
+        Err(_) if fs.watch.changed() => Err(Error::ChangedWhileReading(path.to_path_buf())),
         Err(e) => Err(e),
     }
 }
