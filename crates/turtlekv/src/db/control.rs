@@ -314,7 +314,8 @@ mod tests {
 
     #[test]
     fn an_owner_backs_itself_up_for_a_client_and_stops_serving_at_close() {
-        // A short path: a socket address holds about 100 bytes.
+        // A temporary directory's path fits a socket address (about 100
+        // bytes).
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("db");
         let db = crate::Db::open(&path, crate::db::checkpointing_test_options()).unwrap();
