@@ -65,6 +65,7 @@ pub enum Command {
     Stats(StatsArgs),
     Check(CheckArgs),
     Checkpoint(CheckpointArgs),
+    Backup(BackupArgs),
     Tune(TuneArgs),
     Bench(BenchArgs),
 }
@@ -113,6 +114,32 @@ pub struct KeyArgs {
 pub struct GetArgs {
     #[command(flatten)]
     pub target: KeyArgs,
+    #[command(flatten)]
+    pub read_only: ReadOnlyArg,
+}
+
+/// `--read-only` of the reading commands.
+#[derive(Debug, Args)]
+pub struct ReadOnlyArg {
+    /// Open without the lock and without writing anything, so that this
+    /// works on a database another process holds open: it reads that
+    /// database's last checkpoint and WAL tail. If the owner commits a
+    /// checkpoint while this reads, the command fails (exit code 8)
+    /// rather than print what may be reused pages; run it again, or copy
+    /// the database with `turtlekv backup`.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+impl ReadOnlyArg {
+    /// How the command opens its database.
+    pub fn create(&self) -> crate::db::Create {
+        if self.read_only {
+            crate::db::Create::ReadOnly
+        } else {
+            crate::db::Create::No
+        }
+    }
 }
 
 /// Remove KEY.
@@ -170,6 +197,8 @@ pub struct ScanArgs {
     pub json: bool,
     #[command(flatten)]
     pub encoding: EncodingArgs,
+    #[command(flatten)]
+    pub read_only: ReadOnlyArg,
 }
 
 /// Load records from a JSON Lines or CSV file.
@@ -230,6 +259,8 @@ pub struct DumpArgs {
     pub keyspace: KeyspaceArg,
     #[command(flatten)]
     pub encoding: EncodingArgs,
+    #[command(flatten)]
+    pub read_only: ReadOnlyArg,
 }
 
 /// List the named keyspaces, one per line, in byte order.
@@ -291,6 +322,8 @@ pub struct StatsArgs {
     /// is then left out); for large databases.
     #[arg(long)]
     pub no_scan: bool,
+    #[command(flatten)]
+    pub read_only: ReadOnlyArg,
 }
 
 /// Verify the whole database.
@@ -305,6 +338,33 @@ pub struct CheckArgs {
     /// Database directory.
     #[arg(value_name = "DB")]
     pub db: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub read_only: ReadOnlyArg,
+}
+
+/// Copy the database into a new directory, while it is in use or not.
+///
+/// The copy holds the database at one moment, every keyspace included,
+/// and opens as a database of its own. Every page copied is verified
+/// first (exit code 6 if one is damaged). DEST must not exist or be an
+/// empty directory, outside the database; a backup that fails leaves
+/// nothing at DEST that opens. A database another process holds open is
+/// backed up by that process, asked through the control socket in its
+/// directory, while it goes on serving reads and writes.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv backup ./my-db ./my-db.backup\n  \
+    turtlekv backup /srv/app/db /backups/db-$(date +%F)")]
+pub struct BackupArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// Where the copy goes: a new directory, or an empty one.
+    #[arg(value_name = "DEST")]
+    pub dest: PathBuf,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,

@@ -5,7 +5,9 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use anyhow::{Context as _, Result};
-use turtlekv::{Db, LOCK_FILE_NAME, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery};
+use turtlekv::{
+    CONTROL_SOCKET_NAME, Db, LOCK_FILE_NAME, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery,
+};
 
 use crate::error::NoDatabase;
 
@@ -16,6 +18,10 @@ pub enum Create {
     No,
     /// `put`, `load`: create the directory and an empty database.
     IfMissing,
+    /// Reading commands with `--read-only`: a missing database is an
+    /// error, and the one found is opened without its lock and without
+    /// writing anything (`Db::open_read_only`).
+    ReadOnly,
 }
 
 /// The `--wal-recovery` mode of this run, for every open.
@@ -36,11 +42,16 @@ pub fn open(path: &Path, create: Create) -> Result<Db> {
 /// [`open`], also returning the options it opened with.
 pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
     match create {
-        Create::No => require_database(path)?,
+        Create::No | Create::ReadOnly => require_database(path)?,
         Create::IfMissing => refuse_foreign_directory(path)?,
     }
     let mut options = Options::load(path)
         .with_context(|| format!("reading the stored options of {}", path.display()))?;
+    if create == Create::ReadOnly {
+        let db = Db::open_read_only(path)
+            .with_context(|| format!("opening the database at {} read-only", path.display()))?;
+        return Ok((db, options));
+    }
     options.create_if_missing = create == Create::IfMissing;
     options.wal_recovery = WAL_RECOVERY.get().copied().unwrap_or_default();
     let db = Db::open(path, options.clone())
@@ -51,8 +62,9 @@ pub fn open_with_options(path: &Path, create: Create) -> Result<(Db, Options)> {
 /// What the engine keeps in a database directory. `LOCK` alone says
 /// nothing: RocksDB and LevelDB directories have one too.
 const SUPERBLOCK_FILE_NAME: &str = "SUPERBLOCK";
-const ENGINE_FILE_NAMES: [&str; 7] = [
+const ENGINE_FILE_NAMES: [&str; 8] = [
     LOCK_FILE_NAME,
+    CONTROL_SOCKET_NAME,
     SUPERBLOCK_FILE_NAME,
     "nodes.pages",
     "leaves.pages",

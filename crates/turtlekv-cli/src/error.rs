@@ -28,6 +28,10 @@ pub enum Exit {
     /// No keyspace of the name given (`--keyspace` of a command that does
     /// not create one, `drop-keyspace`).
     NoKeyspace = 7,
+    /// A `--read-only` command found that the process holding the
+    /// database committed a checkpoint while it read: nothing it read was
+    /// printed as data past that point; run it again.
+    Changed = 8,
 }
 
 impl From<Exit> for ExitCode {
@@ -107,6 +111,9 @@ pub fn exit_for(err: &anyhow::Error) -> Exit {
             Some(turtlekv::Error::NestedDatabase { .. }) => return Exit::NoDatabase,
             Some(turtlekv::Error::Corruption { .. }) => return Exit::Corruption,
             Some(turtlekv::Error::KeyspaceNotFound(_)) => return Exit::NoKeyspace,
+            Some(turtlekv::Error::ChangedWhileReading(_)) => return Exit::Changed,
+            // A destination `backup` refuses is a bad argument.
+            Some(turtlekv::Error::BackupTarget { .. }) => return Exit::Usage,
             // Checked before anything is opened; this is the engine's word.
             Some(turtlekv::Error::InvalidKeyspaceName { .. }) => return Exit::Usage,
             _ => {}

@@ -140,10 +140,10 @@ impl Target {
     }
 }
 
-/// Opens the keyspace `name` of `db` (at `path`): with `Create::No`, only
-/// one that exists.
+/// Opens the keyspace `name` of `db` (at `path`): unless with
+/// `Create::IfMissing`, only one that exists.
 pub fn open_keyspace(db: &Db, path: &Path, create: Create, name: &str) -> Result<Keyspace> {
-    if create == Create::No {
+    if create != Create::IfMissing {
         require_keyspace(db, path, name)?;
     }
     db.keyspace(name)

@@ -16,7 +16,9 @@ use std::process::ExitCode;
 use clap::Parser as _;
 
 use crate::cli::{Cli, Command};
-use crate::commands::{bench, check, checkpoint, dump, keyspaces, kv, load, scan, stats, tune};
+use crate::commands::{
+    backup, bench, check, checkpoint, dump, keyspaces, kv, load, scan, stats, tune,
+};
 use crate::error::{Exit, exit_for, is_broken_pipe};
 
 fn main() -> ExitCode {
@@ -43,7 +45,13 @@ fn main() -> ExitCode {
                 Exit::Usage => eprintln!("\nFor more information, try '--help'."),
                 Exit::Locked => eprintln!(
                     "\nAnother process (or another handle in one) has the database open; \
-                     it can be used once that one closes it."
+                     it can be used once that one closes it. Meanwhile, `get`, `scan`, \
+                     `dump`, `stats` and `check` read it with --read-only, and \
+                     `turtlekv backup` copies it."
+                ),
+                Exit::Changed => eprintln!(
+                    "\nThe process holding the database committed a checkpoint while this \
+                     read it; run the command again, or copy it with `turtlekv backup`."
                 ),
                 _ => {}
             }
@@ -65,6 +73,7 @@ fn run(command: &Command, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Stats(args) => stats::stats(args, out),
         Command::Check(args) => check::check(args, out),
         Command::Checkpoint(args) => checkpoint::checkpoint(args, out),
+        Command::Backup(args) => backup::backup(args, out),
         Command::Tune(args) => tune::tune(args, out),
         Command::Bench(args) => bench::bench(args, out),
     }

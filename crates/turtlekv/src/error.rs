@@ -134,13 +134,68 @@ pub enum Error {
         /// The failure that poisoned the handle.
         cause: String,
     },
+
+    /// A write (or anything that would write: a flush, a checkpoint, a
+    /// keyspace created or dropped, a backup) on a handle opened with
+    /// [`crate::Db::open_read_only`]. Nothing was changed.
+    #[error("database at {} is open read-only", .0.display())]
+    ReadOnly(PathBuf),
+
+    /// A read-only handle of a database that another process holds open
+    /// found that the owner committed a checkpoint after the handle read
+    /// the superblock: the pages it read may since have been reused, so
+    /// it returns this instead of what it read. Open it again to read
+    /// the newer checkpoint, or copy it with `Db::backup` (`turtlekv
+    /// backup`), which reads through the owner.
+    #[error(
+        "the database at {} changed while reading (a checkpoint committed since the read-only \
+         open); retry, or use `turtlekv backup`",
+        .0.display()
+    )]
+    ChangedWhileReading(PathBuf),
+
+    /// A backup's destination was refused before anything was written:
+    /// it exists and is not an empty directory, it lies inside the
+    /// database (or the database inside it), or inside another database.
+    #[error("cannot back up to {}: {reason}", dest.display())]
+    BackupTarget {
+        /// The destination given.
+        dest: PathBuf,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::Io(e)
+        let changed = e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<ChangedUnderReader>());
+        match changed {
+            Some(changed) => Error::ChangedWhileReading(changed.0.clone()),
+            None => Error::Io(e),
+        }
     }
 }
+
+/// What a read-only handle's file layer (`db::read_only`) fails a read
+/// with when the database's owner committed since the handle's open:
+/// carried inside an `io::Error` through the layers that only know I/O,
+/// and turned into `Error::ChangedWhileReading` by `From<io::Error>`.
+#[derive(Debug)]
+pub(crate) struct ChangedUnderReader(pub PathBuf);
+
+impl std::fmt::Display for ChangedUnderReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the database at {} changed while reading",
+            self.0.display()
+        )
+    }
+}
+
+impl std::error::Error for ChangedUnderReader {}
 
 /// `Result` with [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -221,13 +276,23 @@ impl From<DecodeError> for String {
 /// The first failure of a write or sync, after which a handle refuses
 /// writes: the state of the failed write on disk is unknown, and a retried
 /// `fsync` can report success after the kernel dropped the dirty pages.
+///
+/// A read-only handle is refused the same way from its open on, with
+/// `Error::ReadOnly`: every write path already asks this first.
 #[derive(Debug, Default)]
-pub(crate) struct Poison(std::sync::OnceLock<String>);
+pub(crate) struct Poison {
+    first: std::sync::OnceLock<String>,
+    read_only: std::sync::OnceLock<PathBuf>,
+}
 
 impl Poison {
-    /// `Err(Poisoned)` once a failure was recorded.
+    /// `Err(ReadOnly)` on a read-only handle, `Err(Poisoned)` once a
+    /// failure was recorded.
     pub fn check(&self) -> Result<()> {
-        match self.0.get() {
+        if let Some(path) = self.read_only.get() {
+            return Err(Error::ReadOnly(path.clone()));
+        }
+        match self.first.get() {
             Some(cause) => Err(Error::Poisoned {
                 cause: cause.clone(),
             }),
@@ -235,10 +300,21 @@ impl Poison {
         }
     }
 
+    /// Refuses every write from now on, as the handle of `path` is
+    /// read-only.
+    pub fn set_read_only(&self, path: PathBuf) {
+        self.read_only.get_or_init(|| path);
+    }
+
+    /// Whether the handle is read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.get().is_some()
+    }
+
     /// Records `cause` unless an earlier failure was recorded; keeps the
     /// first.
     pub fn set(&self, cause: impl std::fmt::Display) {
-        self.0.get_or_init(|| cause.to_string());
+        self.first.get_or_init(|| cause.to_string());
     }
 
     /// Records an I/O failure and returns it as an error.

@@ -54,11 +54,12 @@ mod wal;
 
 pub use batch::WriteBatch;
 pub use bytes::Bytes;
+pub use db::BackupReport;
 pub use db::CheckReport;
 pub use db::Iter;
 pub use db::Snapshot;
+pub use db::{CONTROL_SOCKET_NAME, Db, LOCK_FILE_NAME};
 pub use db::{CompareAndSwapError, Transaction, TransactionIter};
-pub use db::{Db, LOCK_FILE_NAME};
 pub use db::{Keyspace, KeyspaceStats};
 pub use error::{Error, Result};
 pub use options::{Compression, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WalRecovery, WriteOptions};

@@ -8,7 +8,7 @@ use serde::Serialize;
 use turtlekv::CheckReport;
 
 use crate::cli::CheckArgs;
-use crate::db::{Create, open};
+use crate::db::open;
 use crate::size::format_size;
 
 #[derive(Debug, Serialize)]
@@ -62,7 +62,7 @@ pub fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<()> {
     let path = args.db.display().to_string();
     // Corruption can stop the open itself (a bad WAL record, superblock or
     // node page), so that is part of the check too.
-    let (stage, outcome) = match open(&args.db, Create::No) {
+    let (stage, outcome) = match open(&args.db, args.read_only.create()) {
         Ok(db) => {
             let recovered = db.stats();
             (

@@ -9,7 +9,6 @@ use indicatif::{ProgressBar, ProgressStyle};
 use turtlekv::Snapshot;
 
 use crate::cli::DumpArgs;
-use crate::db::Create;
 use crate::encoding::Encoding;
 use crate::error::usage;
 use crate::keyspace::Target;
@@ -21,7 +20,7 @@ pub fn dump(args: &DumpArgs, stdout: &mut dyn Write) -> Result<()> {
     if let Some(path) = &args.output {
         refuse_output_inside(&args.db, path)?;
     }
-    let target = Target::open(&args.db, Create::No, keyspace)?;
+    let target = Target::open(&args.db, args.read_only.create(), keyspace)?;
     // One point in time for the whole dump (and both CSV passes).
     let view = Records {
         snapshot: target.db().snapshot(),

@@ -59,7 +59,7 @@ pub fn put(args: &PutArgs) -> Result<()> {
 
 pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {
     let (encoding, key) = decoded_key(&args.target)?;
-    let target = open_target(&args.target, Create::No)?;
+    let target = open_target(&args.target, args.read_only.create())?;
     let value = target
         .get(&key)
         .context("get")?

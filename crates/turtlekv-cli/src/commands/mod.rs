@@ -1,5 +1,6 @@
 //! One module per command (`put`, `get` and `delete` share one).
 
+pub mod backup;
 pub mod bench;
 pub mod check;
 pub mod checkpoint;

@@ -7,7 +7,6 @@ use anyhow::{Context as _, Result};
 use turtlekv::Bytes;
 
 use crate::cli::ScanArgs;
-use crate::db::Create;
 use crate::keyspace::Target;
 use crate::records::json_line;
 
@@ -22,7 +21,7 @@ pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<()> {
     let from = decode(&args.from, "--from")?;
     let to = decode(&args.to, "--to")?;
     let prefix = decode(&args.prefix, "--prefix")?;
-    let target = Target::open(&args.db, Create::No, keyspace)?;
+    let target = Target::open(&args.db, args.read_only.create(), keyspace)?;
     let iter = match prefix {
         Some(prefix) => target.prefix(&prefix),
         None => target.range((

@@ -6,6 +6,7 @@ mod errors;
 mod inspect;
 mod keyspaces;
 mod kv;
+mod live;
 mod load_dump;
 mod lost_files;
 mod regressions;

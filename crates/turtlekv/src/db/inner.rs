@@ -39,6 +39,8 @@ pub(crate) struct DbInner {
     pub keyspaces: crate::db::keyspace::Catalog,
     /// Set by the first failed write or sync; writes are refused from then on.
     pub poison: Poison,
+    /// The control socket other processes ask for backups on.
+    pub control: crate::db::control::Control,
     pub stats: Counters,
     /// Dropped last, so the lock outlives every other file handle.
     pub _lock: Box<dyn LockGuard>,

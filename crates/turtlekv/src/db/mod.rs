@@ -1,10 +1,12 @@
 //! The database handle: opening and recovery, the write path, reads.
 
+mod backup;
 mod check;
 #[cfg(test)]
 mod compat_tests;
 #[cfg(test)]
 mod compression_tests;
+mod control;
 mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
@@ -13,6 +15,7 @@ pub(crate) mod keyspace;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
+mod read_only;
 #[cfg(test)]
 mod reclaim_tests;
 mod snapshot;
@@ -41,7 +44,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use backup::BackupReport;
 pub use check::CheckReport;
+pub use control::CONTROL_SOCKET_NAME;
 pub(crate) use inner::DbInner;
 pub use iter::Iter;
 pub use keyspace::{Keyspace, KeyspaceStats};
@@ -99,6 +104,12 @@ impl LastHandle {
         let Some(worker) = self.worker.take() else {
             return Ok(());
         };
+        if self.inner.poison.is_read_only() {
+            return Ok(());
+        }
+        // No more requests from other processes: a backup being served
+        // finishes first.
+        self.inner.control.stop();
         // The keyspace cleaner first: it writes, and its writes may wait
         // for checkpoints. Then the checkpoint thread: it may still
         // freeze (and so rotate the log) until it stops.
@@ -134,8 +145,15 @@ impl Db {
     /// through [`Options::load`]. Without `create_if_missing`, a directory
     /// that holds no database is refused with an `Io` error of kind
     /// `NotFound`, and nothing is written to it.
+    ///
+    /// The handle serves a control socket in the directory
+    /// ([`CONTROL_SOCKET_NAME`]) on a thread of its own, on which another
+    /// process asks it for a backup ([`Db::backup_at`]); it is removed
+    /// when the database closes.
     pub fn open(path: impl AsRef<Path>, options: Options) -> Result<Db> {
-        Self::open_on(path.as_ref(), options, Arc::new(RealFs))
+        let db = Self::open_on(path.as_ref(), options, Arc::new(RealFs))?;
+        db.inner.control.serve(&db.inner);
+        Ok(db)
     }
 
     /// Opens the database through a chosen file layer (tests use
@@ -154,6 +172,31 @@ impl Db {
             let store = PagedTreeStore::open(fs, path, &options.store_config())?;
             Ok(Some(Arc::new(store) as Arc<dyn TreeStore>))
         })
+    }
+
+    /// Opens the database at `path` read-only: without its lock and
+    /// without writing anything (no lock file, WAL segment, superblock
+    /// write or clean-up), at its last checkpoint plus the WAL tail, with
+    /// the knobs [`Options::load`] finds. It opens a closed database, a
+    /// backup, or one another process holds open. Every write returns
+    /// [`Error::ReadOnly`]. On a database another process holds open, a
+    /// read that could see pages the owner reused since the open (it
+    /// committed a checkpoint) fails with [`Error::ChangedWhileReading`]
+    /// instead of returning them; open again, or use [`Db::backup`]
+    /// through the owner (`docs/durability.md`, "Read-only handles").
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Db> {
+        read_only::open_read_only(path.as_ref(), Arc::new(RealFs))
+    }
+
+    /// [`Db::open_read_only`] through a chosen file layer.
+    #[cfg(any(test, feature = "sim"))]
+    pub fn open_read_only_with_fs(path: impl AsRef<Path>, fs: Arc<dyn FileSystem>) -> Result<Db> {
+        read_only::open_read_only(path.as_ref(), fs)
+    }
+
+    /// Whether this handle was opened with [`Db::open_read_only`].
+    pub fn is_read_only(&self) -> bool {
+        self.inner.poison.is_read_only()
     }
 
     /// Whether a handle, of this process or another, has the database at
@@ -369,7 +412,11 @@ impl Db {
     /// has no name. A database created by a build without keyspaces holds
     /// only the default one ([`Error::KeyspacesUnsupported`]).
     pub fn keyspace(&self, name: impl AsRef<[u8]>) -> Result<Keyspace> {
-        self.inner.poison.check()?;
+        // A read-only handle opens existing keyspaces; creating one is a
+        // write, refused there.
+        if !self.is_read_only() {
+            self.inner.poison.check()?;
+        }
         let core = self.inner.keyspaces.open(&self.inner, name.as_ref())?;
         Ok(Keyspace::new(self.clone(), core))
     }
@@ -406,6 +453,10 @@ impl Db {
     /// [`Snapshot`] or [`Iter`] keeps the directory locked (a reopen
     /// returns `Error::Locked`) until it goes.
     pub fn close(self) -> Result<()> {
+        if self.is_read_only() {
+            // Nothing to make durable: it wrote nothing.
+            return Ok(());
+        }
         let Db {
             inner,
             _last_handle: last,
@@ -433,6 +484,31 @@ impl Db {
     /// on a large database.
     pub fn check(&self) -> Result<CheckReport> {
         check::check(&self.inner)
+    }
+
+    /// Writes a consistent copy of the whole database (every keyspace) as
+    /// of this call into `dest`, a new directory or an empty one, while
+    /// reads and writes go on; the copy opens as a database of its own.
+    /// Every page copied is verified first (`Error::Corruption` if one
+    /// fails). A destination that exists and is not empty, or lies inside
+    /// this database or another, is refused with
+    /// [`Error::BackupTarget`] before anything is written; a backup that
+    /// fails or is cut short by a crash leaves `dest` refused by every
+    /// open. See `docs/durability.md`, "Backups".
+    pub fn backup(&self, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        backup::backup(&self.inner, dest.as_ref())
+    }
+
+    /// Backs up the database at `path` into `dest` whether or not a
+    /// handle holds it: one no handle holds is opened (with the options
+    /// [`Options::load`] finds) and closed again; one another handle
+    /// holds, in this process or another, is asked to back itself up
+    /// through its control socket ([`CONTROL_SOCKET_NAME`]), so that the
+    /// copy is as consistent as [`Db::backup`]'s. Fails with an `Io`
+    /// error if the holder serves no socket (a path too long for a
+    /// socket address).
+    pub fn backup_at(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<BackupReport> {
+        backup::backup_at(path.as_ref(), dest.as_ref())
     }
 
     /// A copy of the engine's counters.

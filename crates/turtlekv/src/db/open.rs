@@ -28,7 +28,7 @@ pub(crate) type StoreFactory<'a> =
 /// the directory each was created in: without that a power cut could lose
 /// the new directory's entry, and the database with it, after writes were
 /// acknowledged as synced. An existing directory is left as it is.
-fn create_dir_durably(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+pub(super) fn create_dir_durably(fs: &dyn FileSystem, path: &Path) -> Result<()> {
     let exists = |dir: &Path| dir.as_os_str().is_empty() || fs.list_dir(dir).is_ok();
     let missing: Vec<&Path> = path.ancestors().take_while(|dir| !exists(dir)).collect();
     if missing.is_empty() {
@@ -73,7 +73,7 @@ fn refuse_non_database(fs: &dyn FileSystem, path: &Path) -> Result<()> {
 /// over. Only a directory without a superblock of its own is a creation;
 /// every proper ancestor up to the root is looked at for a TurtleKV
 /// superblock (its magic, not only its name).
-fn refuse_nested(fs: &dyn FileSystem, path: &Path) -> Result<()> {
+pub(super) fn refuse_nested(fs: &dyn FileSystem, path: &Path) -> Result<()> {
     let holds_superblock = |dir: &Path| {
         let Ok(file) = fs.open(&dir.join(SUPERBLOCK_FILE_NAME), OpenOptions::read_only()) else {
             return false;
@@ -98,6 +98,19 @@ pub(crate) fn open(
     options: Options,
     fs: Arc<dyn FileSystem>,
     make_store: StoreFactory<'_>,
+) -> Result<Db> {
+    open_as(path, options, fs, make_store, false)
+}
+
+/// `open`, or with `read_only` a read-only handle's (`db::read_only`):
+/// on a file layer that writes nothing, it records no WAL floor, starts
+/// no checkpoint thread and refuses every write from the start.
+pub(super) fn open_as(
+    path: &Path,
+    options: Options,
+    fs: Arc<dyn FileSystem>,
+    make_store: StoreFactory<'_>,
+    read_only: bool,
 ) -> Result<Db> {
     options.validate()?;
     // Every file is opened by a path joined to this one, some long after
@@ -164,7 +177,7 @@ pub(crate) fn open(
         Some(damage) if falls_short(&e) => damage.with_wal_error(&e),
         _ => e,
     })?;
-    if let Some(trees) = &trees {
+    if let Some(trees) = trees.as_ref().filter(|_| !read_only) {
         // The new segment's header is durable: from now on it, or a later
         // one, must exist (`docs/format.md`, "Superblock", "The WAL floor").
         trees.record_wal_floor(wal.current_segment_id())?;
@@ -193,6 +206,7 @@ pub(crate) fn open(
         .as_ref()
         .and_then(|t| t.identity())
         .is_none_or(|(identity, _)| identity.keyspaces);
+    let poison = poison(read_only, &path);
     let inner = Arc::new(DbInner {
         keyspaces: Catalog::new(tagged),
         path,
@@ -203,7 +217,8 @@ pub(crate) fn open(
         checkpoints: Checkpoints::new(covered_seq, &options.checkpoint_config())?,
         memory: MemoryPolicy::new(&memory),
         record_cache: RecordCache::new(MemoryPolicy::initial_record_cache_bytes(&memory)),
-        poison: Poison::default(),
+        poison,
+        control: Default::default(),
         stats,
         _lock: lock,
     });
@@ -212,14 +227,14 @@ pub(crate) fn open(
         .set_ghost_windows(&inner.versions, &inner.record_cache);
     inner.rebalance_memory(true);
     let thread = match inner.versions.trees() {
-        Some(_) => {
+        Some(_) if !read_only => {
             let inner = inner.clone();
             let thread = std::thread::Builder::new()
                 .name("turtlekv-checkpoint".into())
                 .spawn(move || inner.run_checkpoints())?;
             Some(thread)
         }
-        None => None,
+        _ => None,
     };
     let io = inner.checkpoints.idle_io().cloned();
     let worker = WorkerGuard::new(inner.checkpoints.control.clone(), thread, io);
@@ -231,4 +246,14 @@ pub(crate) fn open(
     // open: the default keyspace stays readable, and `Db::check` reports it.
     drop(db.inner.keyspaces.load(&db.inner));
     Ok(db)
+}
+
+/// A handle's poison, refusing every write from the start when it is
+/// read-only.
+fn poison(read_only: bool, path: &Path) -> Poison {
+    let poison = Poison::default();
+    if read_only {
+        poison.set_read_only(path.to_path_buf());
+    }
+    poison
 }

@@ -766,6 +766,21 @@ impl FileSystem for FaultFs {
         Ok(())
     }
 
+    /// Directories are durable at once (see `docs/durability.md`), so
+    /// their removal is too.
+    fn remove_dir(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.state.lock();
+        if !s.dirs.contains(path) {
+            return Err(io::ErrorKind::NotFound.into());
+        }
+        let parent_of = |p: &Path| p.parent() == Some(path);
+        if s.files.keys().any(|p| parent_of(p)) || s.dirs.iter().any(|p| parent_of(p)) {
+            return Err(io::ErrorKind::DirectoryNotEmpty.into());
+        }
+        s.dirs.remove(path);
+        Ok(())
+    }
+
     /// The new name is durable only after `sync_dir`. Until then a crash
     /// undoes the rename as it undoes a removal: the old name comes back
     /// (the same file, as its durable image), and so does a file the new

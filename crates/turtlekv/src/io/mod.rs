@@ -74,6 +74,8 @@ pub trait FileSystem: Send + Sync + Debug {
     fn open(&self, path: &Path, options: OpenOptions) -> io::Result<Arc<dyn File>>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
+    /// Removes an empty directory (a backup cut short cleans up with it).
+    fn remove_dir(&self, path: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to` if it exists; durable once the
     /// directory is synced.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;

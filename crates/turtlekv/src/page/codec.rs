@@ -165,6 +165,18 @@ impl Geometry {
         Ok(&payload[..used])
     }
 
+    /// Writes block `index` of page `id` a new trailer checksum, under
+    /// this geometry's seed: a block verified under another database's
+    /// identity becomes this one's (a backup's copy, `page::copy`). The
+    /// payload and `used_bytes` stay as they are.
+    pub fn reseal_block(&self, id: PageId, index: u32, block: &mut [u8]) {
+        debug_assert_eq!(block.len(), self.block_bytes);
+        let (payload, trailer) = block.split_at_mut(self.payload_bytes());
+        let used = u32::from_le_bytes(trailer[..4].try_into().expect("4 bytes"));
+        let crc = block_crc(self.checksum_seed, id, index, payload, used);
+        trailer[4..].copy_from_slice(&crc.to_le_bytes());
+    }
+
     /// Verifies a whole page image and returns its content. An error's
     /// offset is in the image (`verify_block`; the last block's start when
     /// the blocks hold other than the header's length).

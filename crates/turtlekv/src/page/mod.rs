@@ -9,6 +9,7 @@ mod alloc;
 mod cache;
 pub(crate) mod check;
 mod codec;
+mod copy;
 pub(crate) mod id;
 mod open;
 mod prefetch;
@@ -35,6 +36,7 @@ pub(crate) use self::{
 pub(crate) use cache::CachedObject;
 pub(crate) use cache::frames::FRAME_BYTES;
 use codec::Geometry;
+pub(crate) use copy::CopyReport;
 #[cfg(test)]
 pub(crate) use open::PAGE_FILE_NAMES;
 

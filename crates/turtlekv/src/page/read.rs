@@ -270,7 +270,13 @@ impl PageStore {
     }
 
     /// Reads `count` blocks of a page starting at block `first`.
-    fn read_image(&self, pf: &PageFile, id: PageId, first: u32, count: u32) -> Result<AlignedBuf> {
+    pub(super) fn read_image(
+        &self,
+        pf: &PageFile,
+        id: PageId,
+        first: u32,
+        count: u32,
+    ) -> Result<AlignedBuf> {
         let read = read_raw(pf, id, first, count);
         self.finish_read(pf, id, image_span(pf, id, first, count).0, read)
     }
@@ -294,7 +300,7 @@ impl PageStore {
                     format!("page {:#x} lies beyond the end of the file", id.to_raw()),
                 ));
             }
-            Err(e) => return Err(Error::Io(e)),
+            Err(e) => return Err(e.into()),
         };
         bump(&self.counters.read_ios, 1);
         super::THREAD_READ_IOS.with(|n| n.set(n.get() + 1));
@@ -326,6 +332,6 @@ pub(super) fn image_span(pf: &PageFile, id: PageId, first: u32, count: u32) -> (
 }
 
 /// A failed check of page `id`'s image, at an offset within it.
-fn corruption(pf: &PageFile, id: PageId, bad: DecodeError) -> Error {
+pub(super) fn corruption(pf: &PageFile, id: PageId, bad: DecodeError) -> Error {
     bad.into_corruption(&pf.path, pf.offset_of(id))
 }

@@ -8,6 +8,7 @@
 //! checkpoint pipeline and the database handle above it reach storage
 //! only through it. `docs/design.md` describes the layers.
 
+pub(crate) mod backup;
 mod durable_pages;
 #[cfg(test)]
 pub(crate) mod memory;

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use super::backup::CopiedVersion;
 use super::{Coverage, TreeCheck, TreeCursor, TreeScan, TreeVersion};
 use crate::Result;
 use crate::memtable::{Direction, Versioned};
@@ -75,6 +76,27 @@ impl TreeVersion for StoredVersion {
 
     fn covered_seq(&self) -> u64 {
         self.coverage.covered_seq
+    }
+
+    fn copy_pages(
+        &self,
+        fs: &dyn crate::io::FileSystem,
+        dest: &std::path::Path,
+        dest_seed: u32,
+    ) -> Result<Option<CopiedVersion>> {
+        let list = |bytes: &[u8]| referenced_pages(bytes);
+        let pages = self
+            .pages
+            .copy_pinned(&self.pin, &list, fs, dest, dest_seed)?;
+        let (node_size_bytes, leaf_size_bytes) = self.pages.page_sizes();
+        Ok(Some(CopiedVersion {
+            root: self.pin.root(),
+            generation: self.pin.generation(),
+            covered_seq: self.coverage.covered_seq,
+            node_size_bytes,
+            leaf_size_bytes,
+            pages,
+        }))
     }
 
     fn check(&self) -> Result<TreeCheck> {

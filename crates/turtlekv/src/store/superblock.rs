@@ -115,7 +115,6 @@ impl Slot {
 
     /// The slot's bytes in the current version, padded to a full aligned
     /// slot. Only a slot with an identity has a current encoding.
-    #[cfg(test)]
     pub fn encode(&self) -> AlignedBuf {
         self.encode_version(FORMAT_VERSION)
     }

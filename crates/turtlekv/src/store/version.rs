@@ -36,6 +36,18 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
 
     /// Verifies every page and invariant of this version (`Db::check`).
     fn check(&self) -> Result<TreeCheck>;
+
+    /// Copies the pages this version reaches into new page files in
+    /// `dest`, verified and resealed with `dest_seed` (a backup,
+    /// `store::backup`); `None` for a store that keeps no pages.
+    fn copy_pages(
+        &self,
+        _fs: &dyn crate::io::FileSystem,
+        _dest: &std::path::Path,
+        _dest_seed: u32,
+    ) -> Result<Option<super::backup::CopiedVersion>> {
+        Ok(None)
+    }
 }
 
 /// A scan over one tree version, taken in batches.

@@ -28,8 +28,7 @@ pub(crate) struct LogBinding {
 
 impl LogBinding {
     /// A log of database `database_id` that has no floor yet and no
-    /// segments of earlier builds.
-    #[cfg(test)]
+    /// segments of earlier builds (a new backup's, `db::backup`).
     pub fn new(database_id: u64) -> LogBinding {
         LogBinding {
             database_id,

@@ -308,7 +308,7 @@ fn replay_segment(
             Err(Damage::Fatal(judgement)) => {
                 return Err(Error::corruption(&path, why.offset, reason(judgement)));
             }
-            Err(Damage::Io(e)) => return Err(Error::Io(e)),
+            Err(Damage::Io(e)) => return Err(e.into()),
         };
         let nothing_lost = matches!(end, SegmentEnd::Read)
             && next_first_seq == Some(expected_after(progress))

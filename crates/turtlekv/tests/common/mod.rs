@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use turtlekv::io::FaultFs;
-use turtlekv::{Bytes, Db, Options, Result};
+use turtlekv::{Bytes, Db, Options, Result, WriteBatch, WriteOptions};
 
 /// xorshift64: deterministic pseudo-random choices without a dependency.
 pub struct Rng(pub u64);
@@ -113,4 +113,86 @@ impl turtlekv::io::File for SlowSyncFile {
     fn allocate(&self, offset: u64, len: u64) -> std::io::Result<()> {
         self.inner.allocate(offset, len)
     }
+}
+
+// Writers whose every state is recognisable: each writer's step is one
+// batch across two keyspaces, so a copy or a read view taken while they
+// run can be checked to hold each writer at one step (backups, read-only
+// handles).
+
+pub const WRITERS: u64 = 3;
+/// Each writer keeps only its newest `WINDOW` keys: older ones are deleted.
+pub const WINDOW: u64 = 4;
+
+pub fn no_create(mut options: Options) -> Options {
+    options.create_if_missing = false;
+    options
+}
+
+pub fn item(writer: u64, step: u64) -> Vec<u8> {
+    format!("w{writer}/{step:08}").into_bytes()
+}
+
+pub fn progress_key(writer: u64) -> Vec<u8> {
+    format!("w{writer}/progress").into_bytes()
+}
+
+/// Every keyspace's contents: the default one under `""`.
+pub fn all_contents(db: &Db) -> BTreeMap<Vec<u8>, Model> {
+    let mut all = BTreeMap::new();
+    all.insert(Vec::new(), contents(db));
+    for name in db.keyspace_names().unwrap() {
+        let ks = db.keyspace(&name).unwrap();
+        let model = ks
+            .range::<&[u8], _>(..)
+            .map(|kv| kv.map(|(k, v)| (k.to_vec(), v.to_vec())).unwrap())
+            .collect();
+        all.insert(name, model);
+    }
+    all
+}
+
+/// Writer `w`'s step `s` as one batch across two keyspaces: its item in
+/// both, its progress, and the deletion of the item `WINDOW` steps back.
+pub fn write_step(db: &Db, mirror: &turtlekv::Keyspace, w: u64, s: u64, sync: bool) {
+    let mut batch = WriteBatch::new();
+    batch.put(item(w, s), s.to_le_bytes());
+    batch.put(progress_key(w), s.to_le_bytes());
+    batch.put_in(mirror, item(w, s), b"m");
+    if s >= WINDOW {
+        batch.delete(item(w, s - WINDOW));
+        batch.delete_in(mirror, item(w, s - WINDOW));
+    }
+    db.write(batch, &WriteOptions { sync }).unwrap();
+}
+
+/// What the database holds for writer `w` once its steps `1..=p` are
+/// applied: checks that the backup is exactly that, in both keyspaces.
+pub fn check_writer_state(all: &BTreeMap<Vec<u8>, Model>, w: u64) -> u64 {
+    let default = &all[&Vec::new()];
+    let mirror = &all[&b"mirror".to_vec()];
+    let p = default
+        .get(&progress_key(w))
+        .map_or(0, |v| u64::from_le_bytes(v[..8].try_into().unwrap()));
+    let prefix = format!("w{w}/0").into_bytes();
+    let items = |m: &Model| -> Vec<Vec<u8>> {
+        m.keys()
+            .filter(|k| k.starts_with(&prefix))
+            .cloned()
+            .collect()
+    };
+    let want: Vec<Vec<u8>> = (p.saturating_sub(WINDOW - 1).max(1)..=p)
+        .map(|s| item(w, s))
+        .collect();
+    assert_eq!(
+        items(default),
+        want,
+        "writer {w} at step {p}: default keyspace"
+    );
+    assert_eq!(
+        items(mirror),
+        want,
+        "writer {w} at step {p}: mirror keyspace"
+    );
+    p
 }

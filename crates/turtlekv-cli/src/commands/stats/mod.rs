@@ -12,7 +12,7 @@ use turtlekv::{Db, Iter, OPTIONS_FILE_NAME, Options, Stats};
 mod text;
 
 use crate::cli::StatsArgs;
-use crate::db::{Create, open_with_options};
+use crate::db::open_with_options;
 use crate::encoding::encode_base64;
 
 /// The `--json` document; the text output shows the same fields.
@@ -171,7 +171,7 @@ struct ThisOpen {
 }
 
 pub fn stats(args: &StatsArgs, out: &mut dyn Write) -> Result<()> {
-    let (db, options) = open_with_options(&args.db, Create::No)?;
+    let (db, options) = open_with_options(&args.db, args.read_only.create())?;
     // Counters first, so that the scan below does not show in the cache
     // (nor in the keyspaces' scan counts).
     let stats = db.stats();

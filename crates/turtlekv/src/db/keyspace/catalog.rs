@@ -91,8 +91,11 @@ impl Catalog {
         named.next_id = stored.next_id.unwrap_or(FIRST_NAMED_ID);
         let dropped = stored.dropped;
         *guard = Some(named);
-        for id in dropped {
-            self.cleaner.enqueue(db, id);
+        // A read-only handle cleans nothing: the next writable open does.
+        if !db.poison.is_read_only() {
+            for id in dropped {
+                self.cleaner.enqueue(db, id);
+            }
         }
         Ok(guard)
     }
