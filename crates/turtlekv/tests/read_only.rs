@@ -60,7 +60,7 @@ fn assert_writes_refused(db: &Db) {
     read_only(db.delete("k00500"));
     let mut batch = WriteBatch::new();
     batch.put("a", "b");
-    read_only(db.write(batch, &WriteOptions { sync: true }));
+    read_only(db.write(batch, &WriteOptions::new().sync(true)));
     read_only(db.flush_wal());
     read_only(db.checkpoint_now());
     read_only(db.keyspace("new").map(drop));

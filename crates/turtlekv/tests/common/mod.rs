@@ -163,7 +163,7 @@ pub fn write_step(db: &Db, mirror: &turtlekv::Keyspace, w: u64, s: u64, sync: bo
         batch.delete(item(w, s - WINDOW));
         batch.delete_in(mirror, item(w, s - WINDOW));
     }
-    db.write(batch, &WriteOptions { sync }).unwrap();
+    db.write(batch, &WriteOptions::new().sync(sync)).unwrap();
 }
 
 /// What the database holds for writer `w` once its steps `1..=p` are
