@@ -231,6 +231,142 @@ fn crash_at_every_write_and_sync_across_checkpoints() {
     );
 }
 
+/// One change of a batch in the range-deletion workload.
+#[derive(Debug, Clone)]
+enum Change {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// `delete_range(start, end)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
+}
+
+/// Batches of puts, deletes and range deletions, each synced or not.
+struct RangeWorkload(Vec<(Vec<Change>, bool)>);
+
+impl RangeWorkload {
+    /// `batches` batches over `keys` keys with values of up to
+    /// `max_value_bytes`; every fourth batch deletes a range of up to a
+    /// tenth of the keys among its other changes, every third is synced.
+    fn new(batches: u64, keys: u64, max_value_bytes: u64) -> Self {
+        let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+        let key = |n: u64| format!("key{n:04}").into_bytes();
+        let steps = (0..batches)
+            .map(|i| {
+                let mut changes: Vec<Change> = (0..1 + rng.below(3))
+                    .map(|_| {
+                        let k = key(rng.below(keys));
+                        match rng.below(5) {
+                            0 => Change::Delete(k),
+                            _ => Change::Put(
+                                k,
+                                vec![i as u8; 1 + rng.below(max_value_bytes) as usize],
+                            ),
+                        }
+                    })
+                    .collect();
+                if i % 4 == 3 {
+                    let start = rng.below(keys);
+                    let end = start + 1 + rng.below(keys / 10);
+                    let at = rng.index(changes.len() + 1);
+                    changes.insert(at, Change::DeleteRange(key(start), key(end)));
+                }
+                (changes, i % 3 == 2)
+            })
+            .collect();
+        RangeWorkload(steps)
+    }
+
+    fn apply(model: &mut Model, changes: &[Change]) {
+        for change in changes {
+            match change {
+                Change::Put(k, v) => drop(model.insert(k.clone(), v.clone())),
+                Change::Delete(k) => drop(model.remove(k)),
+                Change::DeleteRange(s, e) => model.retain(|k, _| !(s <= k && k < e)),
+            }
+        }
+    }
+}
+
+impl Workload for RangeWorkload {
+    fn run(&self, db: &Db) -> (usize, usize) {
+        let mut durable = 0;
+        for (i, (changes, sync)) in self.0.iter().enumerate() {
+            let mut batch = WriteBatch::new();
+            for change in changes {
+                match change {
+                    Change::Put(k, v) => batch.put(k, v),
+                    Change::Delete(k) => batch.delete(k),
+                    Change::DeleteRange(s, e) => batch.delete_range(s, e),
+                };
+            }
+            match db.write(batch, &WriteOptions { sync: *sync }) {
+                Ok(()) if *sync => durable = i + 1,
+                Ok(()) => {}
+                Err(Error::Io(_) | Error::Poisoned { .. }) => return (i, durable),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        (self.0.len(), durable)
+    }
+
+    fn steps(&self) -> usize {
+        self.0.len()
+    }
+
+    /// A prefix, so no deleted key comes back and no synced deletion is lost.
+    fn verify(&self, db: &Db, min: usize, max: usize, what: &str) {
+        let found = contents(db);
+        let mut model = Model::new();
+        for (i, (changes, _)) in self.0.iter().enumerate().take(max + 1) {
+            if i >= min && model == found {
+                return;
+            }
+            if i < self.0.len() {
+                Self::apply(&mut model, changes);
+            }
+        }
+        assert!(
+            max >= self.0.len() && model == found,
+            "{what}: state is not a prefix in {min}..={max}"
+        );
+    }
+}
+
+/// Range deletions across checkpoints: crashes land in the WAL appends of
+/// range deletions, in the sync before a checkpoint that applies them, and
+/// in the commits of the checkpoints that turn them into tombstones for
+/// the tree's keys.
+#[test]
+fn crash_at_every_write_and_sync_across_range_deletions() {
+    let work = RangeWorkload::new(60, 120, 2500);
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    work.run(&db);
+    let stats = db.stats();
+    drop(db);
+    assert!(
+        stats.checkpoints >= 8,
+        "only {} checkpoints",
+        stats.checkpoints
+    );
+    assert!(
+        stats.range_deletes >= 10,
+        "only {} range deletions",
+        stats.range_deletes
+    );
+    assert!(
+        stats.range_keys_deleted > 0,
+        "no checkpoint deleted a tree key"
+    );
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {} checkpoints, \
+         {} range deletions deleting {} tree keys",
+        stats.checkpoints, stats.range_deletes, stats.range_keys_deleted
+    );
+}
+
 /// The same with space reclamation at nearly every checkpoint (a 1%
 /// garbage threshold over an overwrite-heavy workload): crashes land in
 /// the drains' page writes and in the commits that follow them.

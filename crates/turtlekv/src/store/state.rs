@@ -36,14 +36,55 @@ pub(crate) struct State {
 
 impl State {
     /// The value of `key` as of sequence number `seq`, and whether it was
-    /// read from the tree (rather than a MemTable).
+    /// read from the tree (rather than a MemTable, or deleted by a range
+    /// tombstone).
     pub fn get(&self, key: &[u8], seq: u64) -> Result<(Option<Bytes>, bool)> {
-        if let Some(found) = self.memtables().find_map(|m| m.get(key, seq)) {
-            return Ok((found, false));
+        let ranges = self.holds_range_tombstones();
+        for (source, memtable) in self.memtables().enumerate() {
+            if let Some(found) = memtable.get(key, seq) {
+                if ranges && found.is_some() && self.is_range_deleted(key, seq, source) {
+                    return Ok((None, false));
+                }
+                return Ok((found, false));
+            }
+        }
+        if ranges && self.range_deleted_seq(key, seq).is_some() {
+            return Ok((None, false));
         }
         match &self.tree {
             Some(tree) => Ok((tree.get(key)?, true)),
             None => Ok((None, false)),
+        }
+    }
+
+    /// Whether any MemTable holds a range tombstone (cheap: one load per
+    /// MemTable). A reader that finds none skips every range check; the
+    /// active MemTable may get one later, numbered above the reader's view.
+    pub fn holds_range_tombstones(&self) -> bool {
+        self.memtables().any(|m| !m.range_tombstones().is_empty())
+    }
+
+    /// The sequence number of the newest range tombstone at or below
+    /// `seq` that covers `key`, in any MemTable.
+    pub fn range_deleted_seq(&self, key: &[u8], seq: u64) -> Option<u64> {
+        self.memtables()
+            .filter_map(|m| m.range_tombstones().covering_seq(key, seq))
+            .max()
+    }
+
+    /// Whether the version of `key` that source `source` gives a reader at
+    /// `seq` is deleted by a range tombstone numbered above it. Sources are
+    /// numbered as `memtables` yields them, the tree last; every version in
+    /// the tree is older than every range tombstone in a MemTable.
+    pub fn is_range_deleted(&self, key: &[u8], seq: u64, source: usize) -> bool {
+        let Some(range_seq) = self.range_deleted_seq(key, seq) else {
+            return false;
+        };
+        match self.memtables().nth(source) {
+            Some(memtable) => memtable
+                .visible_seq(key, seq)
+                .is_some_and(|version| version < range_seq),
+            None => true,
         }
     }
 
