@@ -213,6 +213,9 @@ impl PagedTreeStore {
         workers: &rayon::ThreadPool,
     ) -> Result<Vec<Bytes>> {
         let ranges = memtable.range_tombstones().merged_ranges();
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut reader = RangeKeys::default();
         let mut deleted = 0u64;
         loop {

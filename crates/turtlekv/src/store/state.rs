@@ -102,3 +102,62 @@ pub(crate) struct ReadView {
     pub state: Arc<State>,
     pub seq: u64,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memtable::BTreeMemTable;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    /// An older MemTable (frozen) and a newer one, each with versions and
+    /// range tombstones numbered around each other's.
+    fn two_memtables() -> State {
+        let older = BTreeMemTable::with_capacity(1 << 16);
+        older.insert(b("a"), 1, Some(b("a1")));
+        older.insert(b("b"), 2, Some(b("b2")));
+        older.delete_range(b("a"), b("b"), 3);
+        older.insert(b("c"), 4, Some(b("c4")));
+        let newer = BTreeMemTable::with_capacity(1 << 16);
+        newer.insert(b("d"), 5, Some(b("d5")));
+        newer.delete_range(b("b"), b("e"), 6);
+        newer.insert(b("c"), 7, Some(b("c7")));
+        let frozen = Frozen {
+            memtable: Arc::new(older),
+            last_seq: 4,
+            wal_replay_from: WalPosition::default(),
+            distance_bytes: 1 << 16,
+        };
+        State {
+            active: Arc::new(newer),
+            frozen: vec![Arc::new(frozen)],
+            tree: None,
+        }
+    }
+
+    #[test]
+    fn a_version_is_deleted_only_by_a_newer_visible_range_tombstone() {
+        let state = two_memtables();
+        let get = |key: &[u8], seq| state.get(key, seq).unwrap().0;
+        assert_eq!(get(b"a", 2), Some(b("a1")));
+        assert_eq!(get(b"a", 3), None);
+        assert_eq!(get(b"b", 5), Some(b("b2")), "the end is excluded");
+        assert_eq!(get(b"b", 6), None, "a newer MemTable's tombstone");
+        assert_eq!(get(b"c", 5), Some(b("c4")));
+        assert_eq!(get(b"c", 6), None);
+        assert_eq!(get(b"c", 7), Some(b("c7")), "written after the deletion");
+        assert_eq!(get(b"d", 6), None, "its own MemTable's older version");
+        assert!(state.holds_range_tombstones());
+        assert_eq!(state.range_deleted_seq(b"c", u64::MAX), Some(6));
+        // Sources: 0 the newer MemTable, 1 the older, 2 the tree.
+        assert!(!state.is_range_deleted(b"c", 7, 0));
+        assert!(state.is_range_deleted(b"c", 7, 1));
+        assert!(
+            !state.is_range_deleted(b"z", u64::MAX, 2),
+            "no tombstone covers it"
+        );
+        assert!(state.is_range_deleted(b"a", 3, 2));
+    }
+}

@@ -276,3 +276,61 @@ fn ranges_meet(a: &ReadRange, b: &ReadRange) -> bool {
     };
     starts_below_end(&a.0, &b.1) && starts_below_end(&b.0, &a.1)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    fn check(keys: &[&'static str], ranges: Vec<ReadRange>) -> TxnCheck {
+        TxnCheck {
+            snapshot_seq: 0,
+            keys: keys.iter().map(|k| b(k)).collect(),
+            ranges,
+            conflict: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn an_earlier_range_deletion_of_the_group_touches_what_it_covers() {
+        let mut group = GroupWrites::default();
+        group.add(&BatchOp::stored_range(b("b"), b("d")));
+        assert!(group.touches(&check(&["c"], vec![]), &[]));
+        assert!(!group.touches(&check(&["d", "a"], vec![]), &[]));
+        let written = [BatchOp::stored(b("b"), Some(b("v")))];
+        assert!(group.touches(&check(&[], vec![]), &written));
+        let above = (Bound::Included(b("d")), Bound::Unbounded);
+        assert!(!group.touches(&check(&[], vec![above]), &[]));
+        let meets = (Bound::Excluded(b("a")), Bound::Included(b("b")));
+        assert!(group.touches(&check(&[], vec![meets]), &[]));
+    }
+
+    #[test]
+    fn ranges_meet_when_they_share_a_key() {
+        let r = |lo: Bound<Bytes>, hi: Bound<Bytes>| (lo, hi);
+        let (inc, exc) = (Bound::Included, Bound::Excluded);
+        assert!(ranges_meet(
+            &r(inc(b("a")), exc(b("c"))),
+            &r(inc(b("b")), exc(b("z")))
+        ));
+        assert!(!ranges_meet(
+            &r(inc(b("a")), exc(b("c"))),
+            &r(inc(b("c")), exc(b("z")))
+        ));
+        assert!(ranges_meet(
+            &r(inc(b("a")), inc(b("c"))),
+            &r(inc(b("c")), exc(b("z")))
+        ));
+        assert!(ranges_meet(
+            &r(Bound::Unbounded, exc(b("b"))),
+            &r(exc(b("a")), Bound::Unbounded)
+        ));
+        assert!(!ranges_meet(
+            &r(inc(b("x")), Bound::Unbounded),
+            &r(Bound::Unbounded, exc(b("x")))
+        ));
+    }
+}
