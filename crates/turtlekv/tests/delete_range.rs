@@ -326,3 +326,87 @@ fn a_huge_range_deletes_in_bounded_steps_and_gives_its_space_back() {
     assert_eq!(db.check().unwrap().tree_keys, 1);
     assert_eq!(db.get("zz-kept").unwrap().unwrap(), "yes");
 }
+
+/// Two writers each replace their whole group of keys in every batch: a
+/// range deletion of the group, then 1 to 8 keys carrying the batch's
+/// counter. Snapshots and gets, taken while MemTables holding range
+/// tombstones freeze and are checkpointed, must see whole batches: as
+/// many keys as the counter says, all with its value.
+#[test]
+fn snapshots_see_whole_replacements_while_range_deletions_are_checkpointed() {
+    const BATCHES: u64 = 3_000;
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = Options::default();
+    options.checkpoint_distance_bytes = 64 << 10;
+    let db = Db::open(dir.path(), options).unwrap();
+    let keys_for = |counter: u64| 1 + counter % 8;
+    let writers: Vec<_> = (0..2u8)
+        .map(|w| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for counter in 1..=BATCHES {
+                    let mut batch = WriteBatch::new();
+                    batch.delete_range([b'w', w], [b'w', w + 1]);
+                    for i in 0..keys_for(counter) {
+                        batch.put([b'w', w, i as u8], counter.to_be_bytes());
+                    }
+                    db.write(batch, &WriteOptions::default()).unwrap();
+                }
+            })
+        })
+        .collect();
+    let check = |pairs: Vec<(turtlekv::Bytes, turtlekv::Bytes)>, w: u8| {
+        let values: Vec<u64> = pairs
+            .iter()
+            .filter(|(k, _)| k[1] == w)
+            .map(|(_, v)| u64::from_be_bytes(v[..].try_into().unwrap()))
+            .collect();
+        if let Some(&counter) = values.first() {
+            assert!(
+                values.iter().all(|&v| v == counter),
+                "mixed batches: {values:?}"
+            );
+            assert_eq!(
+                values.len() as u64,
+                keys_for(counter),
+                "keys of batch {counter}"
+            );
+        }
+    };
+    let mut rounds = 0u64;
+    while writers.iter().any(|t| !t.is_finished()) || rounds == 0 {
+        rounds += 1;
+        let snap = db.snapshot();
+        let pairs: Vec<_> = snap.range::<&[u8], _>(..).map(Result::unwrap).collect();
+        let mut reversed: Vec<_> = snap
+            .range::<&[u8], _>(..)
+            .rev()
+            .map(Result::unwrap)
+            .collect();
+        reversed.reverse();
+        assert_eq!(pairs, reversed);
+        for w in 0..2 {
+            check(pairs.clone(), w);
+            // Point reads of the snapshot agree with its scan.
+            for i in 0..8u8 {
+                let scanned = pairs.iter().find(|(k, _)| k[..] == [b'w', w, i]);
+                let got = snap.get([b'w', w, i]).unwrap();
+                assert_eq!(got.as_ref(), scanned.map(|(_, v)| v));
+            }
+        }
+    }
+    for t in writers {
+        t.join().unwrap();
+    }
+    let stats = db.stats();
+    assert!(stats.checkpoints >= 5, "{} checkpoints", stats.checkpoints);
+    assert_eq!(stats.range_deletes, 2 * BATCHES);
+    for w in 0..2 {
+        check(db.range::<&[u8], _>(..).map(Result::unwrap).collect(), w);
+    }
+    eprintln!(
+        "{rounds} snapshot rounds over {} checkpoints",
+        stats.checkpoints
+    );
+    db.check().unwrap();
+}

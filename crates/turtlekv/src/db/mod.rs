@@ -521,7 +521,6 @@ impl Db {
     }
 }
 
-/// Copies the tree store's counters and gauges into `stats`.
 /// Range tombstones in the MemTables of `state`.
 fn range_tombstones_held(state: &crate::store::State) -> u64 {
     state
@@ -530,6 +529,7 @@ fn range_tombstones_held(state: &crate::store::State) -> u64 {
         .sum()
 }
 
+/// Copies the tree store's counters and gauges into `stats`.
 fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
     stats.range_keys_deleted = t.range_keys_deleted;
     stats.range_deletion_steps = t.range_steps;
