@@ -21,7 +21,7 @@ pub struct Stats {
     /// Keys of the tree that checkpoints deleted for range tombstones.
     pub range_keys_deleted: u64,
     /// Updates committed before a checkpoint to delete those keys in
-    /// bounded chunks (a range holding more than about 4 MiB of keys).
+    /// bounded chunks (a leaf's worth of tombstones each, at most 4 MiB).
     pub range_deletion_steps: u64,
     /// Point lookups served (`Db::get` and `Snapshot::get`).
     pub gets: u64,

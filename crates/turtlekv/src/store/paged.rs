@@ -18,7 +18,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
-use super::range_delete::{RANGE_STEP_BYTES, RangeKeys, merge_tombstones};
+use super::range_delete::{RangeKeys, merge_tombstones, step_bytes};
 use super::space::SpacePolicy;
 use super::stored_version::StoredVersion;
 use super::superblock::{Identity, SlotDamage, SuperblockRecord};
@@ -203,7 +203,7 @@ impl PagedTreeStore {
 impl PagedTreeStore {
     /// Deletes from the tree every key within the range tombstones of
     /// `memtable` (a frozen MemTable about to be checkpointed): each full
-    /// chunk of `RANGE_STEP_BYTES` is an update committed on its own at
+    /// chunk of `step_bytes` is an update committed on its own at
     /// the current coverage, and the last, partial chunk is returned for
     /// the checkpoint's batch. The caller has made the MemTable's WAL
     /// records durable first: a step's commit holds some of their effect.
@@ -217,11 +217,12 @@ impl PagedTreeStore {
             return Ok(Vec::new());
         }
         let mut reader = RangeKeys::default();
+        let budget = step_bytes(self.tree.config().leaf_max_bytes);
         let mut deleted = 0u64;
         loop {
             let current = self.current.load_full();
             let mut keys = Vec::new();
-            let done = reader.next_chunk(&*current, &ranges, RANGE_STEP_BYTES, &mut keys)?;
+            let done = reader.next_chunk(&*current, &ranges, budget, &mut keys)?;
             deleted += keys.len() as u64;
             if done {
                 self.progress.lock().range_keys_deleted += deleted;

@@ -4,11 +4,12 @@
 //! point tombstone in the checkpoint's batch.
 //!
 //! A range may hold any number of keys, so they are read in chunks of
-//! about `RANGE_STEP_BYTES`. A store applies each full chunk as an update
-//! of its own before the checkpoint's batch (`PagedTreeStore`: a commit at
-//! the unchanged coverage, like a reclamation step); only the last,
-//! partial chunk joins the batch. The memory a range deletion takes is
-//! thus one chunk and one update's working set, whatever its size.
+//! `step_bytes`: a leaf's worth of tombstones, at most `MAX_STEP_BYTES`.
+//! A store applies each full chunk as an update of its own before the
+//! checkpoint's batch (`PagedTreeStore`: a commit at the unchanged
+//! coverage, like a reclamation step); only the last, partial chunk joins
+//! the batch. The memory a range deletion takes is thus one chunk and one
+//! update's working set, whatever its size.
 
 use std::ops::Bound;
 
@@ -18,14 +19,24 @@ use super::TreeVersion;
 use crate::Result;
 use crate::memtable::{Direction, Versioned};
 
-/// Bytes of tombstones (keys plus `TOMBSTONE_OVERHEAD_BYTES` each) one
-/// chunk holds at most.
-pub(crate) const RANGE_STEP_BYTES: usize = 4 << 20;
+/// The most bytes of tombstones (keys plus `TOMBSTONE_OVERHEAD_BYTES`
+/// each) one chunk holds, whatever the leaf size.
+const MAX_STEP_BYTES: usize = 4 << 20;
+/// The fewest, for the smallest leaves.
+const MIN_STEP_BYTES: usize = 4 << 10;
 /// What a tombstone costs beside its key: the item and its key's buffer
 /// header.
 const TOMBSTONE_OVERHEAD_BYTES: usize = 64;
 /// Keys asked of the tree's cursor at a time.
 const FILL_KEYS: usize = 256;
+
+/// Bytes of tombstones one chunk holds with leaves of `leaf_bytes`: a
+/// leaf's worth (2 MiB with the default leaves, about 27,000 tombstones
+/// of 12-byte keys), so that a step's update and its commit are of the
+/// size the tree writes in anyway, within `MIN_STEP_BYTES..=MAX_STEP_BYTES`.
+pub(crate) fn step_bytes(leaf_bytes: usize) -> usize {
+    leaf_bytes.clamp(MIN_STEP_BYTES, MAX_STEP_BYTES)
+}
 
 /// Where a reading of the deleted ranges stands: the range being read,
 /// and the last key read in it, which the next chunk starts after.
@@ -171,6 +182,14 @@ mod tests {
         let want: Vec<Bytes> = (10..1201).chain(3000..5000).map(key).collect();
         assert_eq!(all.len(), want.len());
         assert!(all == want, "keys missing, repeated or out of order");
+    }
+
+    #[test]
+    fn a_step_is_a_leaf_within_bounds() {
+        assert_eq!(step_bytes(2 << 20), 2 << 20);
+        assert_eq!(step_bytes(16 << 10), 16 << 10);
+        assert_eq!(step_bytes(64 << 20), MAX_STEP_BYTES);
+        assert_eq!(step_bytes(1024), MIN_STEP_BYTES);
     }
 
     #[test]
