@@ -6,12 +6,18 @@ use crate::db::keyspace::{DEFAULT_ID, Tag};
 use crate::options::validate_entry;
 use crate::{Keyspace, Result};
 
-/// One update: a put (`value: Some`) or a delete (`value: None`, a tombstone).
+/// One update: a put (`value: Some`), a delete (`value: None`, a
+/// tombstone), or a range deletion (`end: Some`, `value: None`) of every
+/// stored key from `key` up to `end`, exclusive.
 #[derive(Debug, Clone)]
 pub(crate) struct BatchOp {
-    /// The stored key: the user's key behind its keyspace's tag.
+    /// The stored key: the user's key behind its keyspace's tag; a range
+    /// deletion's start.
     pub key: Bytes,
     pub value: Option<Bytes>,
+    /// A range deletion's end (exclusive), a stored key behind the same
+    /// tag as `key`.
+    pub end: Option<Bytes>,
     /// Bytes of tag at the front of `key` (0 for a key as stored, such as
     /// one the WAL gave back).
     pub tag_len: u8,
@@ -23,8 +29,29 @@ impl BatchOp {
         BatchOp {
             key,
             value,
+            end: None,
             tag_len: 0,
         }
+    }
+
+    /// A range deletion of the stored keys `start..end`, as stored.
+    pub(crate) fn stored_range(start: Bytes, end: Bytes) -> Self {
+        BatchOp {
+            key: start,
+            value: None,
+            end: Some(end),
+            tag_len: 0,
+        }
+    }
+
+    /// Whether this op deletes a range (`key..end`) rather than one key.
+    pub(crate) fn is_range(&self) -> bool {
+        self.end.is_some()
+    }
+
+    /// A range deletion's user end key, without its tag.
+    pub(crate) fn user_end(&self) -> Option<&[u8]> {
+        self.end.as_ref().map(|e| &e[usize::from(self.tag_len)..])
     }
 
     /// The user's key, without its tag.
@@ -36,13 +63,15 @@ impl BatchOp {
 /// Ops compare as stored: a decoded WAL record equals the batch logged.
 impl PartialEq for BatchOp {
     fn eq(&self, other: &Self) -> bool {
-        (&self.key, &self.value) == (&other.key, &other.value)
+        (&self.key, &self.value, &self.end) == (&other.key, &other.value, &other.end)
     }
 }
 
 impl Eq for BatchOp {}
 
-/// Puts and deletes applied all-or-nothing by [`crate::Db::write`].
+/// Puts, deletes and range deletions applied all-or-nothing by
+/// [`crate::Db::write`], in the order they were added: a put after a
+/// range deletion that covers its key survives it, one before does not.
 ///
 /// Entries are checked when the batch is written: one bad entry makes the
 /// whole batch fail with a typed error and nothing of it is applied.
@@ -90,6 +119,27 @@ impl WriteBatch {
     /// Adds a delete of `key` in the default keyspace.
     pub fn delete(&mut self, key: impl AsRef<[u8]>) -> &mut Self {
         self.push(Tag::of(DEFAULT_ID), key.as_ref(), None)
+    }
+
+    /// Adds a deletion of every key `k` with `start <= k < end` (bytewise
+    /// order) in the default keyspace, applied in its place among the
+    /// batch's other entries. Both keys must be valid keys, and `start`
+    /// below `end`: an empty or inverted range makes the write fail with
+    /// [`crate::Error::InvalidRange`].
+    pub fn delete_range(&mut self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> &mut Self {
+        self.push_range(Tag::of(DEFAULT_ID), start.as_ref(), end.as_ref())
+    }
+
+    /// Adds a deletion of the keys `start..end` of `keyspace` (see
+    /// [`WriteBatch::delete_range`]); no other keyspace's keys are touched.
+    pub fn delete_range_in(
+        &mut self,
+        keyspace: &Keyspace,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+    ) -> &mut Self {
+        self.note_keyspace(keyspace);
+        self.push_range(keyspace.tag(), start.as_ref(), end.as_ref())
     }
 
     /// Adds a put of `key` → `value` in `keyspace`. One batch is atomic
@@ -141,6 +191,25 @@ impl WriteBatch {
         self.ops.push(BatchOp {
             key,
             value,
+            end: None,
+            tag_len: tag.len() as u8,
+        });
+        self
+    }
+
+    /// Adds a range deletion of `start..end` behind `tag`: both keys get
+    /// the tag, so the range stays within the keyspace.
+    fn push_range(&mut self, tag: Tag, start: &[u8], end: &[u8]) -> &mut Self {
+        self.user_bytes += (start.len() + end.len()) as u64;
+        self.reserve(2 * tag.len() + start.len() + end.len());
+        self.arena.extend_from_slice(tag.as_bytes());
+        let key = self.copy(start);
+        self.arena.extend_from_slice(tag.as_bytes());
+        let end = self.copy(end);
+        self.ops.push(BatchOp {
+            key,
+            value: None,
+            end: Some(end),
             tag_len: tag.len() as u8,
         });
         self
@@ -193,17 +262,40 @@ impl WriteBatch {
         self.user_bytes
     }
 
-    /// Checks every entry against the key and value limits.
+    /// Checks every entry against the key and value limits, and every
+    /// range deletion for a non-empty range.
     pub(crate) fn validate(&self) -> Result<()> {
-        self.ops
-            .iter()
-            .try_for_each(|op| validate_entry(op.user_key(), op.value.as_deref()))
+        self.ops.iter().try_for_each(|op| {
+            validate_entry(op.user_key(), op.value.as_deref())?;
+            match op.user_end() {
+                Some(end) => validate_range(op.user_key(), end),
+                None => Ok(()),
+            }
+        })
     }
 
+    /// Puts and deletes (range deletions count as deletes).
     pub(crate) fn puts_and_deletes(&self) -> (u64, u64) {
         let puts = self.ops.iter().filter(|op| op.value.is_some()).count() as u64;
         (puts, self.ops.len() as u64 - puts)
     }
+
+    /// Range deletions.
+    pub(crate) fn range_deletes(&self) -> u64 {
+        self.ops.iter().filter(|op| op.is_range()).count() as u64
+    }
+}
+
+/// Refuses a range deletion whose end is a bad key or not above `start`.
+fn validate_range(start: &[u8], end: &[u8]) -> Result<()> {
+    validate_entry(end, None)?;
+    if start >= end {
+        return Err(crate::Error::InvalidRange {
+            start: start.to_vec(),
+            end: end.to_vec(),
+        });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// Everything that can go wrong in TurtleKV.
 ///
-/// Input errors (`EmptyKey`, `KeyTooLarge`, `ValueTooLarge`, `InvalidOptions`)
+/// Input errors (`EmptyKey`, `KeyTooLarge`, `ValueTooLarge`, `InvalidRange`, `InvalidOptions`)
 /// are detected before anything is written, so they never change the database.
 #[non_exhaustive]
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +58,18 @@ pub enum Error {
         len_bytes: usize,
         /// The largest value this database accepts with this key.
         max_bytes: usize,
+    },
+
+    /// A range deletion's start is not below its end: the range is empty
+    /// or inverted. Such a write changes nothing (an empty range is
+    /// refused rather than taken as a no-op, so that a caller's swapped
+    /// bounds do not pass silently).
+    #[error("invalid range: start {start:?} is not below end {end:?}")]
+    InvalidRange {
+        /// The range's start key.
+        start: Vec<u8>,
+        /// The range's end key (exclusive).
+        end: Vec<u8>,
     },
 
     /// A write batch is too large to be logged as one record.

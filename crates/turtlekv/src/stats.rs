@@ -10,8 +10,19 @@ use crate::util::striped::StripedCounter;
 pub struct Stats {
     /// Put entries committed (each entry of a batch counts).
     pub puts: u64,
-    /// Delete entries committed.
+    /// Delete entries committed (range deletions included).
     pub deletes: u64,
+    /// Range deletions committed (`Db::delete_range`; each also counts in
+    /// `deletes`).
+    pub range_deletes: u64,
+    /// Range tombstones the MemTables hold now (their checkpoints have not
+    /// applied them yet).
+    pub range_tombstones: u64,
+    /// Keys of the tree that checkpoints deleted for range tombstones.
+    pub range_keys_deleted: u64,
+    /// Updates committed before a checkpoint to delete those keys in
+    /// bounded chunks (a leaf's worth of tombstones each, at most 4 MiB).
+    pub range_deletion_steps: u64,
     /// Point lookups served (`Db::get` and `Snapshot::get`).
     pub gets: u64,
     /// Range and prefix scans started (`range`/`prefix` of `Db` and
@@ -228,7 +239,8 @@ pub struct Stats {
     pub keyspaces: Vec<crate::KeyspaceStats>,
     /// Dropped keyspaces whose keys are still being deleted, or whose
     /// deletes are still being flushed down to the leaves (which frees
-    /// their pages).
+    /// their pages); ranges of large range deletions waiting for the same
+    /// flush count here too.
     pub keyspaces_dropping: u64,
 }
 
@@ -286,6 +298,7 @@ impl Stats {
 pub(crate) struct Counters {
     pub puts: AtomicU64,
     pub deletes: AtomicU64,
+    pub range_deletes: AtomicU64,
     /// Bumped by every reader: striped (`striped.rs`).
     pub gets: StripedCounter,
     pub scans: AtomicU64,
@@ -328,6 +341,7 @@ impl Counters {
         Stats {
             puts: read(&self.puts),
             deletes: read(&self.deletes),
+            range_deletes: read(&self.range_deletes),
             gets: self.gets.load(),
             scans: read(&self.scans),
             batches: read(&self.batches),

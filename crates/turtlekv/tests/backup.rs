@@ -267,3 +267,38 @@ fn a_corrupt_source_page_fails_the_backup_and_leaves_nothing_that_opens() {
     let crashed = fs.crash(CrashMode::KeepRandomSubset { seed: 7 });
     assert!(open_on(&crashed, &dest).is_err());
 }
+
+/// A range deletion still in a MemTable hides keys the backup's tree
+/// holds: the backup must hide them too, and keep what was written into
+/// the range after it.
+#[test]
+fn a_backup_keeps_the_range_deletions_its_point_sees() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path, checkpointing_options()).unwrap();
+    let ks = db.keyspace("ks").unwrap();
+    let key = |i: u32| format!("k{i:05}");
+    for i in 0..1_000 {
+        db.put(key(i), b"tree").unwrap();
+        ks.put(key(i), b"tree").unwrap();
+    }
+    db.checkpoint_now().unwrap();
+    for i in 0..1_000 {
+        if i % 3 == 0 {
+            db.put(key(i), b"memtable").unwrap();
+        }
+    }
+    db.delete_range(key(100), key(600)).unwrap();
+    ks.delete_range(key(900), key(950)).unwrap();
+    db.put(key(300), b"after").unwrap();
+    let expected = all_contents(&db);
+    db.backup(dir.path().join("backup")).unwrap();
+    db.delete_range(key(0), key(1_000)).unwrap();
+    let backup = Db::open(dir.path().join("backup"), checkpointing_options()).unwrap();
+    assert_eq!(all_contents(&backup), expected);
+    assert_eq!(backup.get(key(300)).unwrap().as_deref(), Some(&b"after"[..]));
+    assert_eq!(backup.get(key(301)).unwrap(), None);
+    assert_eq!(backup.iter().count(), 1_000 - 500 + 1);
+    assert_eq!(backup.keyspace("ks").unwrap().iter().count(), 1_000 - 50);
+    backup.check().unwrap();
+}

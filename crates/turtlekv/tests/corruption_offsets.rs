@@ -387,11 +387,11 @@ fn corruption_reports_name_the_file_and_offset_of_the_damage() {
     flip(&segment, l.tag_at + 1);
     assert_reported(case.open(), &segment, l.record_at, "WAL record checksum");
 
-    // WAL, exact: the record's first entry says its key is empty (its
-    // checksum recomputed). Open reports the entry's tag.
+    // WAL, exact: the record's first entry says it puts an empty key (tag
+    // 1; its checksum recomputed). Open reports the entry's tag.
     let case = Case::new(&built);
     let segment = case.path.join(segment_name(&l));
-    poke(&segment, l.tag_at, 0);
+    poke(&segment, l.tag_at, 1);
     reseal_record(&segment, l.record_at);
     assert_reported(case.open(), &segment, l.tag_at, "WAL entry tag");
 

@@ -231,6 +231,261 @@ fn crash_at_every_write_and_sync_across_checkpoints() {
     );
 }
 
+/// One change of a batch in the range-deletion workload.
+#[derive(Debug, Clone)]
+enum Change {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+    /// `delete_range(start, end)`.
+    DeleteRange(Vec<u8>, Vec<u8>),
+    /// `checkpoint_now`, alone in its step: everything before it is then
+    /// durable.
+    Checkpoint,
+}
+
+/// Batches of puts, deletes and range deletions, each synced or not.
+struct RangeWorkload(Vec<(Vec<Change>, bool)>);
+
+impl RangeWorkload {
+    /// `batches` batches over `keys` keys with values of up to
+    /// `max_value_bytes`; every fourth batch deletes a range of up to
+    /// `1 / width_div` of the keys among its other changes, every third
+    /// is synced. With `fill`, batches of 50 small puts first write every
+    /// `fill`-th key, so that ranges find many keys in the tree.
+    fn new(
+        batches: u64,
+        keys: u64,
+        max_value_bytes: u64,
+        width_div: u64,
+        fill: Option<u64>,
+    ) -> Self {
+        let mut rng = Rng(0x5DEE_CE66_D1CE_4E5B);
+        let key = |n: u64| format!("key{n:04}").into_bytes();
+        let filled: Vec<u64> = fill.map_or(Vec::new(), |every| {
+            (0..keys).step_by(every as usize).collect()
+        });
+        let fills = filled.chunks(50).map(|chunk| {
+            let puts = chunk
+                .iter()
+                .map(|&n| Change::Put(key(n), vec![0xF; 16]))
+                .collect();
+            (puts, false)
+        });
+        let fills: Vec<(Vec<Change>, bool)> = fills.collect();
+        let steps = (0..batches).map(|i| {
+            let mut changes: Vec<Change> = (0..1 + rng.below(3))
+                .map(|_| {
+                    let k = key(rng.below(keys));
+                    match rng.below(5) {
+                        0 => Change::Delete(k),
+                        _ => Change::Put(k, vec![i as u8; 1 + rng.below(max_value_bytes) as usize]),
+                    }
+                })
+                .collect();
+            if i % 4 == 3 {
+                let start = rng.below(keys);
+                let end = start + 1 + rng.below(keys / width_div);
+                let at = rng.index(changes.len() + 1);
+                changes.insert(at, Change::DeleteRange(key(start), key(end)));
+            }
+            (changes, i % 3 == 2)
+        });
+        RangeWorkload(fills.into_iter().chain(steps).collect())
+    }
+
+    /// 1,200 keys checkpointed into the tree, then one unsynced range
+    /// deletion of 1,000 of them and a checkpoint that deletes them from
+    /// the tree in steps: a crash after a step's commit must find the
+    /// deletion in the WAL (the checkpoint synced it first), or the tree
+    /// would miss some of the keys the replayed prefix still holds.
+    fn bulk_deletion() -> Self {
+        let key = |n: u64| format!("key{n:04}").into_bytes();
+        let mut steps: Vec<(Vec<Change>, bool)> = (0..1200u64)
+            .collect::<Vec<_>>()
+            .chunks(100)
+            .map(|c| {
+                (
+                    c.iter()
+                        .map(|&n| Change::Put(key(n), vec![7; 16]))
+                        .collect(),
+                    false,
+                )
+            })
+            .collect();
+        steps.push((vec![Change::Checkpoint], false));
+        let deletion = vec![
+            Change::Put(key(5000), vec![1]),
+            Change::DeleteRange(key(100), key(1100)),
+        ];
+        steps.push((deletion, false));
+        steps.push((vec![Change::Put(key(6000), vec![2])], false));
+        steps.push((vec![Change::Checkpoint], false));
+        steps.push((vec![Change::Put(key(7000), vec![3])], true));
+        RangeWorkload(steps)
+    }
+
+    fn apply(model: &mut Model, changes: &[Change]) {
+        for change in changes {
+            match change {
+                Change::Put(k, v) => drop(model.insert(k.clone(), v.clone())),
+                Change::Delete(k) => drop(model.remove(k)),
+                Change::DeleteRange(s, e) => model.retain(|k, _| !(s <= k && k < e)),
+                Change::Checkpoint => {}
+            }
+        }
+    }
+}
+
+impl Workload for RangeWorkload {
+    fn run(&self, db: &Db) -> (usize, usize) {
+        let mut durable = 0;
+        for (i, (changes, sync)) in self.0.iter().enumerate() {
+            if matches!(changes[..], [Change::Checkpoint]) {
+                // A checkpoint makes every write before it durable; one
+                // that fails ends the run like a failed write.
+                match db.checkpoint_now() {
+                    Ok(()) => durable = i + 1,
+                    Err(_) => return (i, durable),
+                }
+                continue;
+            }
+            let mut batch = WriteBatch::new();
+            for change in changes {
+                match change {
+                    Change::Put(k, v) => batch.put(k, v),
+                    Change::Delete(k) => batch.delete(k),
+                    Change::DeleteRange(s, e) => batch.delete_range(s, e),
+                    Change::Checkpoint => unreachable!("a checkpoint is a step of its own"),
+                };
+            }
+            match db.write(batch, &WriteOptions::new().sync(*sync)) {
+                Ok(()) if *sync => durable = i + 1,
+                Ok(()) => {}
+                Err(Error::Io(_) | Error::Poisoned { .. }) => return (i, durable),
+                Err(e) => panic!("unexpected error {e}"),
+            }
+        }
+        (self.0.len(), durable)
+    }
+
+    fn steps(&self) -> usize {
+        self.0.len()
+    }
+
+    /// A prefix, so no deleted key comes back and no synced deletion is lost.
+    fn verify(&self, db: &Db, min: usize, max: usize, what: &str) {
+        let found = contents(db);
+        let mut model = Model::new();
+        for (i, (changes, _)) in self.0.iter().enumerate().take(max + 1) {
+            if i >= min && model == found {
+                return;
+            }
+            if i < self.0.len() {
+                Self::apply(&mut model, changes);
+            }
+        }
+        assert!(
+            max >= self.0.len() && model == found,
+            "{what}: state is not a prefix in {min}..={max}"
+        );
+    }
+}
+
+/// Range deletions across checkpoints: crashes land in the WAL appends of
+/// range deletions, in the sync before a checkpoint that applies them, and
+/// in the commits of the checkpoints that turn them into tombstones for
+/// the tree's keys.
+#[test]
+fn crash_at_every_write_and_sync_across_range_deletions() {
+    let work = RangeWorkload::new(60, 120, 2500, 10, None);
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    work.run(&db);
+    let stats = db.stats();
+    drop(db);
+    assert!(
+        stats.checkpoints >= 8,
+        "only {} checkpoints",
+        stats.checkpoints
+    );
+    assert!(
+        stats.range_deletes >= 10,
+        "only {} range deletions",
+        stats.range_deletes
+    );
+    assert!(
+        stats.range_keys_deleted > 0,
+        "no checkpoint deleted a tree key"
+    );
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {} checkpoints, \
+         {} range deletions deleting {} tree keys",
+        stats.checkpoints, stats.range_deletes, stats.range_keys_deleted
+    );
+}
+
+/// Range deletions wide enough that their checkpoints delete the tree's
+/// keys in steps (16 KiB leaves: a step per 224 tombstones), each a
+/// commit at the old coverage after the WAL sync that makes the deletion
+/// durable first: crashes land before, between and after those commits,
+/// and the recovered state must still be a prefix with every synced
+/// batch, no deleted key back.
+#[test]
+fn crash_at_every_write_and_sync_across_range_deletion_steps() {
+    let work = RangeWorkload::new(40, 1200, 200, 1, Some(1));
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    work.run(&db);
+    let stats = db.stats();
+    drop(db);
+    assert!(
+        stats.range_deletion_steps >= 3,
+        "only {} steps: {} range deletions deleted {} tree keys over {} checkpoints",
+        stats.range_deletion_steps,
+        stats.range_deletes,
+        stats.range_keys_deleted,
+        stats.checkpoints
+    );
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes) over {} \
+         checkpoints, {} range deletions deleting {} tree keys in {} steps",
+        stats.checkpoints,
+        stats.range_deletes,
+        stats.range_keys_deleted,
+        stats.range_deletion_steps
+    );
+}
+
+/// A crash at every write and sync of `RangeWorkload::bulk_deletion`: the
+/// checkpoint of an unsynced range deletion of 1,000 tree keys commits
+/// steps before its own commit, and a crash between them must recover
+/// the deletion whole (from the WAL, which the checkpoint synced first).
+#[test]
+fn crash_between_the_steps_of_an_unsynced_range_deletion() {
+    let work = RangeWorkload::bulk_deletion();
+    let options = checkpointing_options();
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    work.run(&db);
+    let stats = db.stats();
+    drop(db);
+    assert!(
+        stats.range_deletion_steps >= 3,
+        "only {} steps",
+        stats.range_deletion_steps
+    );
+    assert_eq!(stats.range_keys_deleted, 1000);
+    let (total, crash_points) = crash_everywhere(&work, &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes), {} steps",
+        stats.range_deletion_steps
+    );
+}
+
 /// The same with space reclamation at nearly every checkpoint (a 1%
 /// garbage threshold over an overwrite-heavy workload): crashes land in
 /// the drains' page writes and in the commits that follow them.

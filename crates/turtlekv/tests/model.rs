@@ -16,6 +16,17 @@ enum Op {
     Put(Vec<u8>, Vec<u8>),
     Delete(Vec<u8>),
     Batch(Vec<(Vec<u8>, Option<Vec<u8>>)>),
+    /// `Db::delete_range(start, end)`; an empty or inverted range must be
+    /// refused and change nothing.
+    DeleteRange(Vec<u8>, Vec<u8>),
+    /// A batch of entries, a range deletion, then more entries: the range
+    /// deletes what the batch put before it, not what it puts after.
+    RangeBatch(
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        Vec<u8>,
+        Vec<u8>,
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ),
     Get(Vec<u8>),
     Range(Bound<Vec<u8>>, Bound<Vec<u8>>, Order),
     Prefix(Vec<u8>, bool),
@@ -92,8 +103,16 @@ fn op_with(
     prop_oneof![
         6 => (key.clone(), value.clone()).prop_map(|(k, v)| Op::Put(k, v)),
         3 => key.clone().prop_map(Op::Delete),
-        2 => prop::collection::vec((key.clone(), prop::option::of(value)), 0..batch_max)
+        2 => prop::collection::vec((key.clone(), prop::option::of(value.clone())), 0..batch_max)
             .prop_map(Op::Batch),
+        2 => (key.clone(), key.clone()).prop_map(|(s, e)| Op::DeleteRange(s, e)),
+        1 => (
+            prop::collection::vec((key.clone(), prop::option::of(value.clone())), 0..3),
+            key.clone(),
+            key.clone(),
+            prop::collection::vec((key.clone(), prop::option::of(value)), 0..3),
+        )
+            .prop_map(|(before, s, e, after)| Op::RangeBatch(before, s, e, after)),
         3 => key.prop_map(Op::Get),
         2 => (bound.clone(), bound, order()).prop_map(|(l, u, o)| Op::Range(l, u, o)),
         1 => (prop::collection::vec(prop::sample::select(vec![b'a', 0xff]), 0..3), any::<bool>())
@@ -178,6 +197,42 @@ fn model_range(
     out
 }
 
+/// Removes the keys `start..end` from `model`.
+fn model_delete_range(model: &mut Model, start: &[u8], end: &[u8]) {
+    model.retain(|k, _| !(start <= k.as_slice() && k.as_slice() < end));
+}
+
+/// A non-empty range from two keys: ordered, and widened when equal.
+fn nonempty(a: Vec<u8>, b: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
+    match a.cmp(&b) {
+        std::cmp::Ordering::Less => (a, b),
+        std::cmp::Ordering::Greater => (b, a),
+        std::cmp::Ordering::Equal => {
+            let mut end = a.clone();
+            end.push(0);
+            (a, end)
+        }
+    }
+}
+
+fn add_entries(batch: &mut WriteBatch, entries: &[(Vec<u8>, Option<Vec<u8>>)]) {
+    for (k, v) in entries {
+        match v {
+            Some(v) => batch.put(k, v),
+            None => batch.delete(k),
+        };
+    }
+}
+
+fn model_entries(model: &mut Model, entries: Vec<(Vec<u8>, Option<Vec<u8>>)>) {
+    for (k, v) in entries {
+        match v {
+            Some(v) => model.insert(k, v),
+            None => model.remove(&k),
+        };
+    }
+}
+
 fn run(ops: Vec<Op>, options: Options) {
     let fs = FaultFs::new();
     let mut db: Db = open_fault(&fs, options.clone()).unwrap();
@@ -209,6 +264,30 @@ fn run(ops: Vec<Op>, options: Options) {
                         None => model.remove(&k),
                     };
                 }
+            }
+            Op::DeleteRange(start, end) => {
+                let result = db.delete_range(&start, &end);
+                if start < end {
+                    result.unwrap();
+                    model_delete_range(&mut model, &start, &end);
+                } else {
+                    assert!(
+                        matches!(result, Err(Error::InvalidRange { .. })),
+                        "{result:?}"
+                    );
+                }
+            }
+            Op::RangeBatch(before, start, end, after) => {
+                let (start, end) = nonempty(start, end);
+                let mut batch = WriteBatch::new();
+                add_entries(&mut batch, &before);
+                batch.delete_range(&start, &end);
+                add_entries(&mut batch, &after);
+                let sync = after.len() % 2 == 0;
+                db.write(batch, &WriteOptions::new().sync(sync)).unwrap();
+                model_entries(&mut model, before);
+                model_delete_range(&mut model, &start, &end);
+                model_entries(&mut model, after);
             }
             Op::Get(k) => {
                 assert_eq!(
@@ -314,6 +393,9 @@ enum KsOp {
     Delete(Space, Vec<u8>),
     /// A `WriteBatch` across keyspaces, synced or not.
     Batch(Vec<SpaceEntry>, bool),
+    /// `delete_range` in one keyspace (a range of user keys, which must
+    /// leave every other keyspace alone), synced or not.
+    DeleteRange(Space, Vec<u8>, Vec<u8>, bool),
     Get(Space, Vec<u8>),
     Range(Space, Bound<Vec<u8>>, Bound<Vec<u8>>, Order),
     Prefix(Space, Vec<u8>, bool),
@@ -357,6 +439,8 @@ fn ks_op() -> impl Strategy<Value = KsOp> {
         2 => (space(), key()).prop_map(|(s, k)| KsOp::Delete(s, k)),
         3 => (prop::collection::vec(entry.clone(), 0..6), any::<bool>())
             .prop_map(|(e, y)| KsOp::Batch(e, y)),
+        2 => (space(), key(), key(), any::<bool>())
+            .prop_map(|(s, a, b, y)| KsOp::DeleteRange(s, a, b, y)),
         3 => (space(), key()).prop_map(|(s, k)| KsOp::Get(s, k)),
         2 => (space(), bound.clone(), bound, order()).prop_map(|(s, l, u, o)| KsOp::Range(s, l, u, o)),
         1 => (space(), prop::collection::vec(prop::sample::select(vec![b'a', 0xff]), 0..3), any::<bool>())
@@ -701,6 +785,20 @@ fn run_keyspaces(ops: Vec<KsOp>, options: Options) {
                         model.apply(s, k, v.as_deref());
                     }
                 }
+            }
+            KsOp::DeleteRange(s, a, b, sync) => {
+                let (start, end) = nonempty(a, b);
+                let options = WriteOptions::new().sync(sync);
+                match target(&handles, &model, s) {
+                    Target::Default => db.delete_range_opt(&start, &end, &options).unwrap(),
+                    Target::Live(h) => h.delete_range_opt(&start, &end, &options).unwrap(),
+                    Target::Dropped(h) => {
+                        dropped(h.delete_range_opt(&start, &end, &options));
+                        continue;
+                    }
+                    Target::Unopened => continue,
+                }
+                model_delete_range(model.space_mut(s), &start, &end);
             }
             KsOp::Get(s, k) => {
                 let got = match target(&handles, &model, s) {

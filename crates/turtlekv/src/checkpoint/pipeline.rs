@@ -119,6 +119,19 @@ impl Pipeline<'_> {
         Ok(())
     }
 
+    /// Makes the WAL durable through `frozen`'s records when it holds
+    /// range tombstones: the tree store may commit part of their deletions
+    /// before the checkpoint, at the old coverage (`TreeStore::checkpoint`),
+    /// and recovery must then replay the deletion, not lose it with an
+    /// unsynced tail. One `fdatasync` per such checkpoint.
+    fn sync_before_range_deletions(&self, frozen: &Frozen) -> Result<()> {
+        if frozen.memtable.range_tombstones().is_empty() {
+            return Ok(());
+        }
+        let mut wal = self.versions.wal();
+        wal.sync().map_err(|e| self.poison.with_io(e))
+    }
+
     /// One window's decisions of the memory policy.
     fn decide_memory(&self, delta: Sample) {
         if let Some(grow) = delta.memtables_may_grow() {
@@ -149,6 +162,7 @@ impl Pipeline<'_> {
             wal_replay_from: oldest.wal_replay_from,
         };
         let reserve = self.reserve_checkpoint_memory(&oldest, trees);
+        self.sync_before_range_deletions(&oldest)?;
         self.reclaim_before_checkpoint(trees, oldest.memtable.size_bytes())?;
         let version = trees.checkpoint(&*oldest.memtable, coverage, self.checkpoints.workers())?;
         self.versions.install_checkpoint(&oldest, version);

@@ -20,12 +20,14 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+use crate::batch::BatchOp;
 use crate::db::control::request_backup;
 use crate::db::inner::DbInner;
 use crate::db::open::{create_dir_durably, refuse_nested};
 use crate::db::{Db, LOCK_FILE_NAME};
 use crate::io::{FileSystem, OpenOptions};
 use crate::memtable::Direction;
+use crate::memtable::merge_ranges;
 use crate::store::ReadView;
 use crate::store::backup::{BackupLog, commit_backup};
 use crate::store::superblock::Identity;
@@ -231,10 +233,18 @@ fn write_log(
         &mut |_, _| {},
     )?;
     let start = wal.segment_start();
+    // The range deletions first: they hide what the backup's tree holds
+    // in their ranges, and every version the MemTables hold that they do
+    // not hide is written after them.
+    let ranges = visible_range_deletions(view);
     let delta = memtable_delta(view);
-    let entries = delta.len() as u64;
+    let entries = (delta.len() + ranges.len()) as u64;
     let mut batch = WriteBatch::new();
     let mut batch_bytes = 0;
+    for (start, end) in ranges {
+        batch_bytes += start.len() + end.len();
+        batch.ops.push(BatchOp::stored_range(start, end));
+    }
     for (key, value) in &delta {
         batch.push_stored(key, value.as_deref());
         batch_bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
@@ -251,9 +261,21 @@ fn write_log(
     Ok((start, entries))
 }
 
+/// The union of the range deletions the view sees (numbered at or below
+/// its sequence number), as disjoint stored-key ranges in key order.
+fn visible_range_deletions(view: &ReadView) -> Vec<(Bytes, Bytes)> {
+    let tombstones: Vec<_> = view
+        .state
+        .memtables()
+        .flat_map(|m| m.range_tombstones().all())
+        .filter(|t| t.seq <= view.seq)
+        .collect();
+    merge_ranges(tombstones)
+}
+
 /// Every key the view's MemTables hold, with its newest version at the
-/// view's sequence number (`None`: deleted), in key order: what the view
-/// holds above its tree.
+/// view's sequence number (`None`: deleted, by a tombstone or a range
+/// deletion), in key order: what the view holds above its tree.
 fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Bytes>> {
     let mut delta = BTreeMap::new();
     let mut out = Vec::with_capacity(SCAN_KEYS);
@@ -273,8 +295,13 @@ fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Bytes>> {
             );
             let full = out.len() == SCAN_KEYS;
             after = out.last().map(|(key, _)| key.clone());
-            for (key, value) in out.drain(..) {
-                delta.entry(key).or_insert(value);
+            for (key, _) in out.drain(..) {
+                if !delta.contains_key(&key) {
+                    // The newest version across the MemTables, with range
+                    // deletions applied (`State::memtable_get`).
+                    let value = view.state.memtable_get(&key, view.seq).flatten();
+                    delta.insert(key, value);
+                }
             }
             if !full {
                 break;

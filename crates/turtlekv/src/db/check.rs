@@ -21,6 +21,9 @@ pub struct CheckReport {
     pub wal_bytes: u64,
     /// Keys visible in the MemTables, each in strictly increasing order.
     pub memtable_keys: u64,
+    /// Range tombstones in the MemTables, each checked: a non-empty range
+    /// within one keyspace, numbered above the tree's checkpoint.
+    pub range_tombstones: u64,
     /// Live keys in the tree.
     pub tree_keys: u64,
     /// Tree pages read and verified.
@@ -56,8 +59,11 @@ pub(crate) fn check(inner: &std::sync::Arc<DbInner>) -> Result<CheckReport> {
     report.wal_segments = wal.segments;
     report.wal_records = wal.records;
     report.wal_bytes = wal.bytes;
+    let covered = view.state.tree.as_ref().map_or(0, |t| t.covered_seq());
     for memtable in view.state.memtables() {
         report.memtable_keys += check_memtable(&**memtable, view.seq)?;
+        let tagged = inner.keyspaces.tagged;
+        report.range_tombstones += check_range_tombstones(&**memtable, covered, tagged)?;
     }
     if let Some(tree) = &view.state.tree {
         let tree = tree.check()?;
@@ -66,6 +72,43 @@ pub(crate) fn check(inner: &std::sync::Arc<DbInner>) -> Result<CheckReport> {
     }
     report.keyspaces = inner.keyspaces.check(inner)?;
     Ok(report)
+}
+
+/// Checks what `check_structure` cannot know of a MemTable's range
+/// tombstones: each lies within one keyspace (its ends share a tag, in a
+/// database with keyspaces) and is newer than the tree, whose checkpoint
+/// has not applied it. Returns how many there are.
+fn check_range_tombstones(memtable: &dyn MemTable, covered_seq: u64, tagged: bool) -> Result<u64> {
+    let tombstones = memtable.range_tombstones().all();
+    for t in &tombstones {
+        let fail = |reason: String| Error::Corruption {
+            file: "<memtable>".into(),
+            offset: 0,
+            reason,
+        };
+        if t.seq <= covered_seq {
+            return Err(fail(format!(
+                "range tombstone at sequence {} is not above the checkpoint's {covered_seq}",
+                t.seq
+            )));
+        }
+        if tagged && stored_tag(&t.start) != stored_tag(&t.end) {
+            return Err(fail(format!(
+                "range tombstone at sequence {} spans keyspaces",
+                t.seq
+            )));
+        }
+    }
+    Ok(tombstones.len() as u64)
+}
+
+/// The keyspace tag a stored key starts with (`format.md`, "Keys and
+/// keyspaces": one byte below `F0`, else `F0` and four bytes).
+fn stored_tag(key: &[u8]) -> &[u8] {
+    match key.first() {
+        Some(&b) if b < 0xF0 => &key[..1],
+        _ => &key[..key.len().min(5)],
+    }
 }
 
 /// Checks the MemTable's structure, then scans it and checks the order

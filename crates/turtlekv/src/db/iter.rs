@@ -8,6 +8,7 @@ use std::ops::{Bound, RangeBounds};
 use bytes::Bytes;
 
 use crate::Result;
+use crate::db::range_filter;
 use crate::key::compare_keys;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::store::ReadView;
@@ -370,7 +371,7 @@ impl Iter {
                 cursor.buf.pop_front();
             }
         }
-        Ok(Some(item))
+        Ok(Some(range_filter::hide_range_deleted(view, item, winner)))
     }
 
     /// Ends the iteration from both sides (after an error or when the ends meet).

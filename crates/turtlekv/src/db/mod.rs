@@ -15,6 +15,7 @@ pub(crate) mod keyspace;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;
+mod range_filter;
 mod read_only;
 #[cfg(test)]
 mod reclaim_tests;
@@ -260,6 +261,32 @@ impl Db {
         self.write(batch, options)
     }
 
+    /// Deletes every key `k` with `start <= k < end` (bytewise order, as
+    /// [`Db::range`] orders keys), not synced: see [`WriteOptions`]. One
+    /// entry in the log however many keys the range holds; reads honour it
+    /// at once, snapshots taken before it still see the keys, and the
+    /// checkpoint that moves it into the tree deletes the tree's keys in
+    /// the range (`docs/design.md`, "A range deletion").
+    ///
+    /// Both bounds must be valid keys ([`Error::EmptyKey`],
+    /// [`Error::KeyTooLarge`]) and `start` must be below `end`: an empty or
+    /// inverted range is [`Error::InvalidRange`] and changes nothing.
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`Db::delete_range`] with the given durability.
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range(start, end);
+        self.write(batch, options)
+    }
+
     /// Whether this database takes the entry (a put with `Some(value)`, a
     /// delete with `None`): the input error a write of it would return,
     /// without writing anything. A database with small pages takes less
@@ -291,6 +318,9 @@ impl Db {
         // less, so an error reports what this database takes.
         for op in &batch.ops {
             inner.limits.check(op.user_key(), op.value.as_deref())?;
+            if let Some(end) = op.user_end() {
+                inner.limits.check(end, None)?;
+            }
         }
         batch.validate()?;
         if let Some(foreign) = batch.keyspaces.iter().find(|k| !k.belongs_to(inner)) {
@@ -300,6 +330,9 @@ impl Db {
             // Bare keys: only the default keyspace exists here.
             for op in &mut batch.ops {
                 bytes::Buf::advance(&mut op.key, usize::from(op.tag_len));
+                if let Some(end) = &mut op.end {
+                    bytes::Buf::advance(end, usize::from(op.tag_len));
+                }
                 op.tag_len = 0;
             }
         }
@@ -518,6 +551,7 @@ impl Db {
         let state = inner.versions.state();
         stats.memtable_bytes = state.memtables().map(|m| m.size_bytes()).sum();
         stats.memtable_entries = state.memtables().map(|m| m.len() as u64).sum();
+        stats.range_tombstones = range_tombstones_held(&state);
         stats.last_sequence = inner.versions.visible_seq();
         stats.frozen_memtables = state.frozen.len() as u64;
         stats.checkpoint_covered_sequence = inner.versions.covered_seq();
@@ -616,8 +650,18 @@ impl Db {
     }
 }
 
+/// Range tombstones in the MemTables of `state`.
+fn range_tombstones_held(state: &crate::store::State) -> u64 {
+    state
+        .memtables()
+        .map(|m| m.range_tombstones().len() as u64)
+        .sum()
+}
+
 /// Copies the tree store's counters and gauges into `stats`.
 fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
+    stats.range_keys_deleted = t.range_keys_deleted;
+    stats.range_deletion_steps = t.range_steps;
     let (store, written, shape) = (&t.pages, &t.written, &t.shape);
     stats.cache_capacity_bytes = store.cache_capacity_bytes;
     stats.cache_used_bytes = store.cache_used_bytes;

@@ -167,7 +167,10 @@ pub(super) fn open_as(
         options.wal_segment_size_bytes,
         &mut |first_seq, ops| {
             for (seq, op) in (first_seq..).zip(ops) {
-                memtable.insert(op.key.clone(), seq, op.value.clone());
+                match &op.end {
+                    Some(end) => memtable.delete_range(op.key.clone(), end.clone(), seq),
+                    None => memtable.insert(op.key.clone(), seq, op.value.clone()),
+                }
             }
         },
     )

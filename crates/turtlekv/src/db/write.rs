@@ -171,7 +171,7 @@ impl DbInner {
                 check.passes(&state, now_seq, &earlier, written)
             });
             if passes && last_check.is_some_and(|last| i < last) {
-                req.batch.ops.iter().for_each(|op| earlier.add(&op.key));
+                req.batch.ops.iter().for_each(|op| earlier.add(op));
             }
             passes
         });
@@ -190,6 +190,12 @@ impl DbInner {
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
             for (i, (seq, op)) in (batch_first_seq..).zip(&req.batch.ops).enumerate() {
+                if let Some(end) = &op.end {
+                    // Before the write is visible, as for a key below.
+                    state.active.delete_range(op.key.clone(), end.clone(), seq);
+                    self.record_cache.record_range_delete(&op.key, end, seq);
+                    continue;
+                }
                 let (key, value) = (op.key.clone(), op.value.clone());
                 match hints {
                     Some(hints) => state.active.insert_prepared(key, seq, value, &hints[i]),
@@ -203,6 +209,7 @@ impl DbInner {
             let (puts, deletes) = req.batch.puts_and_deletes();
             bump(&self.stats.puts, puts);
             bump(&self.stats.deletes, deletes);
+            bump(&self.stats.range_deletes, req.batch.range_deletes());
             bump(&self.stats.batches, 1);
             bump(&self.stats.user_bytes_written, req.batch.user_bytes());
         }
@@ -216,9 +223,9 @@ impl DbInner {
             return Ok(());
         }
         let active = &self.versions.state().active;
-        let (entries, size_bytes) = (active.len(), active.size_bytes());
+        let size_bytes = active.size_bytes();
         let distance = self.effective_checkpoint_distance();
-        if entries == 0 || (size_bytes < distance && !forced) {
+        if active.holds_nothing() || (size_bytes < distance && !forced) {
             return Ok(());
         }
         self.wait_for_frozen_slot()?;
@@ -238,7 +245,7 @@ impl DbInner {
             self.poison.check()?;
             let state = self.versions.state();
             let slot_taken = state.frozen.len() >= MAX_FROZEN_MEMTABLES;
-            if self.versions.trees().is_none() || state.active.len() == 0 || slot_taken {
+            if self.versions.trees().is_none() || state.active.holds_nothing() || slot_taken {
                 return Ok(false);
             }
             self.freeze_active(self.effective_checkpoint_distance())?;

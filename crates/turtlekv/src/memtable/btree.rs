@@ -27,6 +27,7 @@ use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::btree_node::{FANOUT, Header, NodePtr, Snapshot, Step};
 use super::node::{NodeRef, compare, write_node};
+use super::range_tombstones::RangeTombstones;
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::mem::MappingPool;
@@ -49,6 +50,8 @@ pub(crate) struct BTreeMemTable {
     size_bytes: AtomicU64,
     /// Every key inserted; gets of other keys skip the search.
     bloom: KeyBloom,
+    /// Deleted key ranges (`Db::delete_range`).
+    range_tombstones: RangeTombstones,
 }
 
 #[derive(Debug)]
@@ -131,6 +134,7 @@ impl BTreeMemTable {
             len: AtomicUsize::new(0),
             size_bytes: AtomicU64::new(0),
             bloom,
+            range_tombstones: RangeTombstones::default(),
         };
         table.charge(&table.writer.lock());
         table
@@ -427,7 +431,8 @@ impl MemTable for BTreeMemTable {
     fn check_structure(&self) -> Result<(), String> {
         // Writes would move the structure under the walk.
         let _writer = self.writer.lock();
-        super::btree_check::check(self.root(), self.len())
+        super::btree_check::check(self.root(), self.len())?;
+        self.range_tombstones.check()
     }
 
     fn seal(&self) {
@@ -436,7 +441,15 @@ impl MemTable for BTreeMemTable {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size_bytes.load(Ordering::Relaxed)
+        self.size_bytes.load(Ordering::Relaxed) + self.range_tombstones.size_bytes()
+    }
+
+    fn range_tombstones(&self) -> &RangeTombstones {
+        &self.range_tombstones
+    }
+
+    fn visible_seq(&self, key: &[u8], seq: u64) -> Option<u64> {
+        self.visible_seq_of(key, seq)
     }
 
     fn len(&self) -> usize {

@@ -40,7 +40,27 @@ pub(crate) fn collect_latest(memtable: &dyn MemTable) -> Vec<Versioned> {
     for piece in pieces {
         out.extend(piece);
     }
+    delete_covered(memtable, &mut out);
     out
+}
+
+/// Turns into tombstones the newest versions in `out` that a range
+/// tombstone of the same MemTable, numbered above them, deletes: the
+/// newest state of such a key is deleted. (The tree's keys within the
+/// ranges are the tree store's to delete: `TreeStore::checkpoint`.)
+fn delete_covered(memtable: &dyn MemTable, out: &mut [Versioned]) {
+    let tombstones = memtable.range_tombstones();
+    if tombstones.is_empty() {
+        return;
+    }
+    for (key, value) in out.iter_mut().filter(|(_, v)| v.is_some()) {
+        let Some(range_seq) = tombstones.covering_seq(key, u64::MAX) else {
+            continue;
+        };
+        if memtable.newest_seq(key).is_some_and(|seq| seq < range_seq) {
+            *value = None;
+        }
+    }
 }
 
 /// The smallest or largest key.
@@ -143,6 +163,32 @@ mod tests {
         assert_eq!(collected.len() as u64, KEYS);
         assert_eq!(collected, plain);
         assert!(collected.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn a_range_tombstone_deletes_older_versions_of_its_own_memtable() {
+        let memtable = BTreeMemTable::with_capacity(1 << 20);
+        let b = |s: &'static str| Bytes::from_static(s.as_bytes());
+        memtable.insert(b("a"), 1, Some(b("old")));
+        memtable.insert(b("b"), 2, Some(b("old")));
+        memtable.insert(b("c"), 3, Some(b("old")));
+        memtable.delete_range(b("b"), b("d"), 4);
+        memtable.insert(b("c"), 5, Some(b("new")));
+        memtable.insert(b("e"), 6, Some(b("kept")));
+        assert!(!memtable.holds_nothing());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let collected = pool.install(|| collect_latest(&memtable));
+        let want = vec![
+            (b("a"), Some(b("old"))),
+            (b("b"), None),
+            (b("c"), Some(b("new"))),
+            (b("e"), Some(b("kept"))),
+        ];
+        assert_eq!(collected, want);
+        assert_eq!(memtable.visible_seq(b"c", 4), Some(3));
     }
 
     #[test]

@@ -15,6 +15,7 @@ mod btree_check;
 mod btree_node;
 mod collect;
 mod node;
+mod range_tombstones;
 mod search;
 #[cfg(any(test, feature = "sim"))]
 mod skiplist;
@@ -31,6 +32,7 @@ use crate::mem::MappingPool;
 
 pub(crate) use btree::BTreeMemTable;
 pub(crate) use collect::collect_latest;
+pub(crate) use range_tombstones::{RangeTombstones, merge_ranges};
 #[cfg(any(test, feature = "sim"))]
 pub(crate) use skiplist::SkipListMemTable;
 
@@ -129,6 +131,21 @@ pub(crate) trait MemTable: Send + Sync + Debug {
     /// none, `Some(None)` for a tombstone.
     fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>>;
 
+    /// Sequence number of the newest version of `key` at or below `seq`
+    /// (the version `get` finds), if any: a read compares it with the
+    /// range tombstones that cover the key.
+    fn visible_seq(&self, key: &[u8], seq: u64) -> Option<u64>;
+
+    /// The deleted key ranges this MemTable holds
+    /// (`range_tombstones.rs`).
+    fn range_tombstones(&self) -> &RangeTombstones;
+
+    /// Adds the deletion of every key in `start..end` at `seq`. Like an
+    /// insert, only the writer calls it, before `seq` is visible.
+    fn delete_range(&self, start: Bytes, end: Bytes, seq: u64) {
+        self.range_tombstones().insert(start, end, seq);
+    }
+
     /// Sequence number of the newest version of `key` held, if any (a
     /// transaction's commit check).
     fn newest_seq(&self, key: &[u8]) -> Option<u64>;
@@ -161,9 +178,15 @@ pub(crate) trait MemTable: Send + Sync + Debug {
     /// share its memory instead of copying. An insert after it panics.
     fn seal(&self);
 
-    /// Bytes charged for all versions, overwrites and tombstones included.
+    /// Bytes charged for all versions, overwrites, tombstones and range
+    /// tombstones included.
     fn size_bytes(&self) -> u64;
 
-    /// Number of versions held.
+    /// Number of versions held (range tombstones not counted).
     fn len(&self) -> usize;
+
+    /// Whether the MemTable holds no version and no range tombstone.
+    fn holds_nothing(&self) -> bool {
+        self.len() == 0 && self.range_tombstones().is_empty()
+    }
 }

@@ -193,6 +193,14 @@ pub(super) trait Search: Sized {
         out.pop().map(|(_, value)| value)
     }
 
+    /// `MemTable::visible_seq` for either structure.
+    fn visible_seq_of(&self, key: &[u8], seq: u64) -> Option<u64> {
+        if !self.may_contain(key) {
+            return None;
+        }
+        self.visible(key, seq).map(|n| n.seq())
+    }
+
     /// `MemTable::newest_seq` for either structure.
     fn newest_seq_of(&self, key: &[u8]) -> Option<u64> {
         if !self.may_contain(key) {

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use super::arena::{Arena, entry_chunk_bytes};
 use super::bloom::{ENTRY_ESTIMATE_BYTES, KeyBloom};
 use super::node::{MAX_HEIGHT, Node, NodeRef, compare, prefetch_search_fields, write_node};
+use super::range_tombstones::RangeTombstones;
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::mem::MappingPool;
@@ -38,6 +39,8 @@ pub(crate) struct SkipListMemTable {
     size_bytes: AtomicU64,
     /// Every key inserted; gets of other keys skip the search.
     bloom: KeyBloom,
+    /// Deleted key ranges (`Db::delete_range`).
+    range_tombstones: RangeTombstones,
 }
 
 #[derive(Debug)]
@@ -91,6 +94,7 @@ impl SkipListMemTable {
             len: AtomicUsize::new(0),
             size_bytes: AtomicU64::new(bloom.size_bytes()),
             bloom,
+            range_tombstones: RangeTombstones::default(),
         }
     }
 
@@ -327,7 +331,8 @@ impl MemTable for SkipListMemTable {
     }
 
     fn check_structure(&self) -> Result<(), String> {
-        SkipListMemTable::check_structure(self)
+        SkipListMemTable::check_structure(self)?;
+        self.range_tombstones.check()
     }
 
     fn seal(&self) {
@@ -336,7 +341,15 @@ impl MemTable for SkipListMemTable {
     }
 
     fn size_bytes(&self) -> u64 {
-        self.size_bytes.load(Ordering::Relaxed)
+        self.size_bytes.load(Ordering::Relaxed) + self.range_tombstones.size_bytes()
+    }
+
+    fn range_tombstones(&self) -> &RangeTombstones {
+        &self.range_tombstones
+    }
+
+    fn visible_seq(&self, key: &[u8], seq: u64) -> Option<u64> {
+        self.visible_seq_of(key, seq)
     }
 
     fn len(&self) -> usize {

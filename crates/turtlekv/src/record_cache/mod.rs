@@ -337,6 +337,31 @@ impl RecordCache {
         }
     }
 
+    /// Records a deletion of the keys `start..end` at `seq`: drops every
+    /// cached entry in the range and raises every watermark, so that no
+    /// answer read before the deletion is admitted after it. Called before
+    /// the deletion becomes visible. Costs a pass over every entry (a
+    /// hash cache cannot find a key range otherwise), in the group
+    /// commit's turn: 5 to 10 ms with 100,000 entries cached (a test
+    /// build, `docs/design.md`, "A range deletion"); range deletions are
+    /// expected to be rare next to point writes.
+    pub fn record_range_delete(&self, start: &[u8], end: &[u8], seq: u64) {
+        for shard in self.shards.iter() {
+            let mut shard = shard.write();
+            for mark in shard.watermarks.iter_mut() {
+                *mark = (*mark).max(seq);
+            }
+            for i in 0..shard.entries.len() {
+                let covered = shard.entries[i]
+                    .as_ref()
+                    .is_some_and(|e| start <= e.key() && e.key() < end);
+                if covered {
+                    shard.remove_at(i as u32);
+                }
+            }
+        }
+    }
+
     /// Admits the answer a get read from the tree at `read_seq`, unless a
     /// write to the key's slot came after `read_seq`.
     pub fn admit(&self, key: &[u8], value: Option<&Bytes>, read_seq: u64) {
@@ -474,6 +499,24 @@ mod tests {
             assert_eq!(cache.counts().used_bytes, 0);
             assert_eq!(cache.get(b"k", 1), None);
         }
+    }
+
+    #[test]
+    fn a_range_deletion_drops_covered_entries_and_blocks_older_answers() {
+        let cache = RecordCache::new(1 << 20);
+        for key in ["a", "b", "c", "d"] {
+            cache.admit(key.as_bytes(), Some(&v(key)), 5);
+        }
+        cache.record_range_delete(b"b", b"d", 7);
+        assert_eq!(cache.get(b"a", 9), Some(Some(v("a"))));
+        assert_eq!(cache.get(b"b", 9), None);
+        assert_eq!(cache.get(b"c", 9), None);
+        assert_eq!(cache.get(b"d", 9), Some(Some(v("d"))));
+        // An answer read before the deletion is not admitted after it.
+        cache.admit(b"c", Some(&v("c")), 6);
+        assert_eq!(cache.get(b"c", 9), None);
+        cache.admit(b"c", None, 8);
+        assert_eq!(cache.get(b"c", 9), Some(None));
     }
 
     #[test]

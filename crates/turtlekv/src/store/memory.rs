@@ -109,6 +109,10 @@ impl TreeStore for MemoryTreeStore {
             )));
         }
         let mut map = self.current.lock().map.clone();
+        for (start, end) in memtable.range_tombstones().merged_ranges() {
+            let doomed: Vec<Bytes> = map.range(start..end).map(|(k, _)| k.clone()).collect();
+            doomed.iter().for_each(|k| drop(map.remove(k)));
+        }
         let mut previous: Option<Bytes> = None;
         for (key, value) in workers.install(|| collect_latest(memtable)) {
             assert!(

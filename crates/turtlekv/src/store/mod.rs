@@ -13,6 +13,7 @@ mod durable_pages;
 #[cfg(test)]
 pub(crate) mod memory;
 mod paged;
+mod range_delete;
 pub(crate) mod space;
 mod state;
 mod stored_version;

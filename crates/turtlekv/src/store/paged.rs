@@ -18,6 +18,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
+use super::range_delete::{RangeKeys, merge_tombstones, step_bytes};
 use super::space::SpacePolicy;
 use super::stored_version::StoredVersion;
 use super::superblock::{Identity, SlotDamage, SuperblockRecord};
@@ -72,7 +73,17 @@ struct Progress {
     last_leaf_bytes_written: u64,
     shape: TreeShape,
     space: SpacePolicy,
+    /// Tree keys checkpoints deleted for range tombstones, and the updates
+    /// of their own that took them (`range_delete.rs`).
+    range_keys_deleted: u64,
+    range_steps: u64,
 }
+
+/// A range deletion that took at least this many keys from the tree asks
+/// the reclamation steps to drain its range (`request_drain`), so that the
+/// leaves drop the keys and their pages are freed without waiting for the
+/// space policy.
+const DRAIN_AFTER_RANGE_KEYS: u64 = 4096;
 
 /// A reclamation step rewrites at least this many leaves' worth.
 const RECLAIM_MIN_LEAVES: u64 = 4;
@@ -100,6 +111,8 @@ impl PagedTreeStore {
                 last_leaf_bytes_written: 0,
                 shape,
                 space: SpacePolicy::new(config.garbage_percent),
+                range_keys_deleted: 0,
+                range_steps: 0,
             }),
             drains: Mutex::new(Vec::new()),
         })
@@ -183,6 +196,52 @@ impl PagedTreeStore {
     }
 }
 
+impl PagedTreeStore {
+    /// Deletes from the tree every key within the range tombstones of
+    /// `memtable` (a frozen MemTable about to be checkpointed): each full
+    /// chunk of `step_bytes` is an update committed on its own at
+    /// the current coverage, and the last, partial chunk is returned for
+    /// the checkpoint's batch. The caller has made the MemTable's WAL
+    /// records durable first: a step's commit holds some of their effect.
+    fn delete_tree_ranges(
+        &self,
+        memtable: &dyn MemTable,
+        workers: &rayon::ThreadPool,
+    ) -> Result<Vec<Bytes>> {
+        let ranges = memtable.range_tombstones().merged_ranges();
+        if ranges.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut reader = RangeKeys::default();
+        let budget = step_bytes(self.tree.config().leaf_max_bytes);
+        let mut deleted = 0u64;
+        loop {
+            let current = self.current.load_full();
+            let mut keys = Vec::new();
+            let done = reader.next_chunk(&*current, &ranges, budget, &mut keys)?;
+            deleted += keys.len() as u64;
+            if done {
+                self.progress.lock().range_keys_deleted += deleted;
+                if deleted >= DRAIN_AFTER_RANGE_KEYS {
+                    for (start, end) in &ranges {
+                        self.request_drain(start.clone(), Bound::Excluded(end.clone()));
+                    }
+                }
+                return Ok(keys);
+            }
+            let items = keys
+                .into_iter()
+                .map(|key| Item { key, value: None })
+                .collect();
+            let plan = ReclaimPlan::default();
+            let outcome =
+                workers.install(|| self.tree.apply_items(current.root(), items, &plan))?;
+            self.commit(outcome, current.coverage())?;
+            self.progress.lock().range_steps += 1;
+        }
+    }
+}
+
 impl TreeStore for PagedTreeStore {
     fn current(&self) -> Arc<dyn TreeVersion> {
         self.current.load_full()
@@ -194,9 +253,10 @@ impl TreeStore for PagedTreeStore {
         coverage: Coverage,
         workers: &rayon::ThreadPool,
     ) -> Result<Arc<dyn TreeVersion>> {
+        let deleted = self.delete_tree_ranges(memtable, workers)?;
         let root = self.current.load().root();
         let outcome = workers.install(|| {
-            let batch: Vec<Item> = collect_latest(memtable)
+            let batch: Vec<Item> = merge_tombstones(collect_latest(memtable), deleted)
                 .into_iter()
                 .map(|(key, value)| Item { key, value })
                 .collect();
@@ -285,6 +345,8 @@ impl TreeStore for PagedTreeStore {
             pages,
             space: progress.space.estimate(&progress.shape),
             shape: progress.shape.clone(),
+            range_keys_deleted: progress.range_keys_deleted,
+            range_steps: progress.range_steps,
         }
     }
 

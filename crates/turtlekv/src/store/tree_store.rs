@@ -37,6 +37,10 @@ pub(crate) struct StoreStats {
     pub shape: TreeShape,
     /// Its garbage and live bytes, as the space policy estimates them.
     pub space: SpaceEstimate,
+    /// Tree keys that checkpoints deleted for range tombstones.
+    pub range_keys_deleted: u64,
+    /// Updates committed on their own to delete those keys in chunks.
+    pub range_steps: u64,
 }
 
 /// Where checkpoints go: the newest durable tree version, and how the next
@@ -46,8 +50,12 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
     fn current(&self) -> Arc<dyn TreeVersion>;
 
     /// Applies the frozen `memtable` (the newest version of each key, `None`
-    /// for a tombstone) on top of the current version, makes the result
-    /// durable, and returns it. `coverage` is recorded with it, so that
+    /// for a tombstone) on top of the current version, with every key of
+    /// the current version within one of its range tombstones deleted
+    /// unless the MemTable holds a version of it, makes the result
+    /// durable, and returns it. With range tombstones, the caller makes
+    /// the MemTable's WAL records durable first: a store may commit part
+    /// of the deletions before the checkpoint, at the old coverage. `coverage` is recorded with it, so that
     /// recovery replays only the WAL records above it. The data-parallel
     /// parts run on `workers`.
     fn checkpoint(

@@ -17,6 +17,7 @@ pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops
     out.extend_from_slice(&synced_through.to_le_bytes());
     out.extend_from_slice(&(ops.len() as u32).to_le_bytes());
     for op in ops {
+        debug_assert!(!op.is_range(), "version 1 holds no range deletions");
         let key_len = op.key.len() as u16;
         match &op.value {
             Some(v) => {

@@ -10,6 +10,9 @@ use crate::wal::record::{PayloadReader, Record};
 
 /// Low bit of an entry's tag: set for a put, clear for a delete.
 const TAG_PUT: u64 = 1;
+/// The tag of a range deletion: no put or delete has it (their keys hold
+/// at least one byte).
+const TAG_RANGE: u64 = 0;
 
 /// Appends the payload; `next_segment` makes a record without updates a
 /// link (`docs/format.md`, "Link").
@@ -25,6 +28,10 @@ pub(crate) fn encode(
     varint::put(out, synced_through);
     varint::put(out, ops.len() as u64);
     for op in ops {
+        if let Some(end) = &op.end {
+            encode_range(out, &op.key, end);
+            continue;
+        }
         let key_len = op.key.len() as u64;
         match &op.value {
             Some(v) => {
@@ -44,12 +51,26 @@ pub(crate) fn encode(
     }
 }
 
+/// A range deletion: tag 0, both lengths, both keys.
+fn encode_range(out: &mut Vec<u8>, start: &[u8], end: &[u8]) {
+    varint::put(out, TAG_RANGE);
+    varint::put(out, start.len() as u64);
+    varint::put(out, end.len() as u64);
+    out.extend_from_slice(start);
+    out.extend_from_slice(end);
+}
+
 /// The payload `encode` writes for `ops`, at most: its two sequence
 /// numbers are counted at their longest.
 pub(crate) fn max_len(ops: &[BatchOp]) -> usize {
     let entries: usize = ops
         .iter()
         .map(|op| {
+            if let Some(end) = &op.end {
+                let lens =
+                    varint::len_bytes(op.key.len() as u64) + varint::len_bytes(end.len() as u64);
+                return 1 + lens + op.key.len() + end.len();
+            }
             let tag = varint::len_bytes((op.key.len() as u64) << 1 | TAG_PUT);
             let value = op
                 .value
@@ -97,6 +118,9 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record, DecodeError> {
 fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
     let tag_at = r.offset();
     let tag = r.varint()?;
+    if tag == TAG_RANGE {
+        return decode_range(r, tag_at);
+    }
     let key_len = tag >> 1;
     if key_len == 0 || key_len > crate::key::MAX_STORED_KEY_BYTES as u64 {
         return Err(DecodeError::new(tag_at, "key length out of range"));
@@ -117,4 +141,113 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
         None => None,
     };
     Ok(BatchOp::stored(key, value))
+}
+
+/// The rest of a range deletion whose tag is at `tag_at`.
+fn decode_range(r: &mut PayloadReader<'_>, tag_at: usize) -> Result<BatchOp, DecodeError> {
+    let mut key_len = || {
+        let len_at = r.offset();
+        let len = r.varint()?;
+        if len == 0 || len > crate::key::MAX_STORED_KEY_BYTES as u64 {
+            return Err(DecodeError::new(len_at, "range key length out of range"));
+        }
+        Ok(len as usize)
+    };
+    let (start_len, end_len) = (key_len()?, key_len()?);
+    let start = r.field(start_len)?;
+    let end = r.field(end_len)?;
+    if start >= end {
+        return Err(DecodeError::new(tag_at, "empty or inverted deleted range"));
+    }
+    Ok(BatchOp::stored_range(start, end))
+}
+
+#[cfg(test)]
+mod range_tests {
+    use bytes::Bytes;
+
+    use super::*;
+
+    fn payload(ops: &[BatchOp]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode(&mut out, 5, 0, ops, None);
+        out
+    }
+
+    fn range(start: &'static [u8], end: &'static [u8]) -> BatchOp {
+        BatchOp::stored_range(Bytes::from_static(start), Bytes::from_static(end))
+    }
+
+    #[test]
+    fn range_deletions_round_trip_among_puts_and_deletes() {
+        let ops = vec![
+            BatchOp::stored(Bytes::from_static(b"\0a"), Some(Bytes::from_static(b"v"))),
+            range(b"\0a", b"\0zz"),
+            BatchOp::stored(Bytes::from_static(b"\0b"), None),
+            range(b"\x05k", b"\x05l"),
+        ];
+        let bytes = payload(&ops);
+        assert!(bytes.len() <= max_len(&ops));
+        let record = decode(&bytes).unwrap();
+        assert_eq!(record.ops, ops);
+        assert_eq!(record.first_seq, 5);
+        assert!(record.ops[1].is_range() && !record.ops[2].is_range());
+    }
+
+    #[test]
+    fn the_documented_size() {
+        // format.md: 3 bytes of tag and lengths, then both keys.
+        let bytes = payload(&[range(b"\0aaa", b"\0bbb")]);
+        assert_eq!(bytes.len(), 3 + 3 + 4 + 4);
+    }
+
+    #[test]
+    fn bad_ranges_are_errors_at_their_field() {
+        let mut bytes = payload(&[range(b"\0a", b"\0b")]);
+        // Swap start and end: an inverted range, reported at the tag (byte 3).
+        let n = bytes.len();
+        bytes.swap(n - 1, n - 3);
+        assert_eq!(decode(&bytes).unwrap_err().offset, 3);
+        // Equal keys: an empty range.
+        let empty = payload(&[range(b"\0a", b"\0b")]);
+        let mut same = empty.clone();
+        let n = same.len();
+        same[n - 1] = b'a';
+        assert_eq!(decode(&same).unwrap_err().offset, 3);
+        // A zero start length, at its field.
+        let mut zero = empty.clone();
+        zero[4] = 0;
+        assert_eq!(decode(&zero).unwrap_err().offset, 4);
+        // An end length past the stored-key limit.
+        let mut long = Vec::new();
+        varint::put(&mut long, 5);
+        varint::put(&mut long, 0);
+        varint::put(&mut long, 1);
+        varint::put(&mut long, 0);
+        varint::put(&mut long, 1);
+        varint::put(&mut long, 10_000);
+        long.extend_from_slice(b"a");
+        assert_eq!(decode(&long).unwrap_err().offset, 5);
+    }
+
+    #[test]
+    fn every_truncation_and_byte_flip_is_an_error_or_a_valid_record() {
+        let ops = vec![range(b"\0abc", b"\0abd"), range(b"\x07", b"\x08")];
+        let bytes = payload(&ops);
+        for cut in 0..bytes.len() {
+            assert!(decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        for at in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut flipped = bytes.clone();
+                flipped[at] ^= 1 << bit;
+                // Never a panic; a decoded range is never empty.
+                if let Ok(record) = decode(&flipped) {
+                    for op in record.ops.iter().filter(|op| op.is_range()) {
+                        assert!(op.key < *op.end.as_ref().unwrap());
+                    }
+                }
+            }
+        }
+    }
 }

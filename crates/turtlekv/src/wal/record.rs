@@ -469,9 +469,10 @@ mod tests {
             assert_eq!(error(&bad, format), 0, "checksum");
         }
         // Version 2: first_seq, synced_through and count take a byte each,
-        // the entry's tag follows. A tag of 0 names an empty key.
+        // the entry's tag follows. A tag of 1 names a put of an empty key
+        // (0 is a range deletion's).
         let mut bad = encoded(PayloadFormat::V2, 1, &ops()[..1]);
-        bad[15] = 0;
+        bad[15] = 1;
         fix_crc(&mut bad);
         assert_eq!(error(&bad, PayloadFormat::V2), 15, "tag");
         // Version 1: a 20-byte payload header, then the entry's kind.

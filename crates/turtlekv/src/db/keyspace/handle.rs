@@ -108,6 +108,25 @@ impl Keyspace {
         self.db.write(batch, options)
     }
 
+    /// Deletes every key `k` of this keyspace with `start <= k < end`
+    /// (see [`Db::delete_range`]); keys of other keyspaces are never
+    /// touched. Not synced: see [`WriteOptions`].
+    pub fn delete_range(&self, start: impl AsRef<[u8]>, end: impl AsRef<[u8]>) -> Result<()> {
+        self.delete_range_opt(start, end, &WriteOptions::default())
+    }
+
+    /// [`Keyspace::delete_range`] with the given durability.
+    pub fn delete_range_opt(
+        &self,
+        start: impl AsRef<[u8]>,
+        end: impl AsRef<[u8]>,
+        options: &WriteOptions,
+    ) -> Result<()> {
+        let mut batch = WriteBatch::new();
+        batch.delete_range_in(self, start, end);
+        self.db.write(batch, options)
+    }
+
     /// Iterates over a key range of this keyspace at the moment of the
     /// call (see [`Db::range`]).
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {

@@ -41,28 +41,44 @@ pub(crate) struct TxnCheck {
     pub conflict: Mutex<Option<String>>,
 }
 
-/// Stored keys that earlier requests of the same group write: they are in
-/// no MemTable yet when a later request is checked.
+/// Stored keys and ranges that earlier requests of the same group write
+/// or delete: they are in no MemTable yet when a later request is checked.
 #[derive(Debug, Default)]
 pub(crate) struct GroupWrites {
     keys: HashSet<Bytes>,
+    /// Range deletions, as `start..end`.
+    ranges: Vec<ReadRange>,
 }
 
 impl GroupWrites {
-    pub fn add(&mut self, key: &Bytes) {
-        self.keys.insert(key.clone());
+    pub fn add(&mut self, op: &BatchOp) {
+        match &op.end {
+            Some(end) => self.ranges.push((
+                Bound::Included(op.key.clone()),
+                Bound::Excluded(end.clone()),
+            )),
+            None => {
+                self.keys.insert(op.key.clone());
+            }
+        }
     }
 
     fn touches(&self, check: &TxnCheck, written: &[BatchOp]) -> bool {
-        if self.keys.is_empty() {
+        if self.keys.is_empty() && self.ranges.is_empty() {
             return false;
         }
-        check.keys.iter().any(|k| self.keys.contains(k))
-            || written.iter().any(|op| self.keys.contains(&op.key))
+        let deleted = |k: &[u8]| self.ranges.iter().any(|r| in_range(k, r));
+        let touched = |k: &Bytes| self.keys.contains(k) || deleted(k);
+        check.keys.iter().any(touched)
+            || written.iter().any(|op| touched(&op.key))
             || self
                 .keys
                 .iter()
                 .any(|k| check.ranges.iter().any(|r| in_range(k, r)))
+            || self
+                .ranges
+                .iter()
+                .any(|d| check.ranges.iter().any(|r| ranges_meet(d, r)))
     }
 }
 
@@ -115,12 +131,48 @@ impl TxnCheck {
         if let Some(key) = read.or_else(written_since) {
             return Some(format!("key {key:?} was written since the snapshot"));
         }
+        if let Some(why) = self.range_deleted_since(state, now_seq, written.ops) {
+            return Some(why);
+        }
         let changed_range = self.ranges.iter().find(|range| {
             state
                 .memtables()
                 .any(|m| range_changed(&**m, range, snapshot_seq, now_seq))
         });
         changed_range.map(|_| "a key in a range read changed since the snapshot".into())
+    }
+}
+
+impl TxnCheck {
+    /// Why the commit conflicts with a range deletion numbered after the
+    /// snapshot (at or below `now_seq`), if it does: one covers a key read
+    /// or written, or meets a range read.
+    fn range_deleted_since(
+        &self,
+        state: &State,
+        now_seq: u64,
+        written: &[BatchOp],
+    ) -> Option<String> {
+        if !state.holds_range_tombstones() {
+            return None;
+        }
+        let since = (self.snapshot_seq, now_seq);
+        let meets = |lower: Bound<&[u8]>, upper: Bound<&[u8]>| {
+            state
+                .memtables()
+                .any(|m| m.range_tombstones().any_between(since, lower, upper))
+        };
+        let point = |k: &Bytes| meets(Bound::Included(k), Bound::Included(k));
+        let keys = self.keys.iter().chain(written.iter().map(|op| &op.key));
+        if let Some(key) = keys.into_iter().find(|k| point(k)) {
+            return Some(format!(
+                "key {key:?} was deleted by a range deletion since the snapshot"
+            ));
+        }
+        self.ranges
+            .iter()
+            .any(|r| meets(as_ref(&r.0), as_ref(&r.1)))
+            .then(|| "a range read meets a range deletion since the snapshot".into())
     }
 }
 
@@ -211,4 +263,74 @@ pub(crate) fn in_range(key: &[u8], range: &ReadRange) -> bool {
         Bound::Unbounded => true,
     };
     above && below
+}
+
+/// Whether two key ranges share a key (conservatively: bounds that touch
+/// without an excluded end count as meeting).
+fn ranges_meet(a: &ReadRange, b: &ReadRange) -> bool {
+    let starts_below_end = |start: &Bound<Bytes>, end: &Bound<Bytes>| match (start, end) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
+        (Bound::Included(s), Bound::Included(e)) => s <= e,
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Excluded(e))
+        | (Bound::Excluded(s), Bound::Included(e)) => s < e,
+    };
+    starts_below_end(&a.0, &b.1) && starts_below_end(&b.0, &a.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(s: &'static str) -> Bytes {
+        Bytes::from_static(s.as_bytes())
+    }
+
+    fn check(keys: &[&'static str], ranges: Vec<ReadRange>) -> TxnCheck {
+        TxnCheck {
+            snapshot_seq: 0,
+            keys: keys.iter().map(|k| b(k)).collect(),
+            ranges,
+            conflict: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn an_earlier_range_deletion_of_the_group_touches_what_it_covers() {
+        let mut group = GroupWrites::default();
+        group.add(&BatchOp::stored_range(b("b"), b("d")));
+        assert!(group.touches(&check(&["c"], vec![]), &[]));
+        assert!(!group.touches(&check(&["d", "a"], vec![]), &[]));
+        let written = [BatchOp::stored(b("b"), Some(b("v")))];
+        assert!(group.touches(&check(&[], vec![]), &written));
+        let above = (Bound::Included(b("d")), Bound::Unbounded);
+        assert!(!group.touches(&check(&[], vec![above]), &[]));
+        let meets = (Bound::Excluded(b("a")), Bound::Included(b("b")));
+        assert!(group.touches(&check(&[], vec![meets]), &[]));
+    }
+
+    #[test]
+    fn ranges_meet_when_they_share_a_key() {
+        let r = |lo: Bound<Bytes>, hi: Bound<Bytes>| (lo, hi);
+        let (inc, exc) = (Bound::Included, Bound::Excluded);
+        assert!(ranges_meet(
+            &r(inc(b("a")), exc(b("c"))),
+            &r(inc(b("b")), exc(b("z")))
+        ));
+        assert!(!ranges_meet(
+            &r(inc(b("a")), exc(b("c"))),
+            &r(inc(b("c")), exc(b("z")))
+        ));
+        assert!(ranges_meet(
+            &r(inc(b("a")), inc(b("c"))),
+            &r(inc(b("c")), exc(b("z")))
+        ));
+        assert!(ranges_meet(
+            &r(Bound::Unbounded, exc(b("b"))),
+            &r(exc(b("a")), Bound::Unbounded)
+        ));
+        assert!(!ranges_meet(
+            &r(inc(b("x")), Bound::Unbounded),
+            &r(Bound::Unbounded, exc(b("x")))
+        ));
+    }
 }
