@@ -296,7 +296,10 @@ fn a_backup_keeps_the_range_deletions_its_point_sees() {
     db.delete_range(key(0), key(1_000)).unwrap();
     let backup = Db::open(dir.path().join("backup"), checkpointing_options()).unwrap();
     assert_eq!(all_contents(&backup), expected);
-    assert_eq!(backup.get(key(300)).unwrap().as_deref(), Some(&b"after"[..]));
+    assert_eq!(
+        backup.get(key(300)).unwrap().as_deref(),
+        Some(&b"after"[..])
+    );
     assert_eq!(backup.get(key(301)).unwrap(), None);
     assert_eq!(backup.iter().count(), 1_000 - 500 + 1);
     assert_eq!(backup.keyspace("ks").unwrap().iter().count(), 1_000 - 50);

@@ -51,7 +51,8 @@ fn live_holder_child() {
                 .delete(key(i - WINDOW))
                 .delete_in(&ks, key(i - WINDOW));
         }
-        db.write(batch, &WriteOptions::new().sync(i % 5 == 0)).unwrap();
+        db.write(batch, &WriteOptions::new().sync(i % 5 == 0))
+            .unwrap();
         writeln!(stdout, "ack {i}").unwrap();
         stdout.flush().unwrap();
     }
