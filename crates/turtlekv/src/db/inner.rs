@@ -128,7 +128,7 @@ impl DbInner {
     }
 
     /// `get_at` of every key of `keys`, in order, with the disk reads of
-    /// the tree's lookups issued together (`TreeVersion::prefetch_lookups`).
+    /// the tree's lookups issued together (`TreeVersion::get_many`).
     pub fn multi_get_at(
         &self,
         state: &State,
@@ -147,15 +147,17 @@ impl DbInner {
             }
             values.push(found.flatten());
         }
-        if let (Some(tree), true) = (&state.tree, to_tree.len() > 1) {
-            let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
-            let reads_before = crate::page::thread_read_ios();
-            tree.prefetch_lookups(&pending)?;
-            let reads = crate::page::thread_read_ios() - reads_before;
-            bump(&self.stats.get_disk_reads, reads);
-        }
-        for i in to_tree {
-            values[i] = self.tree_get(state, seq, keys[i])?;
+        let Some(tree) = &state.tree else {
+            return Ok(values);
+        };
+        let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
+        let reads_before = crate::page::thread_read_ios();
+        let found = tree.get_many(&pending)?;
+        let reads = crate::page::thread_read_ios() - reads_before;
+        bump(&self.stats.get_disk_reads, reads);
+        for ((i, key), value) in to_tree.into_iter().zip(pending).zip(found) {
+            self.record_cache.admit(key, value.as_ref(), seq);
+            values[i] = value;
         }
         Ok(values)
     }

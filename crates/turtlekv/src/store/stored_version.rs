@@ -64,9 +64,8 @@ impl TreeVersion for StoredVersion {
         self.tree.approximate_items(self.pin.root(), span)
     }
 
-    fn prefetch_lookups(&self, keys: &[&[u8]]) -> Result<()> {
-        self.tree
-            .prefetch_lookups(self.pin.root(), &self.root_memo, keys)
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+        self.tree.get_many(self.pin.root(), &self.root_memo, keys)
     }
 
     fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {

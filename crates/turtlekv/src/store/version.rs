@@ -14,11 +14,10 @@ pub(crate) trait TreeVersion: Send + Sync + Debug {
     /// The value of `key` in this version.
     fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
 
-    /// Reads into the page cache, together, what lookups of `keys` are
-    /// expected to read from disk, so that their reads overlap. Answers
-    /// never depend on it; a version without pages has nothing to do.
-    fn prefetch_lookups(&self, _keys: &[&[u8]]) -> Result<()> {
-        Ok(())
+    /// The values of `keys` in this version, in order, as `get` gives
+    /// them; a version on disk issues the lookups' reads together.
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+        keys.iter().map(|key| self.get(key)).collect()
     }
 
     /// About how many records this version holds in `span`

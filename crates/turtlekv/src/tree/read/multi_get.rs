@@ -1,67 +1,112 @@
-//! Batched point lookups: the leaf chunks several lookups are about to
-//! read are fetched together, so that their disk reads overlap (one
-//! io_uring submission, `PageIo::prefetch`), and each lookup then runs as
-//! usual from the page cache.
+//! Batched point lookups: each lookup walks its path through node
+//! indexes, filters and leaf heads (cached: small and kept with priority)
+//! to the chunk it must read, the chunks of all the lookups are read
+//! together, so that their disk reads overlap (one io_uring submission,
+//! `PageIo::prefetch`), and each lookup is answered from its chunk.
 //!
-//! Why not a lookup that suspends on a miss: a lookup out of cache finds
-//! node indexes, filters and leaf heads cached (they are small and kept
-//! with priority) and misses on one leaf chunk, the one this module
-//! predicts. A prediction that is wrong (a filter's false positive, an
-//! eviction in between) costs only the synchronous read the lookup would
-//! have made anyway; answers never depend on it.
+//! A lookup's walk is the one `get` makes, stopped at the first segment
+//! or leaf whose filter lets the key through (with a chunk not wholly
+//! flushed): what `get` would read first. When that chunk holds the key
+//! at or above the segment's flushed bound, or is the leaf's, it is the
+//! answer `get` gives; otherwise (a filter's false positive in a segment,
+//! an item already flushed) the lookup runs as a `get`, so answers never
+//! depend on the batching.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
 
 use super::get::Probe;
 use super::memo::Memo;
 use super::probe::{NodeIndex, PivotTarget};
 use crate::Result;
+use crate::error::DecodeError;
 use crate::filter;
 use crate::page::{CachePriority, PageId, PageRange};
 use crate::tree::Tree;
+use crate::tree::format::leaf::LeafHead;
+use crate::tree::format::node::LeafRef;
+
+/// The chunk a lookup reads first, and how to read its answer there.
+struct Planned {
+    leaf: LeafRef,
+    head: Arc<LeafHead>,
+    chunk: usize,
+    /// Items below this index were flushed from the segment (0 in a leaf).
+    min_index: u32,
+    /// A leaf: its answer is final, found or not.
+    is_leaf: bool,
+}
+
+impl Planned {
+    fn range(&self) -> PageRange {
+        let (offset, len) = self.head.chunk_range(self.chunk);
+        (self.leaf.id, offset, len)
+    }
+}
 
 impl Tree {
-    /// Reads into the page cache, all at once, the leaf chunk a lookup of
-    /// each of `keys` in the tree at `root` is expected to read.
-    pub(crate) fn prefetch_lookups(
+    /// The values of `keys` in the tree at `root` (whose index `root_memo`
+    /// remembers), in order, as `get` gives them, with the chunk reads of
+    /// all the lookups issued together.
+    pub(crate) fn get_many(
         &self,
         root: Option<PageId>,
         root_memo: &Memo<NodeIndex>,
         keys: &[&[u8]],
-    ) -> Result<()> {
-        let Some(root) = root else {
-            return Ok(());
+    ) -> Result<Vec<Option<Bytes>>> {
+        let Some(root_id) = root else {
+            return Ok(vec![None; keys.len()]);
         };
-        let root_index = self.memoized_node_index(root, root_memo)?;
-        let mut ranges = Vec::with_capacity(keys.len());
-        for key in keys {
-            if let Some(range) = self.expected_chunk(&root_index, key)? {
-                ranges.push(range);
-            }
+        let root_index = self.memoized_node_index(root_id, root_memo)?;
+        let plans = keys
+            .iter()
+            .map(|key| self.plan_lookup(root_id, &root_index, key))
+            .collect::<Result<Vec<_>>>()?;
+        let ranges: Vec<PageRange> = plans.iter().flatten().map(Planned::range).collect();
+        self.io.prefetch(&ranges, CachePriority::LeafBlock)?;
+        let mut values = Vec::with_capacity(keys.len());
+        for (key, plan) in keys.iter().zip(plans) {
+            // No filter on the path lets the key through: absent.
+            let answer = match plan {
+                Some(plan) => self.answer_in(&plan, key)?,
+                None => Some(None),
+            };
+            values.push(match answer {
+                Some(value) => value,
+                None => self.get_with_root_memo(root, root_memo, key)?,
+            });
         }
-        self.io.prefetch(&ranges, CachePriority::LeafBlock)
+        Ok(values)
     }
 
-    /// The chunk a lookup of `key` reads first: in the newest segment or
-    /// leaf on its path whose filter may hold the key. `None` when no
-    /// filter lets it through (the lookup reads no chunk).
-    fn expected_chunk(
+    /// The walk of a lookup of `key` down to the chunk it reads first:
+    /// in the newest segment or leaf on its path whose filter may hold the
+    /// key. `None` when no filter lets it through.
+    fn plan_lookup(
         &self,
-        root_index: &std::sync::Arc<NodeIndex>,
+        root: PageId,
+        root_index: &Arc<NodeIndex>,
         key: &[u8],
-    ) -> Result<Option<PageRange>> {
+    ) -> Result<Option<Planned>> {
         let hash = filter::key_hash(key);
-        let mut index = root_index.clone();
+        let (mut id, mut index) = (root, root_index.clone());
+        let mut expected_height = None;
         loop {
             let node = index.probe(PivotTarget::Holding(key));
+            if expected_height.is_some_and(|h| h != node.height) {
+                return Err(self.corrupt_height(id));
+            }
             let probes = self.prefetch_filters(&node, key, hash)?;
             let segments = node
                 .segments
                 .iter()
-                .map(|s| (&s.leaf, s.memos, s.flushed_index));
+                .map(|s| (&s.leaf, s.memos, s.flushed_index, false));
             let child = node
                 .child_leaf
                 .as_ref()
-                .map(|l| (l, node.child_leaf_memos, 0));
-            for ((leaf, memos, min_index), probe) in segments.chain(child).zip(&probes) {
+                .map(|l| (l, node.child_leaf_memos, 0, true));
+            for ((leaf, memos, min_index, is_leaf), probe) in segments.chain(child).zip(&probes) {
                 let Probe::Search(filter) = probe else {
                     continue;
                 };
@@ -80,15 +125,46 @@ impl Tree {
                 if head.chunk_items(chunk).1 <= min_index {
                     continue;
                 }
-                let (offset, len) = head.chunk_range(chunk);
-                return Ok(Some((leaf.id, offset, len)));
+                return Ok(Some(Planned {
+                    leaf: *leaf,
+                    head,
+                    chunk,
+                    min_index,
+                    is_leaf,
+                }));
             }
             if node.child_leaf.is_some() {
                 return Ok(None);
             }
             let child = self.memoized_node_index(node.child_node, node.child_node_memo)?;
+            expected_height = Some(node.height - 1);
+            id = node.child_node;
             drop(node);
             index = child;
         }
+    }
+
+    /// `Some(value)` when the planned chunk gives `get`'s answer for `key`
+    /// (`value` `None`: a tombstone, or absent from a leaf); `None` when
+    /// the lookup must go on as a `get`.
+    fn answer_in(&self, plan: &Planned, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+        let (_, offset, len) = plan.range();
+        let id = plan.leaf.id;
+        let blocks = self
+            .io
+            .read_range(id, offset, len, CachePriority::LeafBlock)?;
+        if blocks.len() as u64 != len {
+            let short = DecodeError::new(0, "leaf chunk read short").within(offset);
+            return Err(self.corrupt(id, short));
+        }
+        let found = plan
+            .head
+            .find_in_chunk(plan.chunk, &blocks, key)
+            .map_err(|e| self.corrupt(id, e))?;
+        Ok(match found {
+            Some((index, item)) if index >= plan.min_index => Some(item.value),
+            _ if plan.is_leaf => Some(None),
+            _ => None,
+        })
     }
 }
