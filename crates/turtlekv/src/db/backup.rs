@@ -296,11 +296,11 @@ fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Bytes>> {
             let full = out.len() == SCAN_KEYS;
             after = out.last().map(|(key, _)| key.clone());
             for (key, _) in out.drain(..) {
-                if !delta.contains_key(&key) {
+                if let std::collections::btree_map::Entry::Vacant(entry) = delta.entry(key) {
                     // The newest version across the MemTables, with range
                     // deletions applied (`State::memtable_get`).
-                    let value = view.state.memtable_get(&key, view.seq).flatten();
-                    delta.insert(key, value);
+                    let value = view.state.memtable_get(entry.key(), view.seq);
+                    entry.insert(value.flatten());
                 }
             }
             if !full {

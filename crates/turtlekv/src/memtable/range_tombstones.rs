@@ -163,6 +163,24 @@ impl RangeTombstones {
     }
 }
 
+/// The union of `tombstones`' ranges, as disjoint `(start, end)` pairs in
+/// key order.
+pub(crate) fn merge_ranges(mut tombstones: Vec<RangeTombstone>) -> Vec<(Bytes, Bytes)> {
+    tombstones.sort_by(|a, b| a.start.cmp(&b.start));
+    let mut merged: Vec<(Bytes, Bytes)> = Vec::new();
+    for t in tombstones {
+        match merged.last_mut() {
+            Some((_, end)) if t.start <= *end => {
+                if t.end > *end {
+                    *end = t.end;
+                }
+            }
+            _ => merged.push((t.start, t.end)),
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,22 +281,4 @@ mod tests {
         assert_eq!(t.size_bytes(), 0);
         t.check().unwrap();
     }
-}
-
-/// The union of `tombstones`' ranges, as disjoint `(start, end)` pairs in
-/// key order.
-pub(crate) fn merge_ranges(mut tombstones: Vec<RangeTombstone>) -> Vec<(Bytes, Bytes)> {
-    tombstones.sort_by(|a, b| a.start.cmp(&b.start));
-    let mut merged: Vec<(Bytes, Bytes)> = Vec::new();
-    for t in tombstones {
-        match merged.last_mut() {
-            Some((_, end)) if t.start <= *end => {
-                if t.end > *end {
-                    *end = t.end;
-                }
-            }
-            _ => merged.push((t.start, t.end)),
-        }
-    }
-    merged
 }
