@@ -112,10 +112,12 @@ fn out_of_cache(c: &mut Criterion) {
     group.finish();
     let stats = db.stats();
     println!(
-        "gets {}, disk reads by gets {} ({:.2} per get)",
+        "gets {}, disk reads by gets {} ({:.2} per get), leaf head misses {}, filter misses {}",
         stats.gets,
         stats.get_disk_reads,
-        stats.get_disk_reads as f64 / stats.gets.max(1) as f64
+        stats.get_disk_reads as f64 / stats.gets.max(1) as f64,
+        stats.cache_leaf_head_misses,
+        stats.cache_filter_misses,
     );
 }
 
