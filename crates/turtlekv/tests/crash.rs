@@ -131,6 +131,15 @@ impl Workload for [(Vec<Entry>, bool)] {
     }
 }
 
+/// The statistics of `work` run whole on a fresh database, without a
+/// crash: what a test checks its workload reaches before crashing it.
+fn stats_of_a_clean_run<W: Workload + ?Sized>(work: &W, options: &Options) -> turtlekv::Stats {
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    work.run(&db);
+    db.stats()
+}
+
 fn total_ops<W: Workload + ?Sized>(work: &W, options: &Options) -> u64 {
     let fs = FaultFs::new();
     let db = open_fault(&fs, options.clone()).unwrap();
@@ -399,11 +408,7 @@ impl Workload for RangeWorkload {
 fn crash_at_every_write_and_sync_across_range_deletions() {
     let work = RangeWorkload::new(60, 120, 2500, 10, None);
     let options = checkpointing_options();
-    let fs = FaultFs::new();
-    let db = open_fault(&fs, options.clone()).unwrap();
-    work.run(&db);
-    let stats = db.stats();
-    drop(db);
+    let stats = stats_of_a_clean_run(&work, &options);
     assert!(
         stats.checkpoints >= 8,
         "only {} checkpoints",
@@ -436,11 +441,7 @@ fn crash_at_every_write_and_sync_across_range_deletions() {
 fn crash_at_every_write_and_sync_across_range_deletion_steps() {
     let work = RangeWorkload::new(40, 1200, 200, 1, Some(1));
     let options = checkpointing_options();
-    let fs = FaultFs::new();
-    let db = open_fault(&fs, options.clone()).unwrap();
-    work.run(&db);
-    let stats = db.stats();
-    drop(db);
+    let stats = stats_of_a_clean_run(&work, &options);
     assert!(
         stats.range_deletion_steps >= 3,
         "only {} steps: {} range deletions deleted {} tree keys over {} checkpoints",
@@ -468,11 +469,7 @@ fn crash_at_every_write_and_sync_across_range_deletion_steps() {
 fn crash_between_the_steps_of_an_unsynced_range_deletion() {
     let work = RangeWorkload::bulk_deletion();
     let options = checkpointing_options();
-    let fs = FaultFs::new();
-    let db = open_fault(&fs, options.clone()).unwrap();
-    work.run(&db);
-    let stats = db.stats();
-    drop(db);
+    let stats = stats_of_a_clean_run(&work, &options);
     assert!(
         stats.range_deletion_steps >= 3,
         "only {} steps",

@@ -67,12 +67,8 @@ impl Snapshot {
         keyspace::multi_get_at(&self.db, &self.view, default, keys)
     }
 
-    /// About how many keys the snapshot sees, cheaply: from the
-    /// tree's node pages and leaf heads (usually cached) and the
-    /// MemTables, without reading the records. Keys with versions not yet
-    /// merged (an overwrite buffered above an older version, a delete
-    /// not yet applied) may count more than once, as in RocksDB's
-    /// `estimate-num-keys`; count with [`Snapshot::iter`] for an exact figure.
+    /// About how many keys the snapshot sees, cheaply (see
+    /// [`crate::Db::approximate_len`]).
     pub fn approximate_len(&self) -> Result<u64> {
         keyspace::approximate_len(&self.view, &self.db.keyspaces.default)
     }

@@ -160,12 +160,8 @@ impl Keyspace {
         multi_get_at(&self.db.inner, &view, &self.core, keys)
     }
 
-    /// About how many keys this keyspace holds, cheaply: from the
-    /// tree's node pages and leaf heads (usually cached) and the
-    /// MemTables, without reading the records. Keys with versions not yet
-    /// merged (an overwrite buffered above an older version, a delete
-    /// not yet applied) may count more than once, as in RocksDB's
-    /// `estimate-num-keys`; count with [`Keyspace::iter`] for an exact figure.
+    /// About how many keys this keyspace holds, cheaply (see
+    /// [`Db::approximate_len`]).
     pub fn approximate_len(&self) -> Result<u64> {
         approximate_len(&self.db.inner.versions.read_view(), &self.core)
     }
