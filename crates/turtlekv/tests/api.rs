@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{contents, open_fault, small_options};
+use common::{contents, file_names, open_fault, small_options};
 use turtlekv::io::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, FileSystem, Mappings};
 use turtlekv::{Db, Error, MAX_KEY_SIZE, MAX_VALUE_SIZE, Options, WriteBatch, WriteOptions};
 
@@ -302,15 +302,7 @@ fn creating_a_database_inside_another_is_refused_and_changes_nothing() {
     db.put_opt(b"k", b"v", &WriteOptions::new().sync(true))
         .unwrap();
     drop(db);
-    let listing = |p: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(p)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        names.sort();
-        names
-    };
-    let (outer_files, wal_files) = (listing(&outer), listing(&outer.join("wal")));
+    let (outer_files, wal_files) = (file_names(&outer), file_names(&outer.join("wal")));
     for inner in [
         outer.join("wal/x"),
         outer.join("wal"),
@@ -325,8 +317,8 @@ fn creating_a_database_inside_another_is_refused_and_changes_nothing() {
             other => panic!("{}: {other:?}", inner.display()),
         }
     }
-    assert_eq!(listing(&outer), outer_files);
-    assert_eq!(listing(&outer.join("wal")), wal_files);
+    assert_eq!(file_names(&outer), outer_files);
+    assert_eq!(file_names(&outer.join("wal")), wal_files);
     // A sibling is no nesting; the outer database opens as before.
     drop(Db::open(dir.path().join("sibling"), Options::default()).unwrap());
     let db = Db::open(&outer, Options::default()).unwrap();

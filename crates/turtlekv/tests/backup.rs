@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use common::{
-    WRITERS, all_contents, check_writer_state, checkpointing_options, no_create, write_step,
+    WRITERS, all_contents, check_writer_state, checkpointing_options, file_names, no_create,
+    write_step,
 };
 use turtlekv::io::{CrashMode, Fault, FaultFs, FileSystem};
 use turtlekv::{Db, Error};
@@ -109,15 +110,7 @@ fn a_bad_destination_is_refused_and_nothing_changes() {
     let path = dir.path().join("db");
     let db = Db::open(&path, checkpointing_options()).unwrap();
     db.put("k", "v").unwrap();
-    let listing = |p: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(p)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        names.sort();
-        names
-    };
-    let source_files = listing(&path);
+    let source_files = file_names(&path);
 
     let full = dir.path().join("full");
     std::fs::create_dir(&full).unwrap();
@@ -140,10 +133,10 @@ fn a_bad_destination_is_refused_and_nothing_changes() {
             other => panic!("{}: {other:?}", dest.display()),
         }
     }
-    assert_eq!(listing(&full), vec![std::ffi::OsString::from("keep")]);
+    assert_eq!(file_names(&full), vec![std::ffi::OsString::from("keep")]);
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
     assert!(!inside.exists());
-    assert_eq!(listing(&path), source_files);
+    assert_eq!(file_names(&path), source_files);
     // A symbolic link into the database is seen through.
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&path, &link).unwrap();

@@ -54,6 +54,16 @@ pub fn open_fault(fs: &FaultFs, options: Options) -> Result<Db> {
     Db::open_with_fs("/db", options, Arc::new(fs.clone()))
 }
 
+/// The names of the entries of directory `dir`, sorted.
+pub fn file_names(dir: &std::path::Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Every key-value pair of the database, in order.
 pub fn contents(db: &Db) -> Model {
     db.range::<&[u8], _>(..)
