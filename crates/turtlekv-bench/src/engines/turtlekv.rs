@@ -17,10 +17,12 @@ pub struct TurtleKv {
     monitor: Option<Monitor>,
 }
 
-/// How long `settle` waits for the reclamation steps to stop and for the
-/// freed space to be punched (the engine punches it after a second
-/// without writes), and at most.
+/// How long `settle` waits for the reclamation steps to stop, at least
+/// after its checkpoint (the engine punches the freed space and gives
+/// back the WAL's reserve once writes have stopped for a second, seen by
+/// a thread that looks every 100 ms), and at most.
 const SETTLE_QUIET: Duration = Duration::from_millis(1500);
+const SETTLE_MIN: Duration = Duration::from_millis(2500);
 const SETTLE_MAX: Duration = Duration::from_secs(60);
 
 /// With `TURTLEKV_BENCH_STATS_EVERY_SECS=N`, a thread prints the read path's
@@ -244,8 +246,9 @@ impl Engine for TurtleKv {
 
     /// Checkpoints, then waits for the background space work that follows
     /// (as RocksDB's settle waits for its compactions): the reclamation
-    /// steps between checkpoints, and the punch of every freed slot once
-    /// writes have stopped for a second (`docs/tuning.md`, "Disk space").
+    /// steps between checkpoints, and the punch of every freed slot and
+    /// the WAL's reserve given back once writes have stopped for a second
+    /// (`docs/tuning.md`, "Disk space").
     fn settle(&self) -> Result<()> {
         self.db.checkpoint_now()?;
         let started = Instant::now();
@@ -255,7 +258,7 @@ impl Engine for TurtleKv {
             let flushes = self.db.stats().reclaim_flushes;
             if flushes != last.0 {
                 last = (flushes, Instant::now());
-            } else if last.1.elapsed() >= SETTLE_QUIET {
+            } else if last.1.elapsed() >= SETTLE_QUIET && started.elapsed() >= SETTLE_MIN {
                 break;
             }
         }

@@ -31,6 +31,9 @@ pub(crate) struct Pipeline<'a> {
     /// slot is free (the read-pressure rule's freeze); `Ok(false)` when it
     /// did not.
     pub freeze_if_idle: &'a dyn Fn() -> Result<bool>,
+    /// Gives back the WAL storage reserved ahead of the appends if no
+    /// writer is at work (once writes have stopped).
+    pub release_wal_reserve: &'a dyn Fn() -> Result<()>,
 }
 
 impl Pipeline<'_> {
@@ -81,7 +84,8 @@ impl Pipeline<'_> {
     /// large reclamation inside a checkpoint would hold old and new pages
     /// together until its end). Returns whether it reclaimed. With
     /// nothing to reclaim once writes have stopped, punches what the last
-    /// commits freed, as no commit may come to do it.
+    /// commits freed, as no commit may come to do it, and gives back the
+    /// WAL's reserve.
     fn reclaim_between_checkpoints(
         &self,
         trees: &dyn TreeStore,
@@ -96,6 +100,7 @@ impl Pipeline<'_> {
         if quiet.idle(self.versions.visible_seq()) && !quiet.space_released {
             quiet.space_released = true;
             trees.release_freed_space()?;
+            (self.release_wal_reserve)()?;
         }
         Ok(false)
     }

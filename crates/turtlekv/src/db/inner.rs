@@ -209,6 +209,7 @@ impl DbInner {
             return;
         };
         let freeze_if_idle = || self.freeze_if_idle();
+        let release_wal_reserve = || self.release_wal_reserve_if_idle();
         let pipeline = Pipeline {
             versions: &self.versions,
             checkpoints: &self.checkpoints,
@@ -217,6 +218,7 @@ impl DbInner {
             poison: &self.poison,
             stats: &self.stats,
             freeze_if_idle: &freeze_if_idle,
+            release_wal_reserve: &release_wal_reserve,
         };
         pipeline.run(&**trees);
     }

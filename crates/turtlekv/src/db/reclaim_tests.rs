@@ -318,3 +318,41 @@ fn a_load_keeps_few_flushed_items_on_disk() {
     );
     db.check().unwrap();
 }
+
+/// Allocated bytes of the WAL's segments.
+fn wal_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().blocks() * 512)
+        .sum()
+}
+
+/// Once writes stop, the WAL gives back the storage it reserved ahead of
+/// its appends (megabytes, whatever the database holds), and writes that
+/// come later are reserved for and logged as before.
+#[test]
+fn an_idle_database_gives_back_the_wal_reserve() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let db = Db::open(&path, Options::default()).unwrap();
+    let mut model = BTreeMap::new();
+    let mut write = |from: u64, to: u64| {
+        for i in from..to {
+            db.put(key(i), value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+    };
+    write(0, 1_000);
+    assert!(wal_bytes(&path) > 2 << 20, "reserved ahead while writes come");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while wal_bytes(&path) > 512 << 10 {
+        assert!(Instant::now() < deadline, "{} bytes", wal_bytes(&path));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    write(1_000, 20_000);
+    assert!(wal_bytes(&path) > 2 << 20, "reserved again");
+    drop(db);
+    let db = Db::open(&path, Options::default()).unwrap();
+    check_reads(&db, &model, 20_000);
+}

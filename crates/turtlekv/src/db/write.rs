@@ -254,6 +254,18 @@ impl DbInner {
         frozen.unwrap_or(Ok(false))
     }
 
+    /// For the checkpoint thread once writes have stopped: gives back the
+    /// WAL storage reserved ahead of the appends, only when no leader runs
+    /// and no writer waits (one that does is about to use it).
+    pub fn release_wal_reserve_if_idle(&self) -> Result<()> {
+        let released = self.commit.try_lead_alone(|| {
+            self.poison.check()?;
+            let mut wal = self.versions.wal();
+            wal.release_reserve().map_err(|e| self.poison.with_io(e))
+        });
+        released.unwrap_or(Ok(()))
+    }
+
     /// Moves the active MemTable to the frozen list and starts a new one of
     /// `distance` bytes. Only a leader calls it, with a frozen slot free.
     fn freeze_active(&self, distance: u64) -> Result<()> {

@@ -321,6 +321,14 @@ impl Wal {
         Ok(())
     }
 
+    /// Gives back the storage reserved ahead of the appends, for a
+    /// database whose writes have stopped; the next append reserves again.
+    pub fn release_reserve(&mut self) -> io::Result<()> {
+        self.check_failed()?;
+        let result = self.writer.release_reserve();
+        self.note_failure(result)
+    }
+
     /// Closes the current segment (cut to its last record, not synced) and
     /// starts the next, so that segment boundaries can follow MemTable
     /// boundaries.

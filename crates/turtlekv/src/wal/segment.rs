@@ -497,6 +497,24 @@ impl SegmentWriter {
         Ok(())
     }
 
+    /// Gives back the storage reserved past the last record while writes
+    /// have stopped (an idle database should not hold a few MiB of zeros
+    /// per segment), and starts a new worker so that the next appends are
+    /// reserved ahead again. Syncs nothing, as `cut_reserve`.
+    pub fn release_reserve(&mut self) -> io::Result<()> {
+        if self.reserved_len_bytes.max(self.requested_len_bytes) <= self.len_bytes {
+            return Ok(());
+        }
+        self.cut_reserve()?;
+        self.requested_len_bytes = self.len_bytes;
+        self.ahead = self
+            .mapping
+            .as_ref()
+            .and_then(WriteMapping::populater)
+            .and_then(|p| ReserveAhead::start(self.file.clone(), p).ok());
+        Ok(())
+    }
+
     /// Cuts the reserve and makes everything durable (a clean close).
     pub fn finish(&mut self) -> io::Result<()> {
         self.cut_reserve()?;
@@ -747,6 +765,46 @@ mod tests {
         w.finish().unwrap();
         assert!(w.ahead.is_none(), "finish ends the worker");
         assert_eq!(file_len(&w), expected_len, "finish cuts what was reserved");
+        assert_eq!(read_all(&*w.file).unwrap(), expected);
+    }
+
+    /// An idle database gives its reserve back; the appends that come
+    /// later find storage reserved ahead again, and every byte lands.
+    #[test]
+    fn a_released_reserve_comes_back_with_the_next_appends() {
+        const MIB: u64 = RESERVE_STEP_BYTES;
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = writer(dir.path(), 64 << 20);
+        let file_len = |w: &SegmentWriter| read_all(&*w.file).unwrap().len() as u64;
+        let allocated = |w: &SegmentWriter| {
+            use std::os::unix::fs::MetadataExt as _;
+            std::fs::metadata(dir.path().join(segment_file_name(1)))
+                .unwrap()
+                .blocks()
+                * 512
+        };
+        let record = pattern(1000, 3);
+        let mut expected = header_and_marker(1, DB, 1, true);
+        for round in 0..3 {
+            while (expected.len() as u64) < (2 * round + 1) * MIB + 5_000 {
+                w.append(&record).unwrap();
+                expected.extend_from_slice(&record);
+            }
+            wait_for_worker(&w);
+            assert!(file_len(&w) > expected.len() as u64 + MIB, "reserved ahead");
+            w.release_reserve().unwrap();
+            assert_eq!(file_len(&w), expected.len() as u64, "round {round}");
+            assert!(allocated(&w) < expected.len() as u64 + 64 * 1024);
+            // Nothing reserved: a second release changes nothing.
+            w.release_reserve().unwrap();
+            assert_eq!(file_len(&w), expected.len() as u64);
+        }
+        w.append(&record).unwrap();
+        expected.extend_from_slice(&record);
+        assert!(w.ahead.is_some(), "a worker reserves ahead again");
+        wait_for_worker(&w);
+        assert!(file_len(&w) > expected.len() as u64 + MIB);
+        w.finish().unwrap();
         assert_eq!(read_all(&*w.file).unwrap(), expected);
     }
 
