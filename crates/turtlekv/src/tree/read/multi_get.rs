@@ -8,9 +8,11 @@
 //! or leaf whose filter lets the key through (with a chunk not wholly
 //! flushed): what `get` would read first. When that chunk holds the key
 //! at or above the segment's flushed bound, or is the leaf's, it is the
-//! answer `get` gives; otherwise (a filter's false positive in a segment,
-//! an item already flushed) the lookup runs as a `get`, so answers never
-//! depend on the batching.
+//! answer `get` gives. Otherwise (a filter's false positive in a segment,
+//! an item already flushed) the lookup goes on in the next round, which
+//! reads the chunks of every such lookup together again, each at the
+//! next place `get` would look; so answers never depend on the batching,
+//! and no lookup waits on a read of its own while the others wait on it.
 
 use std::sync::Arc;
 
@@ -59,35 +61,44 @@ impl Tree {
             return Ok(vec![None; keys.len()]);
         };
         let root_index = self.memoized_node_index(root_id, root_memo)?;
-        let plans = keys
-            .iter()
-            .map(|key| self.plan_lookup(root_id, &root_index, key))
-            .collect::<Result<Vec<_>>>()?;
-        let ranges: Vec<PageRange> = plans.iter().flatten().map(Planned::range).collect();
-        self.io.prefetch(&ranges, CachePriority::LeafBlock)?;
-        let mut values = Vec::with_capacity(keys.len());
-        for (key, plan) in keys.iter().zip(plans) {
-            // No filter on the path lets the key through: absent.
-            let answer = match plan {
-                Some(plan) => self.answer_in(&plan, key)?,
-                None => Some(None),
-            };
-            values.push(match answer {
-                Some(value) => value,
-                None => self.get_with_root_memo(root, root_memo, key)?,
-            });
+        let mut values = vec![None; keys.len()];
+        // Lookups not answered yet, and how many places on its path each
+        // round skips: those the rounds before looked in.
+        let mut pending: Vec<usize> = (0..keys.len()).collect();
+        let mut skip = 0;
+        while !pending.is_empty() {
+            let plans = pending
+                .iter()
+                .map(|&i| self.plan_lookup(root_id, &root_index, keys[i], skip))
+                .collect::<Result<Vec<_>>>()?;
+            let ranges: Vec<PageRange> = plans.iter().flatten().map(Planned::range).collect();
+            self.io.prefetch(&ranges, CachePriority::LeafBlock)?;
+            let mut unanswered = Vec::new();
+            for (i, plan) in pending.into_iter().zip(plans) {
+                // No place left on the path whose filter lets the key
+                // through: absent.
+                let Some(plan) = plan else { continue };
+                match self.answer_in(&plan, keys[i])? {
+                    Some(value) => values[i] = value,
+                    None => unanswered.push(i),
+                }
+            }
+            pending = unanswered;
+            skip += 1;
         }
         Ok(values)
     }
 
-    /// The walk of a lookup of `key` down to the chunk it reads first:
-    /// in the newest segment or leaf on its path whose filter may hold the
-    /// key. `None` when no filter lets it through.
+    /// The walk of a lookup of `key` down to the chunk it reads: in the
+    /// newest segment or leaf on its path whose filter may hold the key,
+    /// past the first `skip` such places. `None` when no other filter lets
+    /// it through.
     fn plan_lookup(
         &self,
         root: PageId,
         root_index: &Arc<NodeIndex>,
         key: &[u8],
+        mut skip: usize,
     ) -> Result<Option<Planned>> {
         let hash = filter::key_hash(key);
         let (mut id, mut index) = (root, root_index.clone());
@@ -125,6 +136,10 @@ impl Tree {
                 if head.chunk_items(chunk).1 <= min_index {
                     continue;
                 }
+                if skip > 0 {
+                    skip -= 1;
+                    continue;
+                }
                 return Ok(Some(Planned {
                     leaf: *leaf,
                     head,
@@ -146,7 +161,7 @@ impl Tree {
 
     /// `Some(value)` when the planned chunk gives `get`'s answer for `key`
     /// (`value` `None`: a tombstone, or absent from a leaf); `None` when
-    /// the lookup must go on as a `get`.
+    /// the lookup must go on to the next place on its path.
     fn answer_in(&self, plan: &Planned, key: &[u8]) -> Result<Option<Option<Bytes>>> {
         let (_, offset, len) = plan.range();
         let id = plan.leaf.id;
