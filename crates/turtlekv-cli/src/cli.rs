@@ -57,6 +57,7 @@ pub enum Command {
     Put(PutArgs),
     Get(GetArgs),
     Delete(DeleteArgs),
+    DeleteRange(DeleteRangeArgs),
     Scan(ScanArgs),
     Load(LoadArgs),
     Dump(DumpArgs),
@@ -155,6 +156,31 @@ impl ReadOnlyArg {
 pub struct DeleteArgs {
     #[command(flatten)]
     pub target: KeyArgs,
+}
+
+/// Remove every key from START up to, not including, END.
+///
+/// One range deletion, durable (fsynced) when the command returns; it
+/// takes the same time however many keys it covers. START must be below
+/// END (exit code 2 otherwise, and nothing changes). A keyspace that is not
+/// there is an error (exit code 7), and is not created.
+#[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  \
+    turtlekv delete-range ./my-db log: 'log;'\n  \
+    turtlekv delete-range ./my-db --hex 00 01\n  \
+    turtlekv delete-range ./my-db --keyspace users a n")]
+pub struct DeleteRangeArgs {
+    /// Database directory.
+    #[arg(value_name = "DB")]
+    pub db: PathBuf,
+    /// The first key removed: text, or hex/base64 with --hex/--base64.
+    pub start: String,
+    /// The first key kept after the range, in the same encoding.
+    pub end: String,
+    #[command(flatten)]
+    pub keyspace: KeyspaceArg,
+    #[command(flatten)]
+    pub encoding: EncodingArgs,
 }
 
 /// Print records in key order.

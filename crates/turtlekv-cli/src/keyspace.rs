@@ -117,6 +117,18 @@ impl Target {
         }
     }
 
+    pub fn delete_range_opt(
+        &self,
+        start: &[u8],
+        end: &[u8],
+        options: &WriteOptions,
+    ) -> turtlekv::Result<()> {
+        match self {
+            Target::Default(db) => db.delete_range_opt(start, end, options),
+            Target::Named(keyspace) => keyspace.delete_range_opt(start, end, options),
+        }
+    }
+
     pub fn range<K: AsRef<[u8]>, R: RangeBounds<K>>(&self, range: R) -> Iter {
         match self {
             Target::Default(db) => db.range(range),

@@ -65,6 +65,7 @@ fn run(command: &Command, out: &mut dyn Write) -> anyhow::Result<()> {
         Command::Put(args) => kv::put(args),
         Command::Get(args) => kv::get(args, out),
         Command::Delete(args) => kv::delete(args),
+        Command::DeleteRange(args) => kv::delete_range(args),
         Command::Scan(args) => scan::scan(args, out),
         Command::Load(args) => load::load(args, out),
         Command::Dump(args) => dump::dump(args, out),

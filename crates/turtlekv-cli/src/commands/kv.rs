@@ -1,11 +1,11 @@
-//! `put`, `get` and `delete`: one key at a time.
+//! `put`, `get`, `delete` and `delete-range`: one key or range at a time.
 
 use std::io::Write;
 
 use anyhow::{Context as _, Result};
 use turtlekv::WriteOptions;
 
-use crate::cli::{DeleteArgs, GetArgs, KeyArgs, PutArgs};
+use crate::cli::{DeleteArgs, DeleteRangeArgs, GetArgs, KeyArgs, PutArgs};
 use crate::db::{Create, check_entry, open};
 use crate::encoding::Encoding;
 use crate::error::{NotFound, usage};
@@ -66,6 +66,23 @@ pub fn get(args: &GetArgs, out: &mut dyn Write) -> Result<()> {
         .ok_or_else(|| NotFound(args.target.key.clone()))?;
     writeln!(out, "{}", encoding.encode(&value, "the value")?)?;
     Ok(())
+}
+
+pub fn delete_range(args: &DeleteRangeArgs) -> Result<()> {
+    args.keyspace.name()?;
+    let encoding = args.encoding.encoding();
+    let start = encoding.decode_arg(&args.start, "start")?;
+    let end = encoding.decode_arg(&args.end, "end")?;
+    check_entry(&start, None).map_err(usage)?;
+    check_entry(&end, None).map_err(usage)?;
+    // As `delete`: a mistyped keyspace must not pass for a deletion.
+    let target = Target::open(&args.db, Create::No, args.keyspace.name()?)?;
+    match target.delete_range_opt(&start, &end, &DURABLE) {
+        Err(e @ (turtlekv::Error::KeyTooLarge { .. } | turtlekv::Error::InvalidRange { .. })) => {
+            Err(usage(e.to_string()))
+        }
+        other => other.context("delete-range"),
+    }
 }
 
 pub fn delete(args: &DeleteArgs) -> Result<()> {

@@ -5,9 +5,10 @@ use std::process::Stdio;
 
 use crate::{ok, path, run, temp_db, turtlekv};
 
-const READERS: [&[&str]; 9] = [
+const READERS: [&[&str]; 10] = [
     &["get", "k"],
     &["delete", "k"],
+    &["delete-range", "a", "b"],
     &["scan"],
     &["dump"],
     &["keyspaces"],

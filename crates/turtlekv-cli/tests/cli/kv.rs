@@ -117,3 +117,32 @@ fn bad_keys_are_usage_errors() {
     // Nothing was created by the refused commands.
     assert!(!std::path::Path::new(db).exists());
 }
+
+#[test]
+fn delete_range_removes_the_keys_from_start_to_before_end() {
+    let (_dir, db) = temp_db();
+    let db = path(&db);
+    for key in ["log:1", "log:2", "log;", "m", "a"] {
+        ok(&["put", db, key, "v"]);
+    }
+    assert_eq!(ok(&["delete-range", db, "log:", "log;"]), "");
+    assert_eq!(ok(&["scan", db, "--keys-only"]), "a\nlog;\nm\n");
+    // Bounds not in order: a usage error, and nothing changes.
+    let (code, _, stderr) = run(&["delete-range", db, "m", "a"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("invalid range"), "{stderr}");
+    let (code, _, stderr) = run(&["delete-range", db, "m", "m"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(ok(&["scan", db, "--keys-only"]), "a\nlog;\nm\n");
+    // Binary bounds, and the range survives a reopen (each command is one).
+    ok(&["put", db, "--hex", "00ff", "00"]);
+    ok(&["delete-range", db, "--hex", "00", "01"]);
+    assert_eq!(ok(&["scan", db, "--keys-only"]), "a\nlog;\nm\n");
+    // In a named keyspace only.
+    ok(&["put", db, "--keyspace", "users", "alice", "x"]);
+    ok(&["delete-range", db, "--keyspace", "users", "a", "b"]);
+    assert_eq!(ok(&["scan", db, "--keyspace", "users"]), "");
+    assert_eq!(ok(&["scan", db, "--keys-only"]), "a\nlog;\nm\n");
+    let (code, _, _) = run(&["delete-range", db, "--keyspace", "nope", "a", "b"]);
+    assert_eq!(code, 7);
+}

@@ -344,7 +344,10 @@ fn an_idle_database_gives_back_the_wal_reserve() {
         }
     };
     write(0, 1_000);
-    assert!(wal_bytes(&path) > 2 << 20, "reserved ahead while writes come");
+    assert!(
+        wal_bytes(&path) > 2 << 20,
+        "reserved ahead while writes come"
+    );
     let deadline = Instant::now() + Duration::from_secs(30);
     while wal_bytes(&path) > 512 << 10 {
         assert!(Instant::now() < deadline, "{} bytes", wal_bytes(&path));
