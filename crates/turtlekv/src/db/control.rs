@@ -49,14 +49,16 @@ struct Server {
 
 impl Control {
     /// Starts serving `inner`'s socket. Best effort: where the socket
-    /// cannot be made (a path longer than a socket address takes, about
-    /// 100 bytes; a file system without sockets) the database opens all
-    /// the same, and a client is told that no owner answers.
+    /// cannot be made (a file system without sockets) the database opens
+    /// all the same, and a client is told that no owner answers.
     pub fn serve(&self, inner: &Arc<DbInner>) {
         let path = inner.path.join(CONTROL_SOCKET_NAME);
         // The open holds the lock: a socket left here is a dead owner's.
         let _ = std::fs::remove_file(&path);
-        let Ok(listener) = UnixListener::bind(&path) else {
+        let Ok((address, _dir)) = socket_address(&path) else {
+            return;
+        };
+        let Ok(listener) = UnixListener::bind(&address) else {
             return;
         };
         let listener = Arc::new(listener);
@@ -93,6 +95,27 @@ impl Control {
         let _ = server.thread.join();
         let _ = std::fs::remove_file(&server.path);
     }
+}
+
+/// Longest path a socket address holds (`sun_path`, 108 bytes with its
+/// terminating zero).
+const SOCKET_PATH_MAX_BYTES: usize = 107;
+
+/// The path to bind or connect to for `socket`: the path itself, or, where
+/// it is longer than a socket address holds, the same file reached through
+/// an open descriptor of its directory (`/proc/self/fd/N/control.sock`),
+/// returned with it: the caller keeps it open until it has bound or
+/// connected.
+fn socket_address(socket: &Path) -> io::Result<(PathBuf, Option<std::fs::File>)> {
+    if socket.as_os_str().len() <= SOCKET_PATH_MAX_BYTES {
+        return Ok((socket.to_path_buf(), None));
+    }
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Err(io::Error::other("a socket path without a directory"));
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = PathBuf::from(format!("/proc/self/fd/{}", dir.as_raw_fd())).join(name);
+    Ok((short, Some(dir)))
 }
 
 fn accept_loop(listener: &UnixListener, inner: &Weak<DbInner>, stop: &AtomicBool) {
@@ -182,7 +205,9 @@ pub(crate) fn request_backup(db: &Path, dest: &Path) -> Result<BackupReport> {
     }
     request.push(b'\n');
     let socket = db.join(CONTROL_SOCKET_NAME);
-    let mut stream = UnixStream::connect(&socket).map_err(|e| {
+    let connected =
+        socket_address(&socket).and_then(|(address, _dir)| UnixStream::connect(address));
+    let mut stream = connected.map_err(|e| {
         Error::Io(io::Error::new(
             e.kind(),
             format!(
@@ -314,17 +339,29 @@ mod tests {
 
     #[test]
     fn an_owner_backs_itself_up_for_a_client_and_stops_serving_at_close() {
-        // A temporary directory's path fits a socket address (about 100
-        // bytes).
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db");
+        backs_itself_up_for_a_client(dir.path(), &dir.path().join("db"));
+    }
+
+    /// A path longer than a socket address holds is served and reached
+    /// through a descriptor of its directory.
+    #[test]
+    fn a_database_at_a_long_path_is_served_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("d".repeat(120)).join("db");
+        assert!(path.join(CONTROL_SOCKET_NAME).as_os_str().len() > SOCKET_PATH_MAX_BYTES);
+        backs_itself_up_for_a_client(dir.path(), &path);
+    }
+
+    fn backs_itself_up_for_a_client(dir: &Path, path: &Path) {
+        let path = path.to_path_buf();
         let db = crate::Db::open(&path, crate::db::checkpointing_test_options()).unwrap();
         for i in 0..500u32 {
             db.put(i.to_be_bytes(), b"v").unwrap();
         }
         let socket = path.join(CONTROL_SOCKET_NAME);
         assert!(socket.exists());
-        let dest = dir.path().join("copy");
+        let dest = dir.join("copy");
         // The database is locked: `backup_at` asks its owner, this handle.
         let report = crate::Db::backup_at(&path, &dest).unwrap();
         assert_eq!(report.sequence, 500);

@@ -539,8 +539,8 @@ impl Db {
     /// holds, in this process or another, is asked to back itself up
     /// through its control socket ([`CONTROL_SOCKET_NAME`]), so that the
     /// copy is as consistent as [`Db::backup`]'s. Fails with an `Io`
-    /// error if the holder serves no socket (a path too long for a
-    /// socket address).
+    /// error if the holder serves no socket (a file system without
+    /// sockets).
     pub fn backup_at(path: impl AsRef<Path>, dest: impl AsRef<Path>) -> Result<BackupReport> {
         backup::backup_at(path.as_ref(), dest.as_ref())
     }
