@@ -3,7 +3,8 @@
 //! into the first.
 
 use std::borrow::Cow;
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
 
 /// Everything that can go wrong in TurtleKV.
 ///
@@ -213,6 +214,22 @@ impl std::error::Error for ChangedUnderReader {}
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The error for a database file that would not open: with
+    /// `direct_io` on, a file system that refuses `O_DIRECT` (`EINVAL`, as
+    /// tmpfs before Linux 6.6 and some FUSE and network file systems do)
+    /// is an options error that names the option, not a bare "invalid
+    /// argument".
+    pub(crate) fn opening(e: io::Error, direct_io: bool, path: &Path) -> Error {
+        if direct_io && e.raw_os_error() == Some(libc::EINVAL) {
+            return Error::InvalidOptions(format!(
+                "direct_io: the file system holding {} refuses O_DIRECT ({e}); \
+                 open with Options::direct_io off",
+                path.display()
+            ));
+        }
+        e.into()
+    }
+
     pub(crate) fn corruption(
         file: impl Into<PathBuf>,
         offset: u64,

@@ -870,3 +870,62 @@ fn creating_a_database_makes_its_directory_entry_durable() {
         "{reopened:?}"
     );
 }
+
+/// The real file system, but refusing `O_DIRECT` as tmpfs before Linux 6.6
+/// and some FUSE and network file systems do (`EINVAL` at open).
+#[derive(Debug)]
+struct NoDirectFs;
+
+impl FileSystem for NoDirectFs {
+    fn create_dir_all(&self, path: &Path) -> std::io::Result<()> {
+        turtlekv::io::RealFs.create_dir_all(path)
+    }
+    fn open(
+        &self,
+        path: &Path,
+        options: turtlekv::io::OpenOptions,
+    ) -> std::io::Result<std::sync::Arc<dyn turtlekv::io::File>> {
+        if options.direct {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        turtlekv::io::RealFs.open(path, options)
+    }
+    fn remove_file(&self, path: &Path) -> std::io::Result<()> {
+        turtlekv::io::RealFs.remove_file(path)
+    }
+    fn remove_dir(&self, path: &Path) -> std::io::Result<()> {
+        turtlekv::io::RealFs.remove_dir(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> std::io::Result<()> {
+        turtlekv::io::RealFs.rename(from, to)
+    }
+    fn list_dir(&self, path: &Path) -> std::io::Result<Vec<String>> {
+        turtlekv::io::RealFs.list_dir(path)
+    }
+    fn sync_dir(&self, path: &Path) -> std::io::Result<()> {
+        turtlekv::io::RealFs.sync_dir(path)
+    }
+    fn lock(&self, path: &Path) -> std::io::Result<Option<Box<dyn turtlekv::io::LockGuard>>> {
+        turtlekv::io::RealFs.lock(path)
+    }
+}
+
+/// `direct_io` on a file system that refuses `O_DIRECT` is an options
+/// error that names the option; the same directory opens without it.
+#[test]
+fn direct_io_on_a_file_system_without_it_names_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("db");
+    let fs = std::sync::Arc::new(NoDirectFs);
+    let options = Options::new().direct_io(true);
+    match Db::open_with_fs(&path, options, fs.clone()) {
+        Err(Error::InvalidOptions(message)) => {
+            assert!(message.contains("direct_io"), "{message}");
+            assert!(message.contains("O_DIRECT"), "{message}");
+        }
+        other => panic!("expected InvalidOptions, got {other:?}"),
+    }
+    let db = Db::open_with_fs(&path, Options::new(), fs).unwrap();
+    db.put(b"k", b"v").unwrap();
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v"[..]));
+}

@@ -37,10 +37,12 @@ impl PageStore {
         let files = PAGE_FILE_NAMES.map(|name| dir.join(name));
         let files = [PageKind::Node, PageKind::Leaf].map(|kind| {
             let path = files[kind_index(kind)].clone();
-            let file = fs.open(
-                &path,
-                OpenOptions::read_write_create().with_direct(options.direct_io),
-            )?;
+            let file = fs
+                .open(
+                    &path,
+                    OpenOptions::read_write_create().with_direct(options.direct_io),
+                )
+                .map_err(|e| Error::opening(e, options.direct_io, &path))?;
             Ok::<_, Error>(PageFile {
                 file,
                 path,

@@ -470,10 +470,12 @@ impl Superblock {
     /// Opens (creating it when missing) the superblock file in `dir`.
     pub fn open(fs: &dyn FileSystem, dir: &Path, direct_io: bool) -> Result<Superblock> {
         let path = dir.join(SUPERBLOCK_FILE_NAME);
-        let file = fs.open(
-            &path,
-            OpenOptions::read_write_create().with_direct(direct_io),
-        )?;
+        let file = fs
+            .open(
+                &path,
+                OpenOptions::read_write_create().with_direct(direct_io),
+            )
+            .map_err(|e| crate::Error::opening(e, direct_io, &path))?;
         Ok(Superblock {
             file,
             path,
