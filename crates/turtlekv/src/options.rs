@@ -239,7 +239,7 @@ impl std::fmt::Display for WalRecovery {
 }
 
 /// `Options::garbage_percent` by default.
-pub const DEFAULT_GARBAGE_PERCENT: u32 = 20;
+pub const DEFAULT_GARBAGE_PERCENT: u32 = 15;
 const MAX_GARBAGE_PERCENT: u32 = 1000;
 
 impl Default for Options {
