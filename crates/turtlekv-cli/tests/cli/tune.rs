@@ -23,7 +23,7 @@ fn tuned_knobs_are_stored_and_used() {
         "zstd:5",
     ]);
     assert!(
-        said.contains("garbage percent        10 (was 20)"),
+        said.contains("garbage percent        10 (was 15)"),
         "{said}"
     );
     assert!(
