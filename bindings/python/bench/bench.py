@@ -3,10 +3,12 @@
 cgroup v1 memory group that bounds the whole process, page cache included
 (needs root), so that the data set does not fit in memory.
 
-    python bench.py --records 1000000 --value-bytes 200 --cache 64MiB \\
+    python bench.py --records 1000000 --value-bytes 200 --memory 128MiB \\
         --memory-limit 192MiB --dir /path/on/the/disk/to/test
 
-Prints a table and, with --json, writes the figures. docs/python.md has
+Each engine runs --rounds times (3), interleaved with the others; the
+table gives the median of each figure. Prints a table and, with --json,
+writes every run's figures and the medians. docs/python.md has
 the results and the setup."""
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 import os
 import platform
 import random
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,20 +50,32 @@ def child(args) -> dict:
     n = args.records
     order = array.array("I", range(n))
     rng.shuffle(order)
-    engine = ENGINES[args.child](args.path, size(args.cache), not args.no_direct_io)
+    engine = ENGINES[args.child](args.path, size(args.memory), not args.no_direct_io)
     out = {"engine": args.child}
 
-    # Load: batches of 1,000 records in random key order.
+    # Load, in random key order: the first half one put at a time, the
+    # second in batches of 1,000. Values are made outside the timed calls.
+    half = n // 2
     spent = 0.0
-    for start in range(0, n, 1000):
+    for start in range(0, half, 1000):
+        pairs = [(key(i), rng.randbytes(args.value_bytes)) for i in order[start : min(start + 1000, half)]]
+        put = engine.put
+        t = time.perf_counter()
+        for k, v in pairs:
+            put(k, v)
+        spent += time.perf_counter() - t
+    out["put_ops"] = half / spent
+    spent = 0.0
+    for start in range(half, n, 1000):
         pairs = [(key(i), rng.randbytes(args.value_bytes)) for i in order[start : start + 1000]]
         t = time.perf_counter()
         engine.load(pairs)
         spent += time.perf_counter() - t
-    out["load_ops"] = n / spent
+    out["batch_ops"] = (n - half) / spent
     t = time.perf_counter()
     engine.settle()
     out["settle_s"] = time.perf_counter() - t
+    out["after_load"] = engine.stats()
     del order
 
     # Random point reads of existing keys, uniform; a quarter as many
@@ -77,6 +92,7 @@ def child(args) -> dict:
             found += 1
     out["read_ops"] = args.reads / (time.perf_counter() - t)
     assert found == args.reads, (found, args.reads)
+    out["after_reads"] = engine.stats()
 
     # Short scans: `scan_len` records from random starts.
     starts = [key(rng.randrange(n)) for _ in range(args.scans)]
@@ -93,9 +109,9 @@ def child(args) -> dict:
 
     engine.close()
     out["disk_bytes"] = sum(f.stat().st_size for f in Path(args.path).rglob("*") if f.is_file())
-    if args.cgroup:
-        peak = Path(args.cgroup, "memory.max_usage_in_bytes")
-        out["peak_memory_bytes"] = int(peak.read_text())
+    # Peak resident memory (LMDB's mapped pages included); the cgroup's
+    # peak would also count the page cache that writes fill.
+    out["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     return out
 
 
@@ -108,9 +124,15 @@ def own_memory_group() -> Path:
 
 
 def run(args) -> list[dict]:
+    """Every engine `--rounds` times, the order rotated each round, so that
+    a change in the shared machine's load hits every engine alike."""
     results = []
     root = Path(args.dir)
-    for name in args.engines.split(","):
+    names = args.engines.split(",")
+    order = []
+    for r in range(args.rounds):
+        order += names[r % len(names) :] + names[: r % len(names)]
+    for name in order:
         path = root / name
         shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
@@ -121,7 +143,7 @@ def run(args) -> list[dict]:
             (group / "memory.limit_in_bytes").write_text(str(size(args.memory_limit)))
         cmd = [sys.executable, __file__, "--child", name, "--path", str(path)]
         cmd += ["--cgroup", str(group)] if group else []
-        for opt in ["records", "value_bytes", "reads", "scans", "scan_len", "cache", "seed"]:
+        for opt in ["records", "value_bytes", "reads", "scans", "scan_len", "memory", "seed"]:
             cmd += ["--" + opt.replace("_", "-"), str(getattr(args, opt))]
         cmd += ["--no-direct-io"] if args.no_direct_io else []
         try:
@@ -139,19 +161,40 @@ def run(args) -> list[dict]:
             results.append({"engine": name, "failed": proc.returncode})
         else:
             results.append(json.loads(proc.stdout.splitlines()[-1]))
+            results[-1]["load_average"] = os.getloadavg()[0]
         print(json.dumps(results[-1]), file=sys.stderr)
         shutil.rmtree(path, ignore_errors=True)
     return results
 
 
+def medians(results: list[dict]) -> list[dict]:
+    """Per engine, the median of each figure over its rounds, and its
+    range as `<field>_range`."""
+    out = []
+    for name in dict.fromkeys(r["engine"] for r in results):
+        runs = [r for r in results if r["engine"] == name and "failed" not in r]
+        if not runs:
+            out.append({"engine": name, "failed": [r["failed"] for r in results if r["engine"] == name]})
+            continue
+        merged = {"engine": name, "rounds": len(runs)}
+        for field, v in runs[0].items():
+            if isinstance(v, (int, float)):
+                values = sorted(r[field] for r in runs)
+                merged[field] = values[len(values) // 2]
+                merged[field + "_range"] = (values[0], values[-1])
+        out.append(merged)
+    return out
+
+
 def table(results: list[dict]) -> str:
     cols = [
-        ("load ops/s", "load_ops"),
+        ("put ops/s", "put_ops"),
+        ("batch load ops/s", "batch_ops"),
         ("get ops/s", "read_ops"),
         ("scan(100) ops/s", "scan_ops"),
         ("full scan rec/s", "full_scan_records_per_s"),
         ("disk MiB", "disk_bytes"),
-        ("peak MiB", "peak_memory_bytes"),
+        ("peak RSS MiB", "peak_rss_bytes"),
     ]
     base = next((r for r in results if r["engine"] == "turtlekv" and "failed" not in r), None)
     lines = ["| engine | " + " | ".join(c for c, _ in cols) + " |"]
@@ -181,12 +224,13 @@ def main():
     p.add_argument("--reads", type=int, default=200_000)
     p.add_argument("--scans", type=int, default=2_000)
     p.add_argument("--scan-len", type=int, default=100)
-    p.add_argument("--cache", default="64MiB", help="each engine's cache (LMDB has none)")
+    p.add_argument("--memory", default="128MiB", help="each engine's memory budget (engines.py says how it is split; LMDB has none)")
     p.add_argument("--memory-limit", default="192MiB", help="per process, page cache included; 'none' for no limit")
     p.add_argument("--no-direct-io", action="store_true", help="read TurtleKV and RocksDB through the page cache")
     p.add_argument("--engines", default="turtlekv,rocksdict,lmdb")
     p.add_argument("--dir", default="bench-data")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--rounds", type=int, default=3, help="runs of each engine; the table gives medians")
     p.add_argument("--json")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--path", help=argparse.SUPPRESS)
@@ -196,12 +240,13 @@ def main():
         print(json.dumps(child(args)))
         return
     results = run(args)
-    print(table(results))
+    print(table(medians(results)))
     if args.json:
         meta = {k: v for k, v in vars(args).items() if k not in ("child", "path", "cgroup", "json")}
         meta["python"] = platform.python_version()
         meta["date"] = time.strftime("%Y-%m-%d")
-        Path(args.json).write_text(json.dumps({"settings": meta, "results": results}, indent=1) + "\n")
+        report = {"settings": meta, "medians": medians(results), "runs": results}
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":

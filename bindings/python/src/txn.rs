@@ -235,8 +235,8 @@ impl PyTransaction {
     /// Whether the transaction was committed or rolled back (or its
     /// database closed).
     #[getter]
-    fn finished(&self) -> bool {
-        self.slot.lock().is_none()
+    fn finished(&self, py: Python<'_>) -> bool {
+        py.detach(|| self.slot.lock().is_none())
     }
 
     /// Applies the buffered writes atomically (durably first with
@@ -273,7 +273,7 @@ impl PyTransaction {
         exc_type: &Bound<'_, PyAny>,
         _rest: &Bound<'_, PyTuple>,
     ) -> PyResult<bool> {
-        if exc_type.is_none() && !self.finished() {
+        if exc_type.is_none() && !self.finished(py) {
             self.commit(py, false)?;
         } else {
             self.rollback(py);
@@ -282,9 +282,11 @@ impl PyTransaction {
     }
 
     fn __repr__(&self) -> String {
-        match self.slot.lock().as_ref() {
-            Some(t) => format!("<turtlekv.Transaction at sequence {}>", t.sequence()),
-            None => "<turtlekv.Transaction (finished)>".to_owned(),
+        // Without waiting: another thread may be committing it.
+        match self.slot.try_lock().as_deref() {
+            Some(Some(t)) => format!("<turtlekv.Transaction at sequence {}>", t.sequence()),
+            Some(None) => "<turtlekv.Transaction (finished)>".to_owned(),
+            None => "<turtlekv.Transaction (in use)>".to_owned(),
         }
     }
 }
