@@ -14,16 +14,10 @@ fn class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyType>> {
     Ok(py.import(MODULE)?.getattr(name)?.cast_into()?)
 }
 
-/// An instance of `turtlekv._errors.<name>(*args)` with `attrs` set on it.
-fn build(
-    py: Python<'_>,
-    name: &str,
-    args: impl IntoPyObjectExt,
-    attrs: &[(&str, Py<PyAny>)],
-) -> PyErr {
+/// An instance of `turtlekv._errors.<name>(message)` with `attrs` set on it.
+fn build(py: Python<'_>, name: &str, message: String, attrs: &[(&str, Py<PyAny>)]) -> PyErr {
     let made = class(py, name).and_then(|cls| {
-        let args = args.into_tuple(py)?;
-        let err = cls.call1(args)?;
+        let err = cls.call1((message,))?;
         for (attr, value) in attrs {
             err.setattr(*attr, value)?;
         }
@@ -32,17 +26,6 @@ fn build(
     // A failure to build the exception (the module missing from a broken
     // install) is itself the error to report.
     made.unwrap_or_else(|e| e)
-}
-
-/// Argument tuples of the exception constructors.
-pub(crate) trait IntoPyObjectExt {
-    fn into_tuple(self, py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyTuple>>;
-}
-
-impl<T: for<'py> IntoPyObject<'py>> IntoPyObjectExt for (T,) {
-    fn into_tuple(self, py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyTuple>> {
-        pyo3::types::PyTuple::new(py, [self.0])
-    }
 }
 
 fn obj<'py>(py: Python<'py>, value: impl IntoPyObject<'py>) -> Py<PyAny> {
@@ -68,7 +51,7 @@ pub(crate) fn engine_error(py: Python<'_>, err: turtlekv::Error) -> PyErr {
                         Err(e) => e,
                     }
                 }
-                None => build(py, "IoError", (message,), &[]),
+                None => build(py, "IoError", message, &[]),
             }
         }
         E::Corruption {
@@ -78,7 +61,7 @@ pub(crate) fn engine_error(py: Python<'_>, err: turtlekv::Error) -> PyErr {
         } => build(
             py,
             "CorruptionError",
-            (message,),
+            message,
             &[
                 ("file", obj(py, file)),
                 ("offset", obj(py, offset)),
@@ -86,67 +69,62 @@ pub(crate) fn engine_error(py: Python<'_>, err: turtlekv::Error) -> PyErr {
             ],
         ),
         E::EmptyKey | E::KeyTooLarge { .. } | E::ValueTooLarge { .. } | E::BatchTooLarge { .. } => {
-            build(py, "InvalidArgumentError", (message,), &[])
+            build(py, "InvalidArgumentError", message, &[])
         }
         E::InvalidRange { start, end } => build(
             py,
             "InvalidArgumentError",
-            (message,),
+            message,
             &[
                 ("start", obj(py, pyo3::types::PyBytes::new(py, &start))),
                 ("end", obj(py, pyo3::types::PyBytes::new(py, &end))),
             ],
         ),
-        E::InvalidOptions(_) => build(py, "InvalidOptionsError", (message,), &[]),
-        E::Locked(path) => build(py, "LockedError", (message,), &[("path", obj(py, path))]),
+        E::InvalidOptions(_) => build(py, "InvalidOptionsError", message, &[]),
+        E::Locked(path) => build(py, "LockedError", message, &[("path", obj(py, path))]),
         E::NestedDatabase { path, outer } => build(
             py,
             "NestedDatabaseError",
-            (message,),
+            message,
             &[("path", obj(py, path)), ("outer", obj(py, outer))],
         ),
-        E::InvalidKeyspaceName { .. } => build(py, "InvalidArgumentError", (message,), &[]),
+        E::InvalidKeyspaceName { .. } => build(py, "InvalidArgumentError", message, &[]),
         E::KeyspaceNotFound(name) => keyspace_error(py, "KeyspaceNotFoundError", message, &name),
         E::KeyspaceDropped(name) => keyspace_error(py, "KeyspaceDroppedError", message, &name),
         E::ForeignKeyspace(name) => keyspace_error(py, "KeyspaceError", message, &name),
         E::KeyspacesUnsupported | E::TooManyKeyspaces(_) => {
-            build(py, "KeyspaceError", (message,), &[])
+            build(py, "KeyspaceError", message, &[])
         }
-        E::Conflict(_) => build(py, "ConflictError", (message,), &[]),
-        E::Poisoned { cause } => build(
-            py,
-            "PoisonedError",
-            (message,),
-            &[("cause", obj(py, cause))],
-        ),
-        E::ReadOnly(path) => build(py, "ReadOnlyError", (message,), &[("path", obj(py, path))]),
+        E::Conflict(_) => build(py, "ConflictError", message, &[]),
+        E::Poisoned { cause } => build(py, "PoisonedError", message, &[("cause", obj(py, cause))]),
+        E::ReadOnly(path) => build(py, "ReadOnlyError", message, &[("path", obj(py, path))]),
         E::ChangedWhileReading(path) => build(
             py,
             "ChangedWhileReadingError",
-            (message,),
+            message,
             &[("path", obj(py, path))],
         ),
         E::BackupTarget { dest, reason } => build(
             py,
             "BackupTargetError",
-            (message,),
+            message,
             &[("dest", obj(py, dest)), ("reason", obj(py, reason))],
         ),
         // The enum is non-exhaustive: a variant added later still becomes
         // a `turtlekv.Error` with the engine's message.
-        _ => build(py, "Error", (message,), &[]),
+        _ => build(py, "Error", message, &[]),
     }
 }
 
 fn keyspace_error(py: Python<'_>, class: &str, message: String, name: &[u8]) -> PyErr {
     let name = obj(py, pyo3::types::PyBytes::new(py, name));
-    build(py, class, (message,), &[("name", name)])
+    build(py, class, message, &[("name", name)])
 }
 
 /// `ClosedError(message)`: a call on a closed database, snapshot or
 /// finished transaction.
 pub(crate) fn closed_error(message: &str) -> PyErr {
-    Python::attach(|py| build(py, "ClosedError", (message.to_owned(),), &[]))
+    Python::attach(|py| build(py, "ClosedError", message.to_owned(), &[]))
 }
 
 /// Engine results into Python results.
