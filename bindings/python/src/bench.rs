@@ -12,8 +12,6 @@ use crate::db::PyDb;
 use crate::errors::ResultExt;
 use crate::read::Readable;
 
-/// _rust_get_loop(db, keys)
-///
 /// Calls the engine's `Db::get` on each key of `keys` in order, in Rust,
 /// with the GIL released; returns `(nanoseconds, found)`. For
 /// benchmarking the binding's overhead; not part of the API.

@@ -29,8 +29,6 @@ use turtlekv::Db;
 use crate::db::PyDb;
 use crate::errors::ResultExt;
 
-/// open(path, **options)
-///
 /// Opens the database in directory `path` (created with its parents if
 /// missing, unless `create_if_missing=False`) and returns a `Db`.
 ///
@@ -59,8 +57,6 @@ fn open(py: Python<'_>, path: PathBuf, options: Option<&Bound<'_, PyDict>>) -> P
     Ok(PyDb::new(db, read_only))
 }
 
-/// backup_at(path, dest)
-///
 /// Asks the process holding the database at `path` open for a consistent
 /// copy in `dest` (through the control socket in its directory), or
 /// copies it directly if nobody holds it. Returns the report dict of

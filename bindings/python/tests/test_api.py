@@ -386,6 +386,18 @@ def test_properties_and_docs(db, path):
     assert turtlekv.Db.items.__text_signature__ == "($self, start=None, end=None, reverse=False, prefix=None)"
 
 
+def test_rust_get_loop_hook(db):
+    """The benchmark hook (bench/overhead.py) looks keys up as `get` does."""
+    from turtlekv._turtlekv import _rust_get_loop
+
+    db[b"a"] = b"1"
+    db[b"b"] = b"2"
+    nanos, found = _rust_get_loop(db, [b"a", b"x", bytearray(b"b")])
+    assert found == 2 and nanos >= 0
+    with pytest.raises(TypeError):
+        _rust_get_loop(db, ["a"])
+
+
 def test_error_hierarchy():
     for name in turtlekv._errors.__all__:
         cls = getattr(turtlekv, name)
