@@ -103,7 +103,9 @@ impl Config {
 /// A size such as `4096`, `64KiB`, `1GiB`, `1G` or `1gb` (all binary units).
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
-    let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
     let (digits, unit) = text.split_at(split);
     let n: u64 = digits
         .parse()

@@ -51,7 +51,9 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         }
         let full_batch = batch.len() == MAX_BATCH_REQUESTS;
         if !batch.is_empty() {
-            let Some(current) = session.take() else { return };
+            let Some(current) = session.take() else {
+                return;
+            };
             let (back, out) = if needs_engine(&batch) {
                 let shared = shared.clone();
                 match tokio::task::spawn_blocking(move || run_batch(&shared, current, batch)).await
@@ -96,13 +98,28 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     }
 }
 
+/// Runs a batch and returns its replies. Under `--sync always`, a batch
+/// that wrote syncs the log before any of its replies is released, so an
+/// acknowledged write is durable; concurrent batches share a sync (the
+/// first syncs every write logged so far, the others find nothing left).
+/// If the sync fails, no reply is released and the connection closes: the
+/// client cannot take its writes as acknowledged.
 fn run_batch(shared: &Shared, mut session: Session, batch: Vec<Vec<Bytes>>) -> (Session, Vec<u8>) {
     let mut reply = Reply::new(session.protocol);
+    session.wrote = false;
     for request in &batch {
         dispatch(shared, &mut session, &mut reply, request);
         if session.closing {
             break;
         }
+    }
+    if session.wrote
+        && shared.sync_before_reply
+        && let Err(e) = shared.db.flush_wal()
+    {
+        eprintln!("turtlekv-server: syncing the log failed: {e}");
+        session.closing = true;
+        reply.out.clear();
     }
     (session, reply.out)
 }

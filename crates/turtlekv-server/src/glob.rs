@@ -58,7 +58,10 @@ fn class(pattern: &[u8], mut p: usize, byte: u8) -> (bool, usize) {
             found |= pattern[p + 1] == byte;
             p += 2;
         } else if p + 2 < pattern.len() && pattern[p + 1] == b'-' && pattern[p + 2] != b']' {
-            let (lo, hi) = (pattern[p].min(pattern[p + 2]), pattern[p].max(pattern[p + 2]));
+            let (lo, hi) = (
+                pattern[p].min(pattern[p + 2]),
+                pattern[p].max(pattern[p + 2]),
+            );
             found |= (lo..=hi).contains(&byte);
             p += 3;
         } else {
@@ -103,7 +106,11 @@ mod tests {
             ("h\\*llo", "hello", false),
             ("user:*:name", "user:42:name", true),
             ("user:*:name", "user:42:age", false),
-            ("a*a*a*a*a*a*a*b", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", false),
+            (
+                "a*a*a*a*a*a*a*b",
+                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+                false,
+            ),
             ("*x", "abcx", true),
             ("", "", true),
             ("", "a", false),

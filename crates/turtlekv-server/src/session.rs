@@ -32,6 +32,9 @@ pub struct Session {
     /// The client asked to close (`QUIT`), or the stream is unusable.
     pub closing: bool,
     pub name: Option<Bytes>,
+    /// A command of the current batch wrote (or may have): under
+    /// `--sync always` the log is synced before the batch's replies go.
+    pub wrote: bool,
 }
 
 impl Session {
@@ -45,6 +48,7 @@ impl Session {
             watched: Vec::new(),
             closing: false,
             name: None,
+            wrote: false,
         }
     }
 }

@@ -2,8 +2,8 @@
 //! cursors and the counters `INFO` reports.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -21,8 +21,12 @@ pub const MAX_SCAN_CURSORS: usize = 65_536;
 pub struct Shared {
     pub db: Db,
     pub config: Config,
-    /// The write options every write uses: synced under `--sync always`.
+    /// The write options every write uses. Never synced one by one: under
+    /// `--sync always` a batch's writes are synced together before its
+    /// replies leave (`sync_before_reply`).
     pub write: WriteOptions,
+    /// `--sync always`: a batch that wrote syncs the log before replying.
+    pub sync_before_reply: bool,
     /// The longest key the database takes (what `FLUSHDB`'s range ends at).
     pub max_key_len_bytes: usize,
     keyspaces: Mutex<HashMap<u32, Keyspace>>,
@@ -61,12 +65,12 @@ struct Cursors {
 
 impl Shared {
     pub fn new(db: Db, config: Config) -> Self {
-        let write = WriteOptions::new().sync(config.sync == SyncMode::Always);
         let max_key_len_bytes = largest_key_len(&db);
         Shared {
             db,
+            sync_before_reply: config.sync == SyncMode::Always,
             config,
-            write,
+            write: WriteOptions::new(),
             max_key_len_bytes,
             keyspaces: Mutex::new(HashMap::new()),
             cursors: Mutex::new(Cursors::default()),

@@ -112,7 +112,10 @@ pub enum Exec<'a> {
     },
     /// Into a transaction that `EXEC` commits (reads see its start plus
     /// its own writes).
-    Txn { db: &'a Db, txn: &'a mut Transaction },
+    Txn {
+        db: &'a Db,
+        txn: &'a mut Transaction,
+    },
 }
 
 impl Exec<'_> {

@@ -258,7 +258,8 @@ pub fn command(c: &mut Call<'_, '_>) -> Result<()> {
         return Ok(());
     };
     if is(sub, "COUNT") {
-        c.reply.integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
+        c.reply
+            .integer(i64::try_from(COMMANDS.len()).unwrap_or(i64::MAX));
     } else if is(sub, "INFO") {
         c.reply.array(c.args.len() - 2);
         for name in &c.args[2..] {

@@ -6,8 +6,10 @@ use std::sync::atomic::Ordering;
 
 use turtlekv::Result;
 
+use super::keys::count_keys;
 use super::{Call, is};
 use crate::config::SyncMode;
+use crate::store::Space;
 
 pub fn info(c: &mut Call<'_, '_>) -> Result<()> {
     let wanted: Vec<String> = c.args[1..]
@@ -108,7 +110,7 @@ pub fn info(c: &mut Call<'_, '_>) -> Result<()> {
     }
     if include("keyspace") {
         text.push_str("# Keyspace\r\n");
-        let keys = shared.db.approximate_len()?;
+        let keys = count_keys(&Space::Default, &shared.db)?;
         if keys > 0 {
             let _ = write!(text, "db0:keys={keys},expires=0,avg_ttl=0\r\n");
         }
@@ -120,7 +122,7 @@ pub fn info(c: &mut Call<'_, '_>) -> Result<()> {
                 .filter(|&i| i > 0)
                 && let Ok(space) = shared.space(index)
             {
-                let keys = space.approximate_len(&shared.db)?;
+                let keys = count_keys(&space, &shared.db)?;
                 if keys > 0 {
                     let _ = write!(text, "db{index}:keys={keys},expires=0,avg_ttl=0\r\n");
                 }

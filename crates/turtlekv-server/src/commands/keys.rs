@@ -66,18 +66,24 @@ pub const DBSIZE_EXACT_MAX_KEYS: u64 = 100_000;
 /// engine's estimate (`Db::approximate_len`), which may count a key twice
 /// while an overwrite or a delete of it is not yet merged by a checkpoint.
 pub fn dbsize(c: &mut Call<'_, '_>) -> Result<()> {
-    let db = c.exec.db();
-    let space = &c.session.space;
-    let mut n = space.approximate_len(db)?;
-    if n <= DBSIZE_EXACT_MAX_KEYS {
-        n = 0;
-        for item in space.range_from(db, &[]) {
-            item?;
-            n += 1;
-        }
-    }
+    let n = count_keys(&c.session.space, c.exec.db())?;
     c.reply.integer(i64::try_from(n).unwrap_or(i64::MAX));
     Ok(())
+}
+
+/// `DBSIZE`'s count (and `INFO keyspace`'s): exact up to
+/// [`DBSIZE_EXACT_MAX_KEYS`], the engine's estimate beyond.
+pub fn count_keys(space: &Space, db: &turtlekv::Db) -> Result<u64> {
+    let estimate = space.approximate_len(db)?;
+    if estimate > DBSIZE_EXACT_MAX_KEYS {
+        return Ok(estimate);
+    }
+    let mut n = 0;
+    for item in space.range_from(db, &[]) {
+        item?;
+        n += 1;
+    }
+    Ok(n)
 }
 
 /// `ASYNC` and `SYNC` are accepted: the engine's range deletion is one log

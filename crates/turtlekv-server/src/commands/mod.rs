@@ -33,10 +33,12 @@ pub type Handler = fn(&mut Call<'_, '_>) -> turtlekv::Result<()>;
 /// Whether any request of a batch reaches the engine (and so should run on
 /// the engine's threads rather than the network's).
 pub fn needs_engine(batch: &[Vec<Bytes>]) -> bool {
-    batch.iter().any(|args| match args.first().and_then(|n| lookup(n)) {
-        Some(spec) => spec.engine,
-        None => false,
-    })
+    batch
+        .iter()
+        .any(|args| match args.first().and_then(|n| lookup(n)) {
+            Some(spec) => spec.engine,
+            None => false,
+        })
 }
 
 /// Runs one request and writes its reply.
@@ -66,11 +68,14 @@ pub fn dispatch(shared: &Shared, session: &mut Session, reply: &mut Reply, args:
         reply.error("NOAUTH Authentication required.");
         return;
     }
-    if let Some(multi) = &mut session.multi {
-        if !spec.controls_multi {
-            queue(multi, spec, args, reply);
-            return;
-        }
+    if let Some(multi) = &mut session.multi
+        && !spec.controls_multi
+    {
+        queue(multi, spec, args, reply);
+        return;
+    }
+    if spec.writes {
+        session.wrote = true;
     }
     let mut exec = Exec::Direct {
         db: &shared.db,

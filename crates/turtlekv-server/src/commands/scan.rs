@@ -103,10 +103,9 @@ fn walk(
     limit: Option<usize>,
 ) -> Result<(Vec<Bytes>, Option<Bytes>)> {
     let db = c.exec.db();
-    let mut iter = c.session.space.range_from(db, start);
+    let iter = c.session.space.range_from(db, start);
     let mut found = Vec::new();
-    let mut seen = 0usize;
-    for item in &mut iter {
+    for (seen, item) in iter.enumerate() {
         let (key, _value) = item?;
         if !key.starts_with(prefix) {
             return Ok((found, None));
@@ -114,7 +113,6 @@ fn walk(
         if limit.is_some_and(|l| seen == l) {
             return Ok((found, Some(key)));
         }
-        seen += 1;
         if glob::matches(pattern, &key) {
             found.push(key);
         }

@@ -40,9 +40,8 @@ fn parse_set_options(c: &mut Call<'_, '_>) -> Option<SetOptions> {
         } else if is(arg, "KEEPTTL") {
             // No key has a time to live: keeping it is what happens anyway.
         } else if ["EX", "PX", "EXAT", "PXAT"].iter().any(|k| is(arg, k)) {
-            c.reply.error(
-                "ERR turtlekv-server does not support key expiry (SET EX/PX/EXAT/PXAT)",
-            );
+            c.reply
+                .error("ERR turtlekv-server does not support key expiry (SET EX/PX/EXAT/PXAT)");
             return None;
         } else {
             c.reply.error("ERR syntax error");

@@ -23,6 +23,8 @@ pub struct CommandSpec {
     pub controls_multi: bool,
     /// May be queued between `MULTI` and `EXEC`.
     pub in_multi: bool,
+    /// May write: under `--sync always` its batch syncs before replying.
+    pub writes: bool,
     pub handler: Handler,
 }
 
@@ -30,7 +32,11 @@ impl CommandSpec {
     pub fn arity_ok(&self, len: usize) -> bool {
         let len = i64::try_from(len).unwrap_or(i64::MAX);
         let arity = i64::from(self.arity);
-        if arity >= 0 { len == arity } else { len >= -arity }
+        if arity >= 0 {
+            len == arity
+        } else {
+            len >= -arity
+        }
     }
 }
 
@@ -38,6 +44,25 @@ const R: &[&str] = &["readonly", "fast"];
 const W: &[&str] = &["write", "denyoom"];
 const WF: &[&str] = &["write", "denyoom", "fast"];
 const C: &[&str] = &["fast", "loading", "stale"];
+
+/// Whether a command's flags (as `COMMAND` lists them) start with `write`.
+const fn has_write_flag(flags: &[&str]) -> bool {
+    let Some(first) = flags.first() else {
+        return false;
+    };
+    let (a, b) = (first.as_bytes(), b"write");
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// A data command: keys from `first` to `last` (negative counts from the
 /// end) every `step` arguments.
@@ -59,6 +84,7 @@ const fn data(
         before_auth: false,
         controls_multi: false,
         in_multi: true,
+        writes: has_write_flag(flags),
         handler,
     }
 }
@@ -76,6 +102,7 @@ const fn control(name: &'static str, arity: i32, engine: bool, handler: Handler)
         before_auth: false,
         controls_multi: false,
         in_multi: true,
+        writes: false,
         handler,
     }
 }
@@ -155,6 +182,7 @@ pub static COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         controls_multi: true,
+        writes: true,
         ..control("EXEC", 1, true, txn::exec)
     },
     CommandSpec {

@@ -5,3 +5,6 @@ pub mod write;
 
 pub use parse::{Decoder, Limits};
 pub use write::{Protocol, Reply};
+
+#[cfg(test)]
+mod parse_tests;

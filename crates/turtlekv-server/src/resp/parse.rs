@@ -108,7 +108,10 @@ impl Decoder {
 
     fn decode_bulks(&mut self, buf: &mut BytesMut) -> Result<Option<Vec<Bytes>>, ProtocolError> {
         let limits = self.limits;
-        let partial = self.partial.as_mut().expect("decode_bulks runs mid-request");
+        let partial = self
+            .partial
+            .as_mut()
+            .expect("decode_bulks runs mid-request");
         while partial.args.len() < partial.expected {
             let Some((header_len, len)) = peek_header(buf, b'$', limits.max_inline_bytes)? else {
                 return Ok(None);
@@ -202,7 +205,10 @@ fn peek_header(
         return Ok(None);
     };
     if first != kind {
-        return Err(ProtocolError::UnexpectedByte { expected: kind, found: first });
+        return Err(ProtocolError::UnexpectedByte {
+            expected: kind,
+            found: first,
+        });
     }
     // A header is short: looking further than the limit only costs time.
     let window = buf.len().min(max_line_bytes + 2);

@@ -41,8 +41,11 @@ impl Reply {
     /// ...). Line breaks are replaced, since the reply is one line.
     pub fn error(&mut self, message: &str) {
         self.out.push(b'-');
-        self.out
-            .extend(message.bytes().map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }));
+        self.out.extend(
+            message
+                .bytes()
+                .map(|b| if b == b'\r' || b == b'\n' { b' ' } else { b }),
+        );
         self.out.extend_from_slice(b"\r\n");
     }
 
