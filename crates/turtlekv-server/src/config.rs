@@ -45,6 +45,12 @@ pub struct Config {
     /// `1GiB`, `512MiB`. Default: the engine's.
     #[arg(long, value_parser = parse_size)]
     pub cache: Option<u64>,
+    /// How checkpoints compress leaf chunks: `none`, `lz4` (the engine's
+    /// default) or `zstd[:level]`. Every read of a compressed chunk
+    /// decompresses it: `none` costs the least CPU per cached read,
+    /// `lz4` the least memory and disk per key. Default: the engine's.
+    #[arg(long)]
+    pub compression: Option<turtlekv::Compression>,
     /// Number of databases SELECT reaches (0 is the default keyspace, `n`
     /// the keyspace `db<n>`).
     #[arg(long, default_value_t = 16)]

@@ -28,6 +28,9 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     if let Some(bytes) = config.cache {
         options = options.cache_capacity_bytes(bytes);
     }
+    if let Some(compression) = config.compression {
+        options = options.compression(compression);
+    }
     let db = Db::open(&config.dir, options)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .max_blocking_threads(config.engine_threads)
