@@ -15,7 +15,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{dispatch, needs_engine};
+use crate::commands::{dispatch, needs_engine, run_sets, set_run_len};
 use crate::resp::{Decoder, Reply};
 use crate::session::Session;
 use crate::shared::{Counters, Shared};
@@ -107,10 +107,15 @@ pub async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
 fn run_batch(shared: &Shared, mut session: Session, batch: Vec<Vec<Bytes>>) -> (Session, Vec<u8>) {
     let mut reply = Reply::new(session.protocol);
     session.wrote = false;
-    for request in &batch {
-        dispatch(shared, &mut session, &mut reply, request);
-        if session.closing {
-            break;
+    let mut i = 0;
+    while i < batch.len() && !session.closing {
+        let run = set_run_len(&session, &batch[i..]);
+        if run > 0 {
+            run_sets(shared, &mut session, &mut reply, &batch[i..i + run]);
+            i += run;
+        } else {
+            dispatch(shared, &mut session, &mut reply, &batch[i]);
+            i += 1;
         }
     }
     if session.wrote

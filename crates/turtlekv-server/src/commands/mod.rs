@@ -2,6 +2,7 @@
 //! `MULTI` queueing, then the command's handler.
 
 mod admin;
+mod coalesce;
 mod info;
 mod keys;
 mod scan;
@@ -15,6 +16,7 @@ use crate::resp::Reply;
 use crate::session::{Multi, Session};
 use crate::shared::{Counters, Shared};
 use crate::store::Exec;
+pub use coalesce::{run_sets, set_run_len};
 pub use table::{COMMANDS, CommandSpec, lookup};
 
 /// Everything a handler sees.

@@ -155,3 +155,36 @@ fn connections_beyond_max_clients_are_refused() {
         thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn pipelined_sets_written_together_still_reply_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--sync", "always"]);
+    let long_key = "k".repeat(600);
+    let mut request = Vec::new();
+    for (key, value) in [
+        ("a", "1"),
+        ("", "x"),
+        ("a", "2"),
+        (long_key.as_str(), "y"),
+        ("b", "3"),
+    ] {
+        request.extend_from_slice(
+            format!(
+                "*3\r\n$3\r\nSET\r\n${}\r\n{key}\r\n${}\r\n{value}\r\n",
+                key.len(),
+                value.len()
+            )
+            .as_bytes(),
+        );
+    }
+    request.extend_from_slice(b"*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nb\r\n*1\r\n$4\r\nQUIT\r\n");
+    let reply = send_and_read_to_end(&server, &request);
+    let lines: Vec<&str> = reply.split("\r\n").collect();
+    assert_eq!(lines[0], "+OK");
+    assert!(lines[1].starts_with("-ERR empty keys"), "{reply}");
+    assert_eq!(lines[2], "+OK");
+    assert!(lines[3].starts_with("-ERR key of 600 bytes"), "{reply}");
+    assert_eq!(lines[4], "+OK");
+    assert_eq!(&lines[5..11], ["*2", "$1", "2", "$1", "3", "+OK"]);
+}
