@@ -15,7 +15,9 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::commands::{dispatch, needs_engine, run_sets, set_run_len};
+use crate::commands::{
+    counter_run_len, dispatch, needs_engine, run_counters, run_sets, set_run_len,
+};
 use crate::resp::{Decoder, Reply};
 use crate::session::Session;
 use crate::shared::{Counters, Shared};
@@ -109,10 +111,14 @@ fn run_batch(shared: &Shared, mut session: Session, batch: Vec<Vec<Bytes>>) -> (
     session.wrote = false;
     let mut i = 0;
     while i < batch.len() && !session.closing {
-        let run = set_run_len(&session, &batch[i..]);
-        if run > 0 {
-            run_sets(shared, &mut session, &mut reply, &batch[i..i + run]);
-            i += run;
+        let sets = set_run_len(&session, &batch[i..]);
+        let counters = counter_run_len(&session, &batch[i..]);
+        if sets > 0 {
+            run_sets(shared, &mut session, &mut reply, &batch[i..i + sets]);
+            i += sets;
+        } else if counters > 0 {
+            run_counters(shared, &mut session, &mut reply, &batch[i..i + counters]);
+            i += counters;
         } else {
             dispatch(shared, &mut session, &mut reply, &batch[i]);
             i += 1;

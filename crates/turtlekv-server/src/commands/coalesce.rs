@@ -1,4 +1,5 @@
-//! Pipelined plain `SET`s written as one batch.
+//! Pipelined plain `SET`s written as one batch, and pipelined counters
+//! (`INCR` and its kin, `APPEND`) run in one transaction.
 //!
 //! A pipeline of `SET key value` requests (no options) would otherwise go
 //! through the engine's group commit one by one, each waiting for its own
@@ -10,7 +11,8 @@
 use bytes::Bytes;
 use turtlekv::WriteBatch;
 
-use super::{engine_error, is};
+use super::txn::run_atomically;
+use super::{engine_error, is, lookup};
 use crate::resp::Reply;
 use crate::session::Session;
 use crate::shared::{Counters, Shared};
@@ -67,6 +69,52 @@ pub fn run_sets(shared: &Shared, session: &mut Session, reply: &mut Reply, run: 
             (Some(message), _) => reply.error(message),
             (None, Ok(())) => reply.ok(),
             (None, Err(e)) => reply.error(&engine_error(e)),
+        }
+    }
+}
+
+/// Commands whose consecutive runs share one transaction: each is a
+/// read-modify-write of one key that would otherwise commit alone.
+fn is_counter(request: &[Bytes]) -> bool {
+    ["INCR", "DECR", "INCRBY", "DECRBY", "APPEND"]
+        .iter()
+        .any(|name| is(&request[0], name))
+        && lookup(&request[0]).is_some_and(|spec| spec.arity_ok(request.len()))
+}
+
+/// How many requests from the start of `requests` are counters that can
+/// run as one transaction (0 if fewer than two).
+pub fn counter_run_len(session: &Session, requests: &[Vec<Bytes>]) -> usize {
+    if !session.authenticated || session.multi.is_some() {
+        return 0;
+    }
+    let n = requests
+        .iter()
+        .take(MAX_COUNTER_RUN)
+        .take_while(|r| is_counter(r))
+        .count();
+    if n >= 2 { n } else { 0 }
+}
+
+/// Most counters in one transaction: a conflict reruns all of them.
+const MAX_COUNTER_RUN: usize = 64;
+
+/// Runs a run of counters in one transaction (retried whole on a
+/// conflict, so each still behaves atomically, and the run as a whole
+/// too) and replies to each.
+pub fn run_counters(shared: &Shared, session: &mut Session, reply: &mut Reply, run: &[Vec<Bytes>]) {
+    for _ in run {
+        Counters::bump(&shared.counters.commands);
+    }
+    session.wrote = true;
+    match run_atomically(shared, session, run, &[]) {
+        Ok(Some(replies)) => reply.out.extend_from_slice(&replies),
+        // No key is watched: the run cannot abort.
+        Ok(None) => unreachable!("a run without watched keys aborted"),
+        Err(e) => {
+            for _ in run {
+                reply.error(&engine_error(&e));
+            }
         }
     }
 }

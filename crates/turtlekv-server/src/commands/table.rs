@@ -133,8 +133,16 @@ pub static COMMANDS: &[CommandSpec] = &[
     data("TYPE", 2, R, ONE, keys::key_type),
     data("TTL", 2, R, ONE, keys::ttl),
     data("PTTL", 2, R, ONE, keys::ttl),
-    data("SCAN", -2, &["readonly"], NONE, scan::scan),
-    data("KEYS", 2, &["readonly"], NONE, scan::keys),
+    // A scan inside a transaction is not offered: SCAN and KEYS read the
+    // database directly.
+    CommandSpec {
+        in_multi: false,
+        ..data("SCAN", -2, &["readonly"], NONE, scan::scan)
+    },
+    CommandSpec {
+        in_multi: false,
+        ..data("KEYS", 2, &["readonly"], NONE, scan::keys)
+    },
     data("DBSIZE", 1, R, NONE, keys::dbsize),
     CommandSpec {
         in_multi: false,

@@ -13,12 +13,13 @@
 
 use std::mem;
 
+use bytes::Bytes;
 use turtlekv::{Error, Result};
 
 use super::{Call, lookup, run};
 use crate::resp::Reply;
-use crate::session::{Multi, Watched};
-use crate::shared::Counters;
+use crate::session::{Multi, Session, Watched};
+use crate::shared::{Counters, Shared};
 use crate::store::Exec;
 
 pub fn multi(c: &mut Call<'_, '_>) -> Result<()> {
@@ -75,40 +76,55 @@ pub fn exec(c: &mut Call<'_, '_>) -> Result<()> {
             .error("EXECABORT Transaction discarded because of previous errors.");
         return Ok(());
     }
-    let shared = c.shared;
+    match run_atomically(c.shared, c.session, &multi.queued, &watched)? {
+        Some(replies) => {
+            c.reply.array(multi.queued.len());
+            c.reply.out.extend_from_slice(&replies);
+        }
+        None => {
+            Counters::bump(&c.shared.counters.exec_aborts);
+            c.reply.null_array();
+        }
+    }
+    Ok(())
+}
+
+/// Runs `requests` (known commands, arity checked) in one transaction and
+/// commits it, running them again in a new one after a conflict; returns
+/// their replies, or `None` if a `watched` key no longer has its value.
+pub fn run_atomically(
+    shared: &Shared,
+    session: &mut Session,
+    requests: &[Vec<Bytes>],
+    watched: &[Watched],
+) -> Result<Option<Vec<u8>>> {
     // SELECT inside MULTI changes the database for the commands after it;
-    // an attempt that is retried starts again from the one EXEC began in.
-    let (db_index, space) = (c.session.db_index, c.session.space.clone());
+    // an attempt that is retried starts again from the one it began in.
+    let (db_index, space) = (session.db_index, session.space.clone());
     loop {
         let mut txn = shared.db.transaction();
-        for w in &watched {
+        for w in watched {
             if w.space.txn_get(&txn, &w.key)? != w.value {
-                Counters::bump(&shared.counters.exec_aborts);
-                c.reply.null_array();
-                return Ok(());
+                return Ok(None);
             }
         }
-        let mut replies = Reply::new(c.session.protocol);
+        let mut replies = Reply::new(session.protocol);
         {
             let mut exec = Exec::Txn {
                 db: &shared.db,
                 txn: &mut txn,
             };
-            for args in &multi.queued {
-                let spec = lookup(&args[0]).expect("only known commands are queued");
-                run(shared, c.session, &mut replies, &mut exec, spec, args);
+            for args in requests {
+                let spec = lookup(&args[0]).expect("only known commands run here");
+                run(shared, session, &mut replies, &mut exec, spec, args);
             }
         }
         match txn.commit(&shared.write) {
-            Ok(()) => {
-                c.reply.array(multi.queued.len());
-                c.reply.out.extend_from_slice(&replies.out);
-                return Ok(());
-            }
+            Ok(()) => return Ok(Some(replies.out)),
             Err(Error::Conflict(_)) => {
                 Counters::bump(&shared.counters.txn_retries);
-                c.session.db_index = db_index;
-                c.session.space = space.clone();
+                session.db_index = db_index;
+                session.space = space.clone();
             }
             Err(e) => return Err(e),
         }

@@ -188,3 +188,25 @@ fn pipelined_sets_written_together_still_reply_one_by_one() {
     assert_eq!(lines[4], "+OK");
     assert_eq!(&lines[5..11], ["*2", "$1", "2", "$1", "3", "+OK"]);
 }
+
+#[test]
+fn pipelined_counters_sharing_a_transaction_reply_one_by_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &[]);
+    let reply = send_and_read_to_end(
+        &server,
+        b"SET s abc\r\nINCR n\r\nINCR s\r\nINCRBY n 5\r\nAPPEND s d\r\nDECRBY n x\r\nDECR n\r\nGET s\r\nQUIT\r\n",
+    );
+    let lines: Vec<&str> = reply.split("\r\n").collect();
+    assert_eq!(lines[..2], ["+OK", ":1"]);
+    assert!(
+        lines[2].starts_with("-ERR value is not an integer"),
+        "{reply}"
+    );
+    assert_eq!(lines[3..5], [":6", ":4"]);
+    assert!(
+        lines[5].starts_with("-ERR value is not an integer"),
+        "{reply}"
+    );
+    assert_eq!(lines[6..10], [":5", "$4", "abcd", "+OK"]);
+}

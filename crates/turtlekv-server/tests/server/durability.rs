@@ -170,3 +170,36 @@ fn sigterm_and_shutdown_close_the_database_cleanly() {
     assert_eq!(db.get("after").unwrap().as_deref(), Some(&b"shutdown"[..]));
     db.close().unwrap();
 }
+
+#[test]
+fn a_backup_of_a_running_server_serves_as_a_standby() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), &["--sync", "always"]);
+    let mut c = server.client();
+    for i in 0..500 {
+        cmd("SET").arg(format!("k{i}")).arg(i).exec(&mut c).unwrap();
+    }
+    // What `turtlekv backup DIR DEST` does: the running server copies
+    // itself through its control socket, consistently, while it serves.
+    let standby_dir = tempfile::tempdir().unwrap();
+    let dest = standby_dir.path().join("copy");
+    turtlekv::Db::backup_at(dir.path(), &dest).unwrap();
+    cmd("SET")
+        .arg("after-backup")
+        .arg("x")
+        .exec(&mut c)
+        .unwrap();
+
+    let standby = Server::start(&dest, &[]);
+    let mut s = standby.client();
+    let values: Vec<Option<i64>> = cmd("MGET").arg(&["k0", "k499"]).query(&mut s).unwrap();
+    assert_eq!(values, [Some(0), Some(499)]);
+    // A copy is of its moment: later writes are not in it.
+    assert_eq!(
+        cmd("EXISTS")
+            .arg("after-backup")
+            .query::<i64>(&mut s)
+            .unwrap(),
+        0
+    );
+}
