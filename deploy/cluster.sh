@@ -9,7 +9,8 @@
 # Settings (environment): SHARD_PORTS (default "7001 7002 7003": one shard
 # per port), PROXY_PORT (22121), STATS_PORT (twemproxy's statistics,
 # 22222), SYNC (always|everysec|no, default always), CACHE (e.g. 1GiB;
-# default the engine's), TURTLEKV_SERVER (the binary, default
+# default the engine's), SERVER_ARGS (more options for every shard, e.g.
+# "--compression none"), TURTLEKV_SERVER (the binary, default
 # turtlekv-server on PATH), NUTCRACKER (default nutcracker).
 # Every process started is recorded in DATA_DIR/<name>.pid and stopped by
 # that pid only.
@@ -42,6 +43,10 @@ start_shard() {
   local extra=()
   if [ -n "${CACHE:-}" ]; then
     extra+=(--cache "$CACHE")
+  fi
+  if [ -n "${SERVER_ARGS:-}" ]; then
+    read -r -a more <<< "$SERVER_ARGS"
+    extra+=("${more[@]}")
   fi
   "$server" --dir "$data/shard$i" --bind "127.0.0.1:$port" --sync "$sync" "${extra[@]}" \
     >> "$data/shard$i.log" 2>&1 &

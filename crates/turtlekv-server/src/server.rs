@@ -21,9 +21,48 @@ use crate::shared::Shared;
 /// How long a stopping server waits for commands already running.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// File descriptors the server needs beyond one per client: the
+/// database's files, the listener, the runtime's own.
+const SPARE_FDS: u64 = 256;
+
+/// Raises this process's soft limit on open files towards `wanted` (never
+/// above the hard limit) and returns the limit in force. Many systems
+/// start processes at 1,024, fewer than the clients a server should hold.
+pub fn raise_open_files_limit(wanted: u64) -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given, which lives
+    // for the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return 0;
+    }
+    let target = wanted.min(limit.rlim_max);
+    if target > limit.rlim_cur {
+        let raised = libc::rlimit {
+            rlim_cur: target,
+            rlim_max: limit.rlim_max,
+        };
+        // SAFETY: setrlimit only reads the struct it is given.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            return target;
+        }
+    }
+    limit.rlim_cur
+}
+
 /// Runs the server until it is told to stop, then closes the database.
 pub fn run(config: Config) -> Result<(), ServerError> {
     config.validate()?;
+    let wanted = u64::try_from(config.max_clients).unwrap_or(u64::MAX) + SPARE_FDS;
+    let fds = raise_open_files_limit(wanted);
+    if fds < wanted {
+        eprintln!(
+            "turtlekv-server: the open files limit is {fds}, fewer than --max-clients {} needs",
+            config.max_clients
+        );
+    }
     let mut options = Options::new();
     if let Some(bytes) = config.cache {
         options = options.cache_capacity_bytes(bytes);
@@ -62,7 +101,12 @@ async fn accept_loop(shared: Arc<Shared>) -> Result<(), ServerError> {
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let Ok((mut stream, _)) = accepted else { continue };
+                let Ok((mut stream, _)) = accepted else {
+                    // Out of file descriptors or memory: accepting again at
+                    // once would fail again and spin; let connections close.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
                 let counters = &shared.counters;
                 if counters.connections_current.load(Ordering::Relaxed) >= shared.config.max_clients {
                     counters.connections_rejected.fetch_add(1, Ordering::Relaxed);
