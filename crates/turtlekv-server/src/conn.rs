@@ -16,7 +16,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::commands::{
-    counter_run_len, dispatch, needs_engine, run_counters, run_sets, set_run_len,
+    counter_run_len, dispatch, get_run_len, needs_engine, run_counters, run_gets, run_sets,
+    set_run_len,
 };
 use crate::resp::{Decoder, Reply};
 use crate::session::Session;
@@ -112,10 +113,14 @@ fn run_batch(shared: &Shared, mut session: Session, batch: Vec<Vec<Bytes>>) -> (
     let mut i = 0;
     while i < batch.len() && !session.closing {
         let sets = set_run_len(&session, &batch[i..]);
+        let gets = get_run_len(&session, &batch[i..]);
         let counters = counter_run_len(&session, &batch[i..]);
         if sets > 0 {
             run_sets(shared, &mut session, &mut reply, &batch[i..i + sets]);
             i += sets;
+        } else if gets > 0 {
+            run_gets(shared, &session, &mut reply, &batch[i..i + gets]);
+            i += gets;
         } else if counters > 0 {
             run_counters(shared, &mut session, &mut reply, &batch[i..i + counters]);
             i += counters;

@@ -1,5 +1,7 @@
-//! Pipelined plain `SET`s written as one batch, and pipelined counters
-//! (`INCR` and its kin, `APPEND`) run in one transaction.
+//! Pipelined plain `SET`s written as one batch, pipelined `GET`s read with
+//! one `multi_get` (one read view; the reads that miss the cache go to the
+//! device together), and pipelined counters (`INCR` and its kin, `APPEND`)
+//! run in one transaction.
 //!
 //! A pipeline of `SET key value` requests (no options) would otherwise go
 //! through the engine's group commit one by one, each waiting for its own
@@ -115,6 +117,52 @@ pub fn run_counters(shared: &Shared, session: &mut Session, reply: &mut Reply, r
             for _ in run {
                 reply.error(&engine_error(&e));
             }
+        }
+    }
+}
+
+/// Most `GET`s read with one `multi_get`.
+const MAX_GET_RUN: usize = 256;
+
+/// How many requests from the start of `requests` are plain `GET`s that
+/// can be read together (0 if fewer than two).
+pub fn get_run_len(session: &Session, requests: &[Vec<Bytes>]) -> usize {
+    if !session.authenticated || session.multi.is_some() {
+        return 0;
+    }
+    let n = requests
+        .iter()
+        .take(MAX_GET_RUN)
+        .take_while(|r| r.len() == 2 && is(&r[0], "GET"))
+        .count();
+    if n >= 2 { n } else { 0 }
+}
+
+/// Reads a run of `GET`s at one point in time and replies to each; an
+/// invalid key gets its own error.
+pub fn run_gets(shared: &Shared, session: &Session, reply: &mut Reply, run: &[Vec<Bytes>]) {
+    let mut keys = Vec::with_capacity(run.len());
+    let mut refused: Vec<Option<String>> = Vec::with_capacity(run.len());
+    for request in run {
+        Counters::bump(&shared.counters.commands);
+        match shared.db.check_entry(&request[1], None) {
+            Ok(()) => {
+                keys.push(request[1].clone());
+                refused.push(None);
+            }
+            Err(e) => refused.push(Some(engine_error(&e))),
+        }
+    }
+    let values = session.space.multi_get(&shared.db, &keys);
+    let mut found = values.as_ref().map(|v| v.iter());
+    for refusal in refused {
+        match (refusal, &mut found) {
+            (Some(message), _) => reply.error(&message),
+            (None, Ok(values)) => {
+                let value = values.next().expect("one value per key");
+                reply.bulk_or_null(value.as_deref());
+            }
+            (None, Err(e)) => reply.error(&engine_error(e)),
         }
     }
 }

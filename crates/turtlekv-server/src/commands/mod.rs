@@ -16,7 +16,7 @@ use crate::resp::Reply;
 use crate::session::{Multi, Session};
 use crate::shared::{Counters, Shared};
 use crate::store::Exec;
-pub use coalesce::{counter_run_len, run_counters, run_sets, set_run_len};
+pub use coalesce::{counter_run_len, get_run_len, run_counters, run_gets, run_sets, set_run_len};
 pub use table::{COMMANDS, CommandSpec, lookup};
 
 /// Everything a handler sees.
