@@ -6,6 +6,7 @@ mod commands;
 mod connections;
 mod durability;
 mod harness;
+mod model;
 mod proxy;
 mod tools;
 mod transactions;
