@@ -317,13 +317,18 @@ fn a_huge_range_deletes_in_bounded_steps_and_gives_its_space_back() {
         assert!(Instant::now() < deadline, "the range was not drained");
         std::thread::sleep(Duration::from_millis(5));
     }
-    let after = db.stats();
-    assert!(
-        after.space_allocated_bytes * 4 < before.space_allocated_bytes,
-        "{} bytes allocated before the deletion, {} after",
-        before.space_allocated_bytes,
-        after.space_allocated_bytes
-    );
+    // Its last step's freed pages are punched after that step commits,
+    // and the space policy may take steps of its own on what is left:
+    // the space comes back once those settle.
+    while db.stats().space_allocated_bytes * 4 >= before.space_allocated_bytes {
+        assert!(
+            Instant::now() < deadline,
+            "{} bytes allocated before the deletion, {} after",
+            before.space_allocated_bytes,
+            db.stats().space_allocated_bytes
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(db.check().unwrap().tree_keys, 1);
     assert_eq!(db.get("zz-kept").unwrap().unwrap(), "yes");
 }
