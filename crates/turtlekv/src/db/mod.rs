@@ -392,7 +392,7 @@ impl Db {
     /// The values of `keys`, in their order, all read at one point in
     /// time. The lookups that must read from disk issue their reads
     /// together, so that the device serves them at once: out of cache, 32
-    /// keys measured 2.4-2.6 times the throughput of one [`Db::get`] after
+    /// keys measured 2.35-2.6 times the throughput of one [`Db::get`] after
     /// another (`docs/benchmarks.md`). An invalid key fails the whole call.
     pub fn multi_get<K: AsRef<[u8]>>(
         &self,
