@@ -354,8 +354,7 @@ mod tests {
     }
 
     fn backs_itself_up_for_a_client(dir: &Path, path: &Path) {
-        let path = path.to_path_buf();
-        let db = crate::Db::open(&path, crate::db::checkpointing_test_options()).unwrap();
+        let db = crate::Db::open(path, crate::db::checkpointing_test_options()).unwrap();
         for i in 0..500u32 {
             db.put(i.to_be_bytes(), b"v").unwrap();
         }
@@ -363,10 +362,10 @@ mod tests {
         assert!(socket.exists());
         let dest = dir.join("copy");
         // The database is locked: `backup_at` asks its owner, this handle.
-        let report = crate::Db::backup_at(&path, &dest).unwrap();
+        let report = crate::Db::backup_at(path, &dest).unwrap();
         assert_eq!(report.sequence, 500);
         assert!(matches!(
-            request_backup(&path, &dest),
+            request_backup(path, &dest),
             Err(Error::BackupTarget { .. })
         ));
         db.close().unwrap();
