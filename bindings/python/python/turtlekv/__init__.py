@@ -37,6 +37,8 @@ from ._turtlekv import (
     open,
 )
 
+from . import _errors
+
 __all__ = [
     "open",
     "backup_at",
@@ -49,20 +51,5 @@ __all__ = [
     "RangeIterator",
     "MAX_KEY_SIZE",
     "MAX_VALUE_SIZE",
-    "Error",
-    "IoError",
-    "CorruptionError",
-    "InvalidArgumentError",
-    "InvalidOptionsError",
-    "LockedError",
-    "NestedDatabaseError",
-    "KeyspaceError",
-    "KeyspaceNotFoundError",
-    "KeyspaceDroppedError",
-    "ConflictError",
-    "PoisonedError",
-    "ReadOnlyError",
-    "ChangedWhileReadingError",
-    "BackupTargetError",
-    "ClosedError",
+    *_errors.__all__,
 ]
