@@ -13,23 +13,21 @@ from __future__ import annotations
 import itertools
 
 
-class TurtleKV:
-    name = "turtlekv"
-
-    def __init__(self, path, memory_bytes, direct_io):
-        import turtlekv
-
-        self.mod = turtlekv
-        self.db = turtlekv.open(path, cache_capacity_bytes=memory_bytes, direct_io=direct_io)
+class MappingStore:
+    """What TurtleKV and rocksdict share: a dict-like `db` with `items()`,
+    `get`, `write(batch)` and `close()`, and a module with `WriteBatch`."""
 
     def put(self, k, v):
         self.db[k] = v
 
     def load(self, pairs):
-        batch = self.mod.WriteBatch()
+        batch = self.new_batch()
         for k, v in pairs:
             batch.put(k, v)
         self.db.write(batch)
+
+    def new_batch(self):
+        return self.mod.WriteBatch()
 
     def getter(self):
         return self.db.get
@@ -39,6 +37,19 @@ class TurtleKV:
         for _ in self.db.items():
             n += 1
         return n
+
+    def close(self):
+        self.db.close()
+
+
+class TurtleKV(MappingStore):
+    name = "turtlekv"
+
+    def __init__(self, path, memory_bytes, direct_io):
+        import turtlekv
+
+        self.mod = turtlekv
+        self.db = turtlekv.open(path, cache_capacity_bytes=memory_bytes, direct_io=direct_io)
 
     def scan(self, start, count):
         return sum(1 for _ in itertools.islice(self.db.items(start=start), count))
@@ -55,11 +66,8 @@ class TurtleKV:
                 "page_bytes_read", "gets"]
         return {k: s[k] for k in keep}
 
-    def close(self):
-        self.db.close()
 
-
-class RocksDict:
+class RocksDict(MappingStore):
     name = "rocksdict"
 
     def __init__(self, path, memory_bytes, direct_io):
@@ -77,23 +85,8 @@ class RocksDict:
         opts.set_use_direct_io_for_flush_and_compaction(direct_io)
         self.db = rocksdict.Rdict(str(path), options=opts)
 
-    def put(self, k, v):
-        self.db[k] = v
-
-    def load(self, pairs):
-        batch = self.mod.WriteBatch(raw_mode=True)
-        for k, v in pairs:
-            batch.put(k, v)
-        self.db.write(batch)
-
-    def getter(self):
-        return self.db.get
-
-    def scan_all(self):
-        n = 0
-        for _ in self.db.items():
-            n += 1
-        return n
+    def new_batch(self):
+        return self.mod.WriteBatch(raw_mode=True)  # bytes as they are
 
     def scan(self, start, count):
         return sum(1 for _ in itertools.islice(self.db.items(from_key=start), count))
@@ -103,9 +96,6 @@ class RocksDict:
 
     def stats(self):
         return {}
-
-    def close(self):
-        self.db.close()
 
 
 class Lmdb:
