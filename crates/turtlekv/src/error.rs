@@ -86,7 +86,8 @@ pub enum Error {
     #[error("invalid options: {0}")]
     InvalidOptions(String),
 
-    /// Another handle (in this or another process) holds the database's `LOCK` file.
+    /// Another handle (in this or another process) holds the database's
+    /// `LOCK` file, still after about half a second of trying again.
     #[error("database at {} is locked by another handle", .0.display())]
     Locked(PathBuf),
 

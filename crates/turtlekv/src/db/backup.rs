@@ -25,7 +25,7 @@ use crate::db::control::request_backup;
 use crate::db::inner::DbInner;
 use crate::db::open::{create_dir_durably, refuse_nested};
 use crate::db::{Db, LOCK_FILE_NAME};
-use crate::io::{FileSystem, OpenOptions};
+use crate::io::{FileSystem, OpenOptions, lock_waiting};
 use crate::memtable::Direction;
 use crate::memtable::merge_ranges;
 use crate::store::ReadView;
@@ -69,8 +69,7 @@ pub(crate) fn backup(inner: &DbInner, dest: &Path) -> Result<BackupReport> {
     let fs = &inner.fs;
     let target = check_target(&**fs, &inner.path, dest)?;
     create_dir_durably(&**fs, &target.path)?;
-    let lock = fs
-        .lock(&target.path.join(LOCK_FILE_NAME))?
+    let lock = lock_waiting(&**fs, &target.path.join(LOCK_FILE_NAME))?
         .ok_or_else(|| refuse(&target.path, "another handle holds it"))?;
     let written = write_backup(inner, &target.path);
     if written.is_err() {

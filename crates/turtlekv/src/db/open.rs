@@ -9,7 +9,7 @@ use crate::db::inner::{DbInner, EntryLimits};
 use crate::db::keyspace::Catalog;
 use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
 use crate::error::Poison;
-use crate::io::{FileSystem, OpenOptions, read_exact_at};
+use crate::io::{FileSystem, OpenOptions, lock_waiting, read_exact_at};
 use crate::memtable::new_memtable;
 use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
@@ -123,8 +123,7 @@ pub(super) fn open_as(
     } else {
         refuse_non_database(&*fs, &path)?;
     }
-    let lock = fs
-        .lock(&path.join(LOCK_FILE_NAME))?
+    let lock = lock_waiting(&*fs, &path.join(LOCK_FILE_NAME))?
         .ok_or_else(|| Error::Locked(path.clone()))?;
     let wal_dir = path.join(WAL_DIR);
     fs.create_dir_all(&wal_dir)?;

@@ -6,6 +6,7 @@ mod aligned;
 mod batch;
 #[cfg(any(test, feature = "sim"))]
 mod fault;
+mod lock;
 mod real;
 #[cfg(any(test, feature = "sim"))]
 mod wrap_fs;
@@ -23,6 +24,7 @@ pub use batch::{BatchRead, read_exact_batch};
 pub(crate) use fault::SplitMix;
 #[cfg(any(test, feature = "sim"))]
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, Mappings};
+pub(crate) use lock::lock_waiting;
 pub use real::RealFs;
 #[cfg(any(test, feature = "sim"))]
 pub use wrap_fs::WrapFs;
