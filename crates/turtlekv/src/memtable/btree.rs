@@ -369,14 +369,14 @@ impl MemTable for BTreeMemTable {
         // inserted (a failed write) is only a false positive.
         self.bloom.insert(key);
         let found = self.seek(Edge::below(key));
-        // The first entry not below the key is its newest version, if any.
-        let newest_seq = found.next.filter(|n| n.key() == key).map(|n| n.seq());
         InsertHint::new(
             self.owner(),
             HintAt::Leaf {
                 leaf: found.leaf.as_ptr(),
                 version: found.version,
-                newest_seq,
+                next: found
+                    .next
+                    .map_or(std::ptr::null(), |n| n.ptr().cast_const()),
             },
         )
     }
@@ -397,11 +397,11 @@ impl MemTable for BTreeMemTable {
         self.newest_seq_of(key)
     }
 
-    fn newest_seq_hinted(&self, _key: &[u8], hint: &InsertHint) -> Option<Option<u64>> {
+    fn newest_seq_hinted(&self, key: &[u8], hint: &InsertHint) -> Option<Option<u64>> {
         let Some(&HintAt::Leaf {
             leaf,
             version,
-            newest_seq,
+            next,
         }) = hint.made_by(self.owner())
         else {
             return None;
@@ -413,7 +413,17 @@ impl MemTable for BTreeMemTable {
         // Only the writer changes nodes, and the caller is the writer: an
         // unchanged leaf took no version of the key since the hint, and a
         // newer version would have gone into it.
-        (leaf.version() == version).then_some(newest_seq)
+        if leaf.version() != version {
+            return None;
+        }
+        let Some(next) = NonNull::new(next.cast_mut()) else {
+            return Some(None);
+        };
+        // SAFETY: as `leaf`: an entry of this MemTable's arena, published
+        // before the hint was made and never changed after.
+        let next = unsafe { NodeRef::new(next) };
+        // The first entry not below the key is its newest version, if any.
+        Some((next.key() == key).then(|| next.seq()))
     }
 
     fn scan(
