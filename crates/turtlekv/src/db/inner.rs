@@ -151,7 +151,9 @@ impl DbInner {
             return Ok(values);
         };
         let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
-        let (found, reads) = crate::db::lookup_pool::get_many(&**tree, &pending)?;
+        let reads_before = crate::page::thread_read_ios();
+        let found = tree.get_many(&pending)?;
+        let reads = crate::page::thread_read_ios() - reads_before;
         bump(&self.stats.get_disk_reads, reads);
         for ((i, key), value) in to_tree.into_iter().zip(pending).zip(found) {
             self.record_cache.admit(key, value.as_ref(), seq);

@@ -12,7 +12,6 @@ mod inner;
 mod io_priority_tests;
 mod iter;
 pub(crate) mod keyspace;
-mod lookup_pool;
 mod open;
 #[cfg(test)]
 mod pipeline_tests;

@@ -26,7 +26,7 @@ use io_uring::{IoUring, opcode, types};
 use super::{File, RangeRead, read_exact_at};
 
 /// Reads in flight at once per thread; longer batches go in turns.
-const RING_ENTRIES: usize = 64;
+pub(super) const RING_ENTRIES: usize = 64;
 
 /// One range of a batch: fill all of `buf` from `offset` of `file`.
 #[derive(Debug)]
@@ -105,6 +105,16 @@ pub fn read_exact_batch(reads: &mut [BatchRead<'_>]) -> Option<Vec<io::Result<()
 /// Whether io_uring failed to set up on some thread; then no thread tries
 /// again.
 static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
+
+/// Whether some thread failed to set up an io_uring.
+pub(super) fn io_uring_unavailable() -> bool {
+    UNAVAILABLE.load(Ordering::Relaxed)
+}
+
+/// Records that an io_uring could not be set up: no thread tries again.
+pub(super) fn note_io_uring_unavailable() {
+    UNAVAILABLE.store(true, Ordering::Relaxed);
+}
 
 thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };

@@ -8,6 +8,7 @@ mod batch;
 mod fault;
 mod lock;
 mod real;
+mod ring_reads;
 #[cfg(any(test, feature = "sim"))]
 mod wrap_fs;
 mod write_map;
@@ -26,6 +27,7 @@ pub(crate) use fault::SplitMix;
 pub use fault::{CrashMode, Fault, FaultFs, FaultKind, FaultOn, Mappings};
 pub(crate) use lock::lock_waiting;
 pub use real::RealFs;
+pub(crate) use ring_reads::ReadRing;
 #[cfg(any(test, feature = "sim"))]
 pub use wrap_fs::WrapFs;
 pub(crate) use write_map::Populater;

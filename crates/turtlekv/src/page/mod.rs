@@ -17,6 +17,7 @@ mod punch;
 pub(crate) use prefetch::PageRange;
 mod read;
 mod store;
+mod streamed;
 mod versions;
 
 #[cfg(test)]
@@ -197,6 +198,33 @@ impl ObjectKind {
     }
 }
 
+/// Range reads in flight (`PageIo::streamed_reads`).
+pub(crate) trait StreamedReads {
+    /// Starts reading the blocks of `range` that are not cached; `tag`
+    /// comes back from `next_ready` once they are (at once when all are).
+    fn push(&mut self, range: PageRange, tag: usize) -> Result<()>;
+
+    /// The tag of a pushed range that is now in the cache, waiting for one
+    /// if none is; `None` once every pushed range has been reported. An
+    /// error is one the range's own read would return.
+    fn next_ready(&mut self) -> Result<Option<usize>>;
+}
+
+/// Reports every range as soon as it is pushed, reading nothing.
+#[derive(Default)]
+struct ReportedAtOnce(std::collections::VecDeque<usize>);
+
+impl StreamedReads for ReportedAtOnce {
+    fn push(&mut self, _range: PageRange, tag: usize) -> Result<()> {
+        self.0.push_back(tag);
+        Ok(())
+    }
+
+    fn next_ready(&mut self) -> Result<Option<usize>> {
+        Ok(self.0.pop_front())
+    }
+}
+
 /// What the tree needs from storage.
 pub(crate) trait PageIo: Send + Sync + Debug {
     /// Writes a new immutable page and returns its id. The page is durable
@@ -222,6 +250,15 @@ pub(crate) trait PageIo: Send + Sync + Debug {
     /// device (the tree's in-memory test store) has nothing to overlap.
     fn prefetch(&self, _ranges: &[PageRange], _priority: CachePriority) -> Result<()> {
         Ok(())
+    }
+
+    /// Reads of ranges into the cache that start as each is pushed and are
+    /// reported as each is in, so that the caller works on one while the
+    /// others are in flight (`Tree::get_many`). A store whose reads do not
+    /// wait on a device reports each range at once, uncached: the caller's
+    /// own read of it reads it.
+    fn streamed_reads(&self, _priority: CachePriority) -> Box<dyn StreamedReads + '_> {
+        Box::new(ReportedAtOnce::default())
     }
 
     /// The whole page, verified, read past the cache (bulk reads that would

@@ -69,7 +69,7 @@ impl PrefetchPool {
 }
 
 /// A run of blocks to read: page, first block, count.
-type Run<'a> = (&'a PageFile, PageId, u32, u32);
+pub(super) type Run<'a> = (&'a PageFile, PageId, u32, u32);
 
 impl PageStore {
     /// Reads the uncached ones of `ranges` into the cache, concurrently when
@@ -84,6 +84,11 @@ impl PageStore {
         for &range in ranges {
             runs.extend(self.uncached_run(range)?);
         }
+        self.read_runs(runs, priority)
+    }
+
+    /// Reads `runs` into the cache, concurrently when there are several.
+    pub(super) fn read_runs(&self, runs: Vec<Run<'_>>, priority: CachePriority) -> Result<()> {
         if runs.len() < 2 {
             return runs
                 .into_iter()
@@ -123,7 +128,7 @@ impl PageStore {
     }
 
     /// Counts, verifies and caches what a read of `run` returned.
-    fn accept_run(
+    pub(super) fn accept_run(
         &self,
         run: Run<'_>,
         read: io::Result<AlignedBuf>,
@@ -140,7 +145,7 @@ impl PageStore {
     /// (cached ones between are read again: rare, and one I/O either way);
     /// `None` when all are cached, or the whole page is. Does not mark
     /// cached blocks used: that is the real read's job.
-    fn uncached_run(&self, (id, offset, len): PageRange) -> Result<Option<Run<'_>>> {
+    pub(super) fn uncached_run(&self, (id, offset, len): PageRange) -> Result<Option<Run<'_>>> {
         let page = id.to_raw();
         let cached = |part| self.cache.contains(CacheKey { page, part });
         if cached(WHOLE_PAGE) {
@@ -187,6 +192,6 @@ fn read_batched(jobs: &mut [Job<'_>]) -> bool {
     true
 }
 
-fn run_span((pf, id, first, count): Run<'_>) -> (u64, usize) {
+pub(super) fn run_span((pf, id, first, count): Run<'_>) -> (u64, usize) {
     image_span(pf, id, first, count)
 }

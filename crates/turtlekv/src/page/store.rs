@@ -14,9 +14,13 @@ use super::alloc::SlotAllocator;
 use super::cache::{CacheKey, PageCache, WHOLE_PAGE};
 use super::codec::Geometry;
 use super::prefetch::{PageRange, PrefetchPool};
+use super::streamed::RingReads;
 use super::versions::Retired;
 use super::versions::{RootPin, Versions};
-use super::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats};
+use super::{
+    CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageStoreStats,
+    StreamedReads,
+};
 use crate::error::DecodeError;
 use crate::io::{AlignedBuf, File};
 use crate::util::striped::StripedCounter;
@@ -471,6 +475,10 @@ impl PageIo for PageStore {
 
     fn prefetch(&self, ranges: &[PageRange], priority: CachePriority) -> Result<()> {
         self.prefetch_ranges(ranges, priority)
+    }
+
+    fn streamed_reads(&self, priority: CachePriority) -> Box<dyn StreamedReads + '_> {
+        Box::new(RingReads::new(self, priority))
     }
 
     fn read_range(

@@ -8,3 +8,4 @@ mod gate;
 pub(crate) mod harness;
 mod mapping_pool;
 mod prefetch;
+mod streamed;

@@ -17,13 +17,13 @@ use crate::page::{CachePriority, PageId, PageIo, PageRange, PageStore};
 
 /// Where a test's store lives; a fault-injecting file system says
 /// whether its files serve batched reads.
-enum Disk {
+pub(super) enum Disk {
     Fault(FaultFs, bool),
     Real(tempfile::TempDir),
 }
 
 impl Disk {
-    fn all() -> [Disk; 3] {
+    pub(super) fn all() -> [Disk; 3] {
         let unbatched = FaultFs::new();
         unbatched.set_batched_reads(false);
         [
@@ -42,14 +42,14 @@ impl Disk {
         open_at(fs, dir, &small_options(), generation, root).unwrap()
     }
 
-    fn page_file(&self, index: usize) -> PathBuf {
+    pub(super) fn page_file(&self, index: usize) -> PathBuf {
         match self {
             Disk::Fault(..) => Path::new(DIR).join(PAGE_FILE_NAMES[index]),
             Disk::Real(dir) => dir.path().join(PAGE_FILE_NAMES[index]),
         }
     }
 
-    fn flip_bit(&self, path: &Path, bit: u64) {
+    pub(super) fn flip_bit(&self, path: &Path, bit: u64) {
         match self {
             Disk::Fault(fs, _) => fs.flip_bit(path, bit).unwrap(),
             Disk::Real(_) => {
@@ -70,7 +70,7 @@ impl Disk {
 }
 
 /// A committed store with three 60 KB leaves, reopened so nothing is cached.
-fn cold_store(disk: &Disk) -> (PageStore, Version) {
+pub(super) fn cold_store(disk: &Disk) -> (PageStore, Version) {
     let store = disk.open(0, None);
     let leaves = (0..3)
         .map(|s| Version::new_leaf(&store, s, 60_000).unwrap())

@@ -1,18 +1,20 @@
 //! Batched point lookups: each lookup walks its path through node
 //! indexes, filters and leaf heads (cached: small and kept with priority)
-//! to the chunk it must read, the chunks of all the lookups are read
-//! together, so that their disk reads overlap (one io_uring submission,
-//! `PageIo::prefetch`), and each lookup is answered from its chunk.
+//! to the chunk it must read, starts that chunk's read at once, and is
+//! answered from the chunk as soon as the read is in, while the reads of
+//! the lookups walked after it are still in flight
+//! (`PageIo::streamed_reads`): the device serves them together, and the
+//! walks and answers run while it does.
 //!
 //! A lookup's walk is the one `get` makes, stopped at the first segment
 //! or leaf whose filter lets the key through (with a chunk not wholly
 //! flushed): what `get` would read first. When that chunk holds the key
 //! at or above the segment's flushed bound, or is the leaf's, it is the
 //! answer `get` gives. Otherwise (a filter's false positive in a segment,
-//! an item already flushed) the lookup goes on in the next round, which
-//! reads the chunks of every such lookup together again, each at the
-//! next place `get` would look; so answers never depend on the batching,
-//! and no lookup waits on a read of its own while the others wait on it.
+//! an item already flushed) the lookup walks again to the next place
+//! `get` would look and starts that read, without waiting for the other
+//! lookups; so answers never depend on the batching, and no lookup waits
+//! on a read of its own while the others wait on it.
 
 use std::sync::Arc;
 
@@ -50,7 +52,7 @@ impl Planned {
 impl Tree {
     /// The values of `keys` in the tree at `root` (whose index `root_memo`
     /// remembers), in order, as `get` gives them, with the chunk reads of
-    /// all the lookups issued together.
+    /// all the lookups in flight together.
     pub(crate) fn get_many(
         &self,
         root: Option<PageId>,
@@ -62,29 +64,32 @@ impl Tree {
         };
         let root_index = self.memoized_node_index(root_id, root_memo)?;
         let mut values = vec![None; keys.len()];
-        // Lookups not answered yet, and how many places on its path each
-        // round skips: those the rounds before looked in.
-        let mut pending: Vec<usize> = (0..keys.len()).collect();
-        let mut skip = 0;
-        while !pending.is_empty() {
-            let plans = pending
-                .iter()
-                .map(|&i| self.plan_lookup(root_id, &root_index, keys[i], skip))
-                .collect::<Result<Vec<_>>>()?;
-            let ranges: Vec<PageRange> = plans.iter().flatten().map(Planned::range).collect();
-            self.io.prefetch(&ranges, CachePriority::LeafBlock)?;
-            let mut unanswered = Vec::new();
-            for (i, plan) in pending.into_iter().zip(plans) {
-                // No place left on the path whose filter lets the key
-                // through: absent.
-                let Some(plan) = plan else { continue };
-                match self.answer_in(&plan, keys[i])? {
-                    Some(value) => values[i] = value,
-                    None => unanswered.push(i),
+        // Each lookup's plan, and how many places on its path it has
+        // looked in so far (the next walk skips them).
+        let mut plans: Vec<Option<Planned>> = Vec::with_capacity(keys.len());
+        let mut skips = vec![0; keys.len()];
+        let mut reads = self.io.streamed_reads(CachePriority::LeafBlock);
+        for (i, key) in keys.iter().enumerate() {
+            // No place on the path whose filter lets the key through: absent.
+            let plan = self.plan_lookup(root_id, &root_index, key, 0)?;
+            if let Some(plan) = &plan {
+                reads.push(plan.range(), i)?;
+            }
+            plans.push(plan);
+        }
+        while let Some(i) = reads.next_ready()? {
+            let plan = plans[i].as_ref().expect("only planned lookups read");
+            match self.answer_in(plan, keys[i])? {
+                Some(value) => values[i] = value,
+                None => {
+                    skips[i] += 1;
+                    let next = self.plan_lookup(root_id, &root_index, keys[i], skips[i])?;
+                    if let Some(next) = &next {
+                        reads.push(next.range(), i)?;
+                    }
+                    plans[i] = next;
                 }
             }
-            pending = unanswered;
-            skip += 1;
         }
         Ok(values)
     }

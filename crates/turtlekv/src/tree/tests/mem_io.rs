@@ -5,13 +5,15 @@
 //! Like the page store, which checksums every block it reads, it refuses to
 //! return bytes of a block `corrupt` flipped.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 
 use bytes::Bytes;
 use parking_lot::Mutex;
 
-use crate::page::{CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageRange};
+use crate::page::{
+    CachePriority, CachedObject, ObjectKind, PageId, PageIo, PageKind, PageRange, StreamedReads,
+};
 use crate::{Error, Result};
 
 /// Reads that missed the simulated cache.
@@ -313,6 +315,15 @@ impl PageIo for MemPageIo {
         Ok(())
     }
 
+    /// Counts each pushed range as prefetched, and reports it at once.
+    fn streamed_reads(&self, priority: CachePriority) -> Box<dyn StreamedReads + '_> {
+        Box::new(MemStreamedReads {
+            io: self,
+            priority,
+            ready: VecDeque::new(),
+        })
+    }
+
     /// The tree reads only leaf heads (at offset 0) and filters (right
     /// after the head) this way; each such read is a miss of that kind.
     fn read_range_uncached(&self, id: PageId, offset: u64, len: u64) -> Result<Bytes> {
@@ -344,5 +355,24 @@ impl PageIo for MemPageIo {
         if !inner.refused_objects.contains(&kind) {
             inner.objects.insert((id.to_raw(), kind), object);
         }
+    }
+}
+
+/// `MemPageIo`'s streamed reads: a pushed range counts as prefetched.
+struct MemStreamedReads<'a> {
+    io: &'a MemPageIo,
+    priority: CachePriority,
+    ready: VecDeque<usize>,
+}
+
+impl StreamedReads for MemStreamedReads<'_> {
+    fn push(&mut self, range: PageRange, tag: usize) -> Result<()> {
+        self.io.prefetch(&[range], self.priority)?;
+        self.ready.push_back(tag);
+        Ok(())
+    }
+
+    fn next_ready(&mut self) -> Result<Option<usize>> {
+        Ok(self.ready.pop_front())
     }
 }

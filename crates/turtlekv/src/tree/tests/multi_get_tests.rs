@@ -1,13 +1,13 @@
 //! Batched lookups: `get_many` answers as `get` does, and reads the chunks
-//! its lookups need together.
+//! its lookups need through one set of streamed reads.
 
 use super::harness::{Harness, Rng, key, random_batch, small_config};
 use crate::tree::read::memo::Memo;
 
-/// Out of cache, every chunk a batch's lookups read is read with others
-/// (a lookup that a filter's false positive sends into the wrong segment
-/// goes on in the next round, whose reads go together too); and each
-/// answer is the model's.
+/// Out of cache, every chunk a batch's lookups read is read through the
+/// batch's streamed reads, in flight with the others (a lookup that a
+/// filter's false positive sends into the wrong segment pushes its next
+/// read there too); and each answer is the model's.
 #[test]
 fn batched_lookups_answer_from_the_chunks_read_together() {
     let mut rng = Rng::new(31);
