@@ -3,6 +3,7 @@
 //! MemTable growth, the record cache's share).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Checkpoints;
@@ -15,7 +16,7 @@ use crate::policy::cache_split::Recalls;
 use crate::policy::read_pressure::{Monitor, Pressure, Sample};
 use crate::record_cache::RecordCache;
 use crate::stats::{Counters, bump};
-use crate::store::{Coverage, Frozen, TreeStore, VersionSet};
+use crate::store::{Coverage, Frozen, Pace, TreeStore, VersionSet};
 
 /// What the checkpoint thread works with: the parts of an open database
 /// it reads and changes, each owned by this layer or one below it, and
@@ -82,22 +83,31 @@ impl Pipeline<'_> {
     /// checkpoint: one small update per call, committed and published as
     /// the newest version, so that what it rewrites is freed at once (a
     /// large reclamation inside a checkpoint would hold old and new pages
-    /// together until its end). Returns whether it reclaimed. With
-    /// nothing to reclaim once writes have stopped, punches what the last
-    /// commits freed, as no commit may come to do it, and gives back the
-    /// WAL's reserve.
+    /// together until its end). Returns whether it reclaimed. Once writes
+    /// and reads have stopped for a second it reclaims down to the lower
+    /// idle threshold (`store::space::Pace`). With nothing to reclaim then, it
+    /// punches what the last commits freed, as no commit may come to do
+    /// it, and gives back the WAL's reserve.
     fn reclaim_between_checkpoints(
         &self,
         trees: &dyn TreeStore,
         quiet: &mut Quiet,
     ) -> Result<bool> {
-        if let Some(version) = trees.reclaim_space(self.checkpoints.workers(), 0)? {
+        let idle = quiet.idle(self.versions.visible_seq());
+        let reads = self.stats.gets.load() + self.stats.scans.load(Ordering::Relaxed);
+        // The deeper reclamation waits for reads to stop too: its rewriting
+        // would take the device from them.
+        let pace = match quiet.unread(reads) && idle {
+            true => Pace::Idle,
+            false => Pace::Writing,
+        };
+        if let Some(version) = trees.reclaim_space(self.checkpoints.workers(), 0, pace)? {
             self.versions.install_tree(version);
             quiet.space_released = false;
             trees.reclaim()?;
             return Ok(true);
         }
-        if quiet.idle(self.versions.visible_seq()) && !quiet.space_released {
+        if idle && !quiet.space_released {
             quiet.space_released = true;
             trees.release_freed_space()?;
             (self.release_wal_reserve)()?;
@@ -114,7 +124,8 @@ impl Pipeline<'_> {
     /// rewrites twice until its commit.
     fn reclaim_before_checkpoint(&self, trees: &dyn TreeStore, batch_bytes: u64) -> Result<()> {
         for _ in 0..RECLAIM_STEPS_PER_CHECKPOINT {
-            let Some(version) = trees.reclaim_space(self.checkpoints.workers(), batch_bytes)?
+            let Some(version) =
+                trees.reclaim_space(self.checkpoints.workers(), batch_bytes, Pace::Writing)?
             else {
                 break;
             };
@@ -306,12 +317,15 @@ const RECLAIM_STEPS_PER_CHECKPOINT: usize = 4;
 const IDLE_RELEASE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether writes have stopped: the visible sequence number has not moved
-/// for `IDLE_RELEASE_AFTER`.
+/// for `IDLE_RELEASE_AFTER`; and whether reads have.
 struct Quiet {
     seq: u64,
     since: Instant,
     /// The space freed by the last commits was punched since they came.
     space_released: bool,
+    /// Gets and scans counted so far, and since when they have not moved.
+    reads: u64,
+    reads_since: Instant,
 }
 
 impl Quiet {
@@ -320,14 +334,29 @@ impl Quiet {
             seq,
             since: Instant::now(),
             space_released: false,
+            reads: 0,
+            reads_since: Instant::now(),
         }
     }
 
     fn idle(&mut self, seq: u64) -> bool {
         if seq != self.seq {
-            *self = Quiet::new(seq);
+            let (reads, reads_since) = (self.reads, self.reads_since);
+            *self = Quiet {
+                reads,
+                reads_since,
+                ..Quiet::new(seq)
+            };
         }
         self.since.elapsed() >= IDLE_RELEASE_AFTER
+    }
+
+    /// Whether the read count `reads` has not moved for `IDLE_RELEASE_AFTER`.
+    fn unread(&mut self, reads: u64) -> bool {
+        if reads != self.reads {
+            (self.reads, self.reads_since) = (reads, Instant::now());
+        }
+        self.reads_since.elapsed() >= IDLE_RELEASE_AFTER
     }
 }
 
@@ -351,5 +380,29 @@ impl Drop for CheckpointReserve<'_> {
         let p = self.pipeline;
         p.memory.budget.set_checkpoint_reserve_bytes(0);
         p.memory.rebalance(p.versions, p.record_cache, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Writes and reads each hold off their own kind of quiet; a write
+    /// does not reset how long reads have been quiet.
+    #[test]
+    fn quiet_counts_writes_and_reads_apart() {
+        let mut quiet = Quiet::new(5);
+        assert!(!quiet.idle(5));
+        assert!(!quiet.unread(7));
+        std::thread::sleep(IDLE_RELEASE_AFTER + std::time::Duration::from_millis(50));
+        assert!(quiet.idle(5));
+        assert!(quiet.unread(7));
+        // A read: reads are no longer quiet, writes still are.
+        assert!(!quiet.unread(8));
+        assert!(quiet.idle(5));
+        std::thread::sleep(IDLE_RELEASE_AFTER + std::time::Duration::from_millis(50));
+        // A write: writes are no longer quiet, reads still are.
+        assert!(!quiet.idle(6));
+        assert!(quiet.unread(8));
     }
 }

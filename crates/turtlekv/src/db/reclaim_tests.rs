@@ -224,6 +224,49 @@ fn garbage_is_reclaimed_after_the_writes_stop() {
     db.check().unwrap();
 }
 
+/// Once writes and reads stop, reclamation goes on down to a third of the
+/// threshold (`store::space::Pace::Idle`): garbage the writes left under
+/// `garbage_percent` but over a third of it is drained at rest.
+#[test]
+fn at_rest_garbage_goes_down_to_a_third_of_the_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        garbage_percent: 30,
+        ..small()
+    };
+    let db = Db::open(dir.path().join("db"), options.clone()).unwrap();
+    let n = 60_000u64;
+    let model = overwrite(&db, n, 2);
+    db.checkpoint_now().unwrap();
+    let before = db.stats();
+    let idle_percent = u64::from(options.garbage_percent / 3);
+    assert!(
+        before.space_garbage_bytes * 100 > before.space_live_bytes * idle_percent,
+        "the writes must leave more than the idle threshold: {before:?}"
+    );
+    let s = settle(&db, options.garbage_percent / 3);
+    let allowed = s.space_live_bytes * idle_percent / 100;
+    let flushed_kept = s
+        .tree_segment_page_bytes
+        .saturating_sub(s.tree_buffered_bytes);
+    let shadowed = s.space_garbage_bytes.saturating_sub(flushed_kept);
+    assert!(
+        s.space_garbage_bytes <= allowed || shadowed * 2 <= allowed,
+        "garbage {} of live {} at the last checkpoint, {} of {} at rest: {s:?}",
+        before.space_garbage_bytes,
+        before.space_live_bytes,
+        s.space_garbage_bytes,
+        s.space_live_bytes,
+    );
+    assert!(
+        s.reclaim_flushes > before.reclaim_flushes,
+        "nothing drained"
+    );
+    assert_eq!(s.checkpoints, before.checkpoints, "no write, no checkpoint");
+    check_reads(&db, &model, n);
+    db.check().unwrap();
+}
+
 /// With reclamation off, the same overwrites keep their garbage: the
 /// option works, and the bound above is reclamation's doing.
 #[test]

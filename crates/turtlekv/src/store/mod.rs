@@ -27,6 +27,7 @@ mod version_set;
 #[cfg(test)]
 pub(crate) use durable_pages::DurablePages;
 pub(crate) use paged::{PagedTreeStore, StoreConfig};
+pub(crate) use space::Pace;
 pub(crate) use state::{Frozen, ReadView, State};
 pub(crate) use tree_store::{Coverage, StoreStats, TreeStore};
 pub(crate) use version::{TreeCheck, TreeCursor, TreeScan, TreeVersion};

@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 
 use super::durable_pages::DurablePages;
 use super::range_delete::{RangeKeys, merge_tombstones, step_bytes};
-use super::space::SpacePolicy;
+use super::space::{Pace, SpacePolicy};
 use super::stored_version::StoredVersion;
 use super::superblock::{Identity, SlotDamage, SuperblockRecord};
 use super::{Coverage, StoreStats, TreeStore, TreeVersion};
@@ -152,11 +152,11 @@ impl PagedTreeStore {
 
     /// The reclamation the next step makes, with a budget of `work_bytes`
     /// (at least a few leaves).
-    fn reclaim_plan(&self, work_bytes: u64) -> ReclaimPlan {
+    fn reclaim_plan(&self, work_bytes: u64, pace: Pace) -> ReclaimPlan {
         let leaf_bytes = self.tree.config().leaf_max_bytes as u64;
         let budget = work_bytes.max(RECLAIM_MIN_LEAVES * leaf_bytes);
         let progress = self.progress.lock();
-        progress.space.plan(&progress.shape, budget)
+        progress.space.plan(&progress.shape, budget, pace)
     }
 
     /// Commits an update's outcome with `coverage`, publishes the new
@@ -271,11 +271,12 @@ impl TreeStore for PagedTreeStore {
         &self,
         workers: &rayon::ThreadPool,
         work_bytes: u64,
+        pace: Pace,
     ) -> Result<Option<Arc<dyn TreeVersion>>> {
         let current = self.current.load_full();
         let (plan, draining) = match self.drain_plan() {
             Some(plan) => (plan, true),
-            None => (self.reclaim_plan(work_bytes), false),
+            None => (self.reclaim_plan(work_bytes, pace), false),
         };
         if plan.targets.is_empty() && !draining {
             return Ok(None);
@@ -289,7 +290,7 @@ impl TreeStore for PagedTreeStore {
             if draining {
                 self.drains.lock().remove(0);
                 if outcome.new_pages.is_empty() {
-                    return self.reclaim_space(workers, work_bytes);
+                    return self.reclaim_space(workers, work_bytes, pace);
                 }
                 // It reshaped the nodes on its paths: committed, not
                 // left allocated with nothing reaching them.

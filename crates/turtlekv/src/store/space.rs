@@ -66,6 +66,20 @@ impl ShadowRatio {
     }
 }
 
+/// When reclamation runs: while the database is in use, it keeps the
+/// garbage under `garbage_percent`; once writes and reads have stopped it
+/// goes on down to a third of that, as its rewriting then takes nothing
+/// from a writer or a reader, and a database at rest keeps less garbage
+/// than one in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Pace {
+    Writing,
+    Idle,
+}
+
+/// The garbage threshold while idle is this fraction of `garbage_percent`.
+const IDLE_THRESHOLD_DIVISOR: u32 = 3;
+
 /// What the store learnt of the workload's overwrites and deletes, and
 /// the threshold.
 #[derive(Debug, Clone)]
@@ -133,7 +147,8 @@ impl SpacePolicy {
     }
 
     /// What the next update reclaims: nothing while the garbage is within
-    /// the threshold, or while less than half of the threshold is data
+    /// the threshold (a third of it at `Pace::Idle`), or while less than
+    /// half of the threshold is data
     /// that buffered updates shadow; else the worst nodes, with a budget
     /// of `budget_bytes` of rewriting.
     ///
@@ -142,9 +157,13 @@ impl SpacePolicy {
     /// rewrites leaves for no other gain: it cost a 10M-record load a
     /// quarter of its speed and a tenth more write amplification. Under
     /// overwrites and deletes the drains free those segments as well.
-    pub fn plan(&self, shape: &TreeShape, budget_bytes: u64) -> ReclaimPlan {
+    pub fn plan(&self, shape: &TreeShape, budget_bytes: u64, pace: Pace) -> ReclaimPlan {
         let estimate = self.estimate(shape);
-        let allowed = u128::from(estimate.live_bytes) * u128::from(self.garbage_percent) / 100;
+        let percent = match pace {
+            Pace::Writing => self.garbage_percent,
+            Pace::Idle => (self.garbage_percent / IDLE_THRESHOLD_DIVISOR).max(1),
+        };
+        let allowed = u128::from(estimate.live_bytes) * u128::from(percent) / 100;
         let stored = self.stored.get().min(1.0);
         let flushed_kept = shape.segment_page_bytes as f64 - shape.pending_bytes as f64 * stored;
         let shadowed = (estimate.garbage_bytes as f64 - flushed_kept.max(0.0)).max(0.0);
@@ -226,7 +245,10 @@ mod tests {
         let inserts = policy.estimate(&s);
         assert!(inserts.garbage_bytes < 1 << 20, "{inserts:?}");
         assert!(inserts.live_bytes > 129 << 20, "{inserts:?}");
-        assert_eq!(policy.plan(&s, 1 << 20), ReclaimPlan::default());
+        assert_eq!(
+            policy.plan(&s, 1 << 20, Pace::Writing),
+            ReclaimPlan::default()
+        );
 
         let mut policy = SpacePolicy::new(20);
         for _ in 0..8 {
@@ -234,9 +256,31 @@ mod tests {
         }
         let overwrites = policy.estimate(&s);
         assert!(overwrites.garbage_bytes > 29 << 20, "{overwrites:?}");
-        let plan = policy.plan(&s, 1 << 20);
+        let plan = policy.plan(&s, 1 << 20, Pace::Writing);
         assert_eq!(plan.targets, vec![Bytes::from("m"), Bytes::from("a")]);
         assert_eq!(plan.budget_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn at_rest_the_threshold_is_a_third() {
+        let mut policy = SpacePolicy::new(20);
+        for _ in 0..8 {
+            policy.observe(&flushes(1 << 30, 1 << 30));
+        }
+        // About 10% of the live bytes shadowed: under 20%, over 20/3%.
+        let s = shape(100 << 20, 10 << 20, 10 << 20);
+        let e = policy.estimate(&s);
+        assert!(e.garbage_bytes * 100 > e.live_bytes * 9, "{e:?}");
+        assert!(e.garbage_bytes * 100 < e.live_bytes * 11, "{e:?}");
+        assert_eq!(policy.plan(&s, 1, Pace::Writing), ReclaimPlan::default());
+        assert_eq!(policy.plan(&s, 1, Pace::Idle).targets.len(), 2);
+        // Under a third of the threshold, idle finds nothing either.
+        let light = shape(100 << 20, 5 << 20, 5 << 20);
+        assert_eq!(policy.plan(&light, 1, Pace::Idle), ReclaimPlan::default());
+        // Off stays off at rest.
+        let mut off = SpacePolicy::new(0);
+        off.observe(&flushes(1 << 30, 1 << 30));
+        assert_eq!(off.plan(&s, 1, Pace::Idle), ReclaimPlan::default());
     }
 
     #[test]
@@ -246,19 +290,19 @@ mod tests {
         let s = shape(100 << 20, 60 << 20, 20 << 20);
         assert!(policy.estimate(&s).garbage_bytes >= 40 << 20);
         // Counted, but under inserts alone (a load) not drained for.
-        assert_eq!(policy.plan(&s, 1), ReclaimPlan::default());
+        assert_eq!(policy.plan(&s, 1, Pace::Writing), ReclaimPlan::default());
         // Under overwrites the drains take them along.
         let mut overwriting = SpacePolicy::new(20);
         for _ in 0..8 {
             overwriting.observe(&flushes(1 << 30, 1 << 30));
         }
-        assert_eq!(overwriting.plan(&s, 1).targets.len(), 2);
+        assert_eq!(overwriting.plan(&s, 1, Pace::Writing).targets.len(), 2);
         let mut off = SpacePolicy::new(0);
         for _ in 0..8 {
             off.observe(&flushes(1 << 30, 1 << 30));
         }
         assert_eq!(
-            off.plan(&s, 1),
+            off.plan(&s, 1, Pace::Writing),
             ReclaimPlan::default(),
             "0 turns reclamation off"
         );
@@ -270,7 +314,7 @@ mod tests {
         policy.observe(&flushes(1 << 30, 0));
         // Inserts only: 10 MiB buffered, nothing shadowed.
         let s = shape(100 << 20, 10 << 20, 10 << 20);
-        assert_eq!(policy.plan(&s, 1), ReclaimPlan::default());
+        assert_eq!(policy.plan(&s, 1, Pace::Writing), ReclaimPlan::default());
         // The same bytes buffered as tombstones: each deletes about eight
         // times its size.
         policy.observe(&UpdateEvents {
@@ -280,7 +324,7 @@ mod tests {
         let e = policy.estimate(&s);
         assert!(e.garbage_bytes > 70 << 20, "{e:?}");
         assert!(e.live_bytes < 40 << 20, "{e:?}");
-        assert_eq!(policy.plan(&s, 1).targets.len(), 2);
+        assert_eq!(policy.plan(&s, 1, Pace::Writing).targets.len(), 2);
         // Flushed into the leaves, they no longer count.
         policy.observe(&UpdateEvents {
             leaf_flush_tombstone_bytes: 10 << 20,

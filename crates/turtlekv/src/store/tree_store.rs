@@ -8,7 +8,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use super::TreeVersion;
-use super::space::SpaceEstimate;
+use super::space::{Pace, SpaceEstimate};
 use super::superblock::{Identity, SlotDamage};
 use crate::Result;
 use crate::memtable::MemTable;
@@ -96,14 +96,15 @@ pub(crate) trait TreeStore: Send + Sync + Debug {
     }
 
     /// Reclaims garbage as an update of its own: when the newest version
-    /// holds more than its threshold, drains some of the worst buffers
-    /// (about `work_bytes` of rewriting, at least a few leaves' worth) and
-    /// commits the result with the same coverage. `None` when there was
-    /// nothing to do.
+    /// holds more than its threshold at `pace`, drains some of the worst
+    /// buffers (about `work_bytes` of rewriting, at least a few leaves'
+    /// worth) and commits the result with the same coverage. `None` when
+    /// there was nothing to do.
     fn reclaim_space(
         &self,
         _workers: &rayon::ThreadPool,
         _work_bytes: u64,
+        _pace: Pace,
     ) -> Result<Option<Arc<dyn TreeVersion>>> {
         Ok(None)
     }
