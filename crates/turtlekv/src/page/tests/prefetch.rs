@@ -81,6 +81,25 @@ pub(super) fn cold_store(disk: &Disk) -> (PageStore, Version) {
     (disk.open(generation, Some(v.root)), v)
 }
 
+/// One block-sized range in each leaf, and two in the first.
+pub(super) fn four_ranges(v: &Version) -> Vec<PageRange> {
+    v.leaves
+        .iter()
+        .map(|l| (l.0, 20_000, 4000))
+        .chain([(v.leaves[0].0, 50_000, 5000)])
+        .collect()
+}
+
+/// A read of `range` gives the bytes its leaf was written with.
+pub(super) fn assert_reads_back(store: &PageStore, v: &Version, (id, offset, len): PageRange) {
+    let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
+    let got = store
+        .read_range(id, offset, len, CachePriority::LeafBlock)
+        .unwrap();
+    let want = &leaf_bytes(seed, 60_000)[offset as usize..(offset + len) as usize];
+    assert_eq!(got, want, "range at {offset} of {id:?}");
+}
+
 #[test]
 fn prefetched_ranges_are_then_read_from_the_cache() {
     for disk in Disk::all() {
@@ -90,26 +109,15 @@ fn prefetched_ranges_are_then_read_from_the_cache() {
 
 fn prefetched_ranges_are_read_from_the_cache_on(disk: &Disk) {
     let (store, v) = cold_store(disk);
-    // One block-sized range in each leaf, and two in the first.
-    let ranges: Vec<PageRange> = v
-        .leaves
-        .iter()
-        .map(|l| (l.0, 20_000, 4000))
-        .chain([(v.leaves[0].0, 50_000, 5000)])
-        .collect();
+    let ranges = four_ranges(&v);
     let before = store.stats();
     store.prefetch(&ranges, CachePriority::LeafBlock).unwrap();
     let after_prefetch = store.stats();
     // Each range is one run of blocks, so one read each.
     assert_eq!(after_prefetch.read_ios - before.read_ios, 4);
     assert_eq!(store.prefetch_pool.started(), !disk.reads_batched());
-    for &(id, offset, len) in &ranges {
-        let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
-        let got = store
-            .read_range(id, offset, len, CachePriority::LeafBlock)
-            .unwrap();
-        let want = &leaf_bytes(seed, 60_000)[offset as usize..(offset + len) as usize];
-        assert_eq!(got, want);
+    for &range in &ranges {
+        assert_reads_back(&store, &v, range);
     }
     let after_reads = store.stats();
     assert_eq!(after_reads.read_ios, after_prefetch.read_ios);
@@ -187,12 +195,7 @@ fn a_failed_read_fails_the_prefetch_and_caches_nothing_wrong() {
         };
         for after in 0..5 {
             let (store, v) = cold_store(&disk);
-            let ranges: Vec<PageRange> = v
-                .leaves
-                .iter()
-                .map(|l| (l.0, 20_000, 4000))
-                .chain([(v.leaves[0].0, 50_000, 5000)])
-                .collect();
+            let ranges = four_ranges(&v);
             fs.inject(Fault {
                 on: FaultOn::Read,
                 after,
@@ -212,16 +215,8 @@ fn a_failed_read_fails_the_prefetch_and_caches_nothing_wrong() {
                 Err(e) => panic!("read {after}: {e:?}"),
             }
             assert_eq!(fired, after < 4, "four reads, one per range");
-            for &(id, offset, len) in &ranges {
-                let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
-                let got = store
-                    .read_range(id, offset, len, CachePriority::LeafBlock)
-                    .unwrap();
-                let want = &leaf_bytes(seed, 60_000)[offset as usize..(offset + len) as usize];
-                assert_eq!(
-                    got, want,
-                    "read {after} failed: range at {offset} of {id:?}"
-                );
+            for &range in &ranges {
+                assert_reads_back(&store, &v, range);
             }
             store.cache.check().unwrap();
         }

@@ -5,20 +5,15 @@
 //! the prefetch tests (io_uring on real files where the kernel has it).
 
 use super::harness::leaf_bytes;
-use super::prefetch::{Disk, cold_store};
+use super::prefetch::{Disk, assert_reads_back, cold_store, four_ranges};
 use crate::Error;
-use crate::page::{CachePriority, PageIo, PageRange};
+use crate::page::{CachePriority, PageIo};
 
 #[test]
 fn every_pushed_range_is_reported_once_and_then_read_from_the_cache() {
     for disk in Disk::all() {
         let (store, v) = cold_store(&disk);
-        let ranges: Vec<PageRange> = v
-            .leaves
-            .iter()
-            .map(|l| (l.0, 20_000, 4000))
-            .chain([(v.leaves[0].0, 50_000, 5000)])
-            .collect();
+        let ranges = four_ranges(&v);
         let before = store.stats();
         let mut reads = store.streamed_reads(CachePriority::LeafBlock);
         for (tag, &range) in ranges.iter().enumerate() {
@@ -28,14 +23,8 @@ fn every_pushed_range_is_reported_once_and_then_read_from_the_cache() {
         while let Some(tag) = reads.next_ready().unwrap() {
             reported[tag] += 1;
             // Each range is in the cache when it is reported.
-            let (id, offset, len) = ranges[tag];
             let reads_before = store.stats().read_ios;
-            let seed = v.leaves.iter().find(|l| l.0 == id).unwrap().1;
-            let got = store
-                .read_range(id, offset, len, CachePriority::LeafBlock)
-                .unwrap();
-            let want = &leaf_bytes(seed, 60_000)[offset as usize..(offset + len) as usize];
-            assert_eq!(got, want);
+            assert_reads_back(&store, &v, ranges[tag]);
             assert_eq!(store.stats().read_ios, reads_before);
         }
         drop(reads);
