@@ -19,6 +19,7 @@ fn config() -> EngineConfig {
         threads: 1,
         turtlekv: turtlekv_bench::engines::TurtlekvKnobs::default(),
         rocksdb_memory_in_cache: false,
+        peer_kv_separation: false,
         value_compressibility: 0.0,
         rmw_transactions: false,
     }

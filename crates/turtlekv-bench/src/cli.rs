@@ -158,6 +158,11 @@ pub struct YcsbArgs {
     /// default: the engine's own default.
     #[arg(long)]
     pub turtlekv_garbage_percent: Option<u32>,
+    /// TurtleKV only: values at least this long go to value files
+    /// (`Options::value_separation_threshold_bytes`); default: the
+    /// engine's own default.
+    #[arg(long)]
+    pub turtlekv_value_separation_threshold_bytes: Option<u64>,
     /// TurtleKV only: threads of the checkpoint pool (`Options::
     /// checkpoint_threads`); default: the engine's own default.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -168,6 +173,12 @@ pub struct YcsbArgs {
     /// setting, where only data blocks count against the cache.
     #[arg(long)]
     pub rocksdb_memory_in_cache: bool,
+    /// RocksDB and fjall: store values apart from the tree, as TurtleKV
+    /// does from 4 KiB: RocksDB's integrated BlobDB (`enable_blob_files`,
+    /// values of 4 KiB and more, blob garbage collection on) and fjall's
+    /// key-value separation (its defaults). Off: both keep values inline.
+    #[arg(long)]
+    pub peer_kv_separation: bool,
     /// Bypass the OS page cache (engines that support it: turtlekv, rocksdb).
     #[arg(long)]
     pub direct_io: bool,
@@ -295,11 +306,17 @@ impl YcsbArgs {
         if let Some(percent) = self.turtlekv_garbage_percent {
             args.push(format!("--turtlekv-garbage-percent={percent}").into());
         }
+        if let Some(bytes) = self.turtlekv_value_separation_threshold_bytes {
+            args.push(format!("--turtlekv-value-separation-threshold-bytes={bytes}").into());
+        }
         if let Some(threads) = self.turtlekv_checkpoint_threads {
             args.push(format!("--turtlekv-checkpoint-threads={threads}").into());
         }
         if self.rocksdb_memory_in_cache {
             args.push("--rocksdb-memory-in-cache".into());
+        }
+        if self.peer_kv_separation {
+            args.push("--peer-kv-separation".into());
         }
         if self.sync {
             args.push("--sync".into());

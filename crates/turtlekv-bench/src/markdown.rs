@@ -271,6 +271,10 @@ fn describe_metadata(meta: &RunMetadata) -> String {
             ", RocksDB memory in its cache".to_string(),
         ),
         (
+            s.peer_kv_separation,
+            ", RocksDB blob files and fjall key-value separation".to_string(),
+        ),
+        (
             s.rmw_transactions,
             ", read-modify-writes as transactions".to_string(),
         ),

@@ -64,6 +64,9 @@ pub struct RunConfig {
     pub warmup_every_phase: bool,
     pub memory_limit_bytes: Option<u64>,
     pub rocksdb_memory_in_cache: bool,
+    /// `--peer-kv-separation`; `false` for files written before the option.
+    #[serde(default)]
+    pub peer_kv_separation: bool,
     /// `--rmw-transactions`; `false` for files written before the option.
     #[serde(default)]
     pub rmw_transactions: bool,
@@ -84,6 +87,8 @@ pub struct TurtlekvSettings {
     pub checkpoint_threads: Option<u16>,
     #[serde(default)]
     pub garbage_percent: Option<u32>,
+    #[serde(default)]
+    pub value_separation_threshold_bytes: Option<u64>,
 }
 
 /// The machine, as far as Linux tells it cheaply; `None` where it does not.
@@ -116,6 +121,7 @@ impl RunConfig {
             warmup_every_phase: args.warmup_every_phase,
             memory_limit_bytes: args.memory_limit_bytes,
             rocksdb_memory_in_cache: args.rocksdb_memory_in_cache,
+            peer_kv_separation: args.peer_kv_separation,
             rmw_transactions: args.rmw_transactions,
             turtlekv: TurtlekvSettings {
                 checkpoint_distance_bytes: args.turtlekv_checkpoint_distance_bytes,
@@ -128,6 +134,7 @@ impl RunConfig {
                 filter_bits_per_key: args.turtlekv_filter_bits_per_key,
                 checkpoint_threads: args.turtlekv_checkpoint_threads,
                 garbage_percent: args.turtlekv_garbage_percent,
+                value_separation_threshold_bytes: args.turtlekv_value_separation_threshold_bytes,
             },
         }
     }

@@ -150,6 +150,7 @@ mod tests {
             threads: 2,
             turtlekv: crate::engines::TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
+            peer_kv_separation: false,
             value_compressibility: 0.0,
             rmw_transactions: false,
         };

@@ -69,11 +69,13 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             leaf_size_bytes: args.turtlekv_leaf_size_bytes,
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,
             garbage_percent: args.turtlekv_garbage_percent,
+            value_separation_threshold_bytes: args.turtlekv_value_separation_threshold_bytes,
             checkpoint_threads: args.turtlekv_checkpoint_threads.map(usize::from),
             record_cache_auto_split: args.turtlekv_record_cache_auto_split,
             checkpoint_io_idle: args.turtlekv_checkpoint_io_idle,
         },
         rocksdb_memory_in_cache: args.rocksdb_memory_in_cache,
+        peer_kv_separation: args.peer_kv_separation,
         value_compressibility: args.value_compressibility,
         rmw_transactions: args.rmw_transactions,
     };

@@ -35,8 +35,17 @@ pub struct Fjall {
 impl Fjall {
     pub fn open(dir: &Path, config: &EngineConfig) -> Result<Fjall> {
         let compress = config.compressible_values();
+        let separate = config.peer_kv_separation;
         let create_options = || {
-            let options = KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+            let mut options = KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES);
+            if separate {
+                let blobs = fjall::KvSeparationOptions::default();
+                let blobs = match compress {
+                    true => blobs,
+                    false => blobs.compression(fjall::CompressionType::None),
+                };
+                options = options.with_kv_separation(Some(blobs));
+            }
             if compress {
                 options
             } else {

@@ -49,6 +49,9 @@ pub struct EngineConfig {
     /// RocksDB: MemTables, index and filter blocks count against the block
     /// cache too (`--rocksdb-memory-in-cache`).
     pub rocksdb_memory_in_cache: bool,
+    /// RocksDB's blob files and fjall's key-value separation
+    /// (`--peer-kv-separation`).
+    pub peer_kv_separation: bool,
     /// Share of each value LZ4 removes (`--value-compressibility`); above
     /// 0, the peers that compress (RocksDB, fjall) do, with LZ4.
     pub value_compressibility: f64,
@@ -81,6 +84,8 @@ pub struct TurtlekvKnobs {
     pub filter_bits_per_key: Option<u32>,
     /// Garbage the tree may hold, in percent of its live bytes.
     pub garbage_percent: Option<u32>,
+    /// Values at least this long go to value files.
+    pub value_separation_threshold_bytes: Option<u64>,
     /// Threads of the checkpoint pool.
     pub checkpoint_threads: Option<usize>,
     /// Let the engine move memory between its record cache and page cache.
@@ -272,6 +277,7 @@ mod tests {
             threads: 2,
             turtlekv: TurtlekvKnobs::default(),
             rocksdb_memory_in_cache: false,
+            peer_kv_separation: false,
             value_compressibility: 0.0,
             rmw_transactions: false,
         }

@@ -67,6 +67,17 @@ impl RocksDb {
         } else {
             DBCompressionType::None
         });
+        if config.peer_kv_separation {
+            // As TurtleKV's default: values of 4 KiB and more, stored once.
+            options.set_enable_blob_files(true);
+            options.set_min_blob_size(4096);
+            options.set_enable_blob_gc(true);
+            options.set_blob_compression_type(if config.compressible_values() {
+                DBCompressionType::Lz4
+            } else {
+                DBCompressionType::None
+            });
+        }
         options.set_use_direct_reads(config.direct_io);
         options.set_use_direct_io_for_flush_and_compaction(config.direct_io);
         let cache_bytes = usize::try_from(config.cache_bytes).context("cache size")?;

@@ -165,6 +165,9 @@ impl TurtleKv {
         if let Some(percent) = knobs.garbage_percent {
             options.garbage_percent = percent;
         }
+        if let Some(bytes) = knobs.value_separation_threshold_bytes {
+            options.value_separation_threshold_bytes = bytes;
+        }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
             monitor: Monitor::start(&db),
@@ -252,10 +255,20 @@ impl Engine for TurtleKv {
     fn settle(&self) -> Result<()> {
         self.db.checkpoint_now()?;
         let started = Instant::now();
-        let mut last = (self.db.stats().reclaim_flushes, Instant::now());
+        // Reclamation's flushes, and value garbage collection's judgements,
+        // moves and removals: settled once none moved for a while.
+        let work = |s: &turtlekv::Stats| {
+            (
+                s.reclaim_flushes,
+                s.value_files_judged,
+                s.value_bytes_moved,
+                s.value_files_removed,
+            )
+        };
+        let mut last = (work(&self.db.stats()), Instant::now());
         while started.elapsed() < SETTLE_MAX {
             std::thread::sleep(Duration::from_millis(100));
-            let flushes = self.db.stats().reclaim_flushes;
+            let flushes = work(&self.db.stats());
             if flushes != last.0 {
                 last = (flushes, Instant::now());
             } else if last.1.elapsed() >= SETTLE_QUIET && started.elapsed() >= SETTLE_MIN {
