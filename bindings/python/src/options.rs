@@ -37,6 +37,9 @@ pub(crate) const NAMES: &[&str] = &[
     "wal_segment_size_bytes",
     "wal_recovery",
     "compression",
+    "value_separation_threshold_bytes",
+    "value_file_min_live_percent",
+    "value_file_size_bytes",
 ];
 
 fn flag(value: &Bound<'_, PyAny>, name: &str) -> PyResult<bool> {
@@ -129,6 +132,9 @@ pub(crate) fn parse(
     set!(filter_bits_per_key, int::<u32>);
     set!(direct_io, flag);
     set!(wal_segment_size_bytes, size_arg);
+    set!(value_separation_threshold_bytes, size_arg);
+    set!(value_file_min_live_percent, int::<u32>);
+    set!(value_file_size_bytes, size_arg);
     if let Some(v) = get("wal_recovery")? {
         let s = text(&v, "wal_recovery")?;
         o = o.wal_recovery(s.to_cow()?.parse::<WalRecovery>().py(py)?);

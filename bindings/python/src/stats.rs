@@ -103,7 +103,17 @@ pub(crate) fn stats<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDi
         get_disk_reads,
         compression_input_bytes,
         compression_output_bytes,
-        keyspaces_dropping
+        keyspaces_dropping,
+        value_files,
+        value_file_bytes,
+        value_records_written,
+        value_bytes_written,
+        value_reads,
+        value_files_judged,
+        value_files_moved,
+        value_bytes_moved,
+        value_files_removed,
+        value_moves_abandoned
     );
     d.set_item("disk_reads_per_get", s.disk_reads_per_get())?;
     d.set_item("space_amplification", s.space_amplification())?;
@@ -135,7 +145,16 @@ pub(crate) fn backup_report<'py>(
     r: &BackupReport,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    fields!(d, r, sequence, pages, page_bytes, log_entries);
+    fields!(
+        d,
+        r,
+        sequence,
+        pages,
+        page_bytes,
+        log_entries,
+        value_files,
+        value_file_bytes
+    );
     Ok(d)
 }
 

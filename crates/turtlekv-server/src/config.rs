@@ -55,7 +55,9 @@ pub struct Config {
     /// the keyspace `db<n>`).
     #[arg(long, default_value_t = 16)]
     pub databases: u32,
-    /// Largest bulk string a client may send (bytes, e.g. `256KiB`).
+    /// Largest bulk string a client may send (bytes, e.g. `256KiB`; the
+    /// engine takes values up to 1 GiB, each held in memory while its
+    /// request is parsed).
     #[arg(long, value_parser = parse_size, default_value = "256KiB")]
     pub max_bulk_len: u64,
     /// Most arguments in one request.

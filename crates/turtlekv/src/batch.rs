@@ -4,17 +4,19 @@ use bytes::{Bytes, BytesMut};
 
 use crate::db::keyspace::{DEFAULT_ID, Tag};
 use crate::options::validate_entry;
+use crate::values::Value;
 use crate::{Keyspace, Result};
 
-/// One update: a put (`value: Some`), a delete (`value: None`, a
-/// tombstone), or a range deletion (`end: Some`, `value: None`) of every
+/// One update: a put (`value: Some`: the user's bytes, or a pointer to
+/// them in a value file), a delete (`value: None`, a tombstone), or a
+/// range deletion (`end: Some`, `value: None`) of every
 /// stored key from `key` up to `end`, exclusive.
 #[derive(Debug, Clone)]
 pub(crate) struct BatchOp {
     /// The stored key: the user's key behind its keyspace's tag; a range
     /// deletion's start.
     pub key: Bytes,
-    pub value: Option<Bytes>,
+    pub value: Option<Value>,
     /// A range deletion's end (exclusive), a stored key behind the same
     /// tag as `key`.
     pub end: Option<Bytes>,
@@ -25,7 +27,7 @@ pub(crate) struct BatchOp {
 
 impl BatchOp {
     /// An op on a key as stored (the WAL's, the catalog's).
-    pub(crate) fn stored(key: Bytes, value: Option<Bytes>) -> Self {
+    pub(crate) fn stored(key: Bytes, value: Option<Value>) -> Self {
         BatchOp {
             key,
             value,
@@ -42,6 +44,15 @@ impl BatchOp {
             end: Some(end),
             tag_len: 0,
         }
+    }
+
+    /// The value of a put not written yet (a transaction's buffered one):
+    /// the user's bytes, as only the write separates values.
+    pub(crate) fn buffered_value(&self) -> Option<Bytes> {
+        self.value.as_ref().map(|v| {
+            debug_assert!(!v.is_pointer(), "a buffered op holds the user's bytes");
+            v.stored().clone()
+        })
     }
 
     /// Whether this op deletes a range (`key..end`) rather than one key.
@@ -174,6 +185,28 @@ impl WriteBatch {
         self.ops.last().expect("just pushed").key.clone()
     }
 
+    /// Adds a put of `key` behind `tag` whose value is `value` as stored (a
+    /// value pointer), for a user value of `user_value_len` bytes.
+    pub(crate) fn push_value(
+        &mut self,
+        tag: Tag,
+        key: &[u8],
+        value: Value,
+        user_value_len: usize,
+    ) -> &mut Self {
+        self.user_bytes += (key.len() + user_value_len) as u64;
+        self.reserve(tag.len() + key.len());
+        self.arena.extend_from_slice(tag.as_bytes());
+        let key = self.copy(key);
+        self.ops.push(BatchOp {
+            key,
+            value: Some(value),
+            end: None,
+            tag_len: tag.len() as u8,
+        });
+        self
+    }
+
     /// Notes a named keyspace the batch writes to (see `put_in`).
     pub(crate) fn note_keyspace(&mut self, keyspace: &Keyspace) {
         if !self.keyspaces.iter().any(|k| k.same_as(keyspace)) {
@@ -187,7 +220,7 @@ impl WriteBatch {
         self.reserve(tag.len() + key.len() + value_len);
         self.arena.extend_from_slice(tag.as_bytes());
         let key = self.copy(key);
-        let value = value.map(|v| self.copy(v));
+        let value = value.map(|v| Value::Inline(self.copy(v)));
         self.ops.push(BatchOp {
             key,
             value,
@@ -266,7 +299,7 @@ impl WriteBatch {
     /// range deletion for a non-empty range.
     pub(crate) fn validate(&self) -> Result<()> {
         self.ops.iter().try_for_each(|op| {
-            validate_entry(op.user_key(), op.value.as_deref())?;
+            validate_entry(op.user_key(), op.value.as_ref().map(|v| &v.stored()[..]))?;
             match op.user_end() {
                 Some(end) => validate_range(op.user_key(), end),
                 None => Ok(()),

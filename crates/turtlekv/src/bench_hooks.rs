@@ -57,7 +57,11 @@ fn filled(input: &MemTableInput, kind: MemTableKind) -> Box<dyn MemTable> {
         MemTableKind::SkipList => Box::new(SkipListMemTable::with_capacity(input.capacity_bytes)),
     };
     for (seq, key) in (1..).zip(&input.keys) {
-        table.insert(key.clone(), seq, Some(input.value.clone()));
+        table.insert(
+            key.clone(),
+            seq,
+            Some(crate::values::Value::Inline(input.value.clone())),
+        );
     }
     table
 }

@@ -49,15 +49,14 @@ pub enum Error {
         max_bytes: usize,
     },
 
-    /// The value is longer than the database accepts with this key:
-    /// [`crate::MAX_VALUE_SIZE`], or less where a leaf page could not hold
-    /// the record (`leaf_size_bytes` under about 300 KiB; see
-    /// [`crate::Db::check_entry`]).
+    /// The value is longer than [`crate::MAX_VALUE_SIZE`] (1 GiB). Values
+    /// too long for a leaf page are stored in value files, so every
+    /// database takes values up to that size.
     #[error("value of {len_bytes} bytes exceeds the maximum of {max_bytes} bytes")]
     ValueTooLarge {
         /// Length of the rejected value.
         len_bytes: usize,
-        /// The largest value this database accepts with this key.
+        /// The largest value accepted, [`crate::MAX_VALUE_SIZE`].
         max_bytes: usize,
     },
 

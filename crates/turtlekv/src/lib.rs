@@ -50,6 +50,7 @@ mod stats;
 mod store;
 mod tree;
 mod util;
+mod values;
 mod wal;
 
 pub use batch::WriteBatch;

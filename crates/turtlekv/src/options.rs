@@ -4,8 +4,13 @@ use crate::{Error, Result};
 
 /// Longest key accepted, in bytes.
 pub const MAX_KEY_SIZE: usize = 512;
-/// Longest value accepted, in bytes.
-pub const MAX_VALUE_SIZE: usize = 256 * 1024;
+/// Longest value accepted, in bytes (1 GiB). Values at least
+/// [`Options::value_separation_threshold_bytes`] long, and any too long
+/// for a leaf page, are stored once in value files.
+pub const MAX_VALUE_SIZE: usize = 1 << 30;
+/// Longest value the WAL, MemTables and leaves hold in place: a value
+/// pointer's target takes longer ones.
+pub(crate) const MAX_INLINE_VALUE_BYTES: usize = 256 * 1024;
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
@@ -115,6 +120,21 @@ pub struct Options {
     /// between opens: pages already written stay as they are and are read
     /// as they were written.
     pub compression: Compression,
+    /// Values at least this long are written once to an append-only value
+    /// file, and the WAL and the tree hold a small pointer to them
+    /// (`docs/tuning.md`, "Large values"); shorter ones are stored in
+    /// place. Values too long for a leaf page are separated whatever this
+    /// says. At least 64; `u64::MAX` separates only those.
+    pub value_separation_threshold_bytes: u64,
+    /// A value file whose live records hold less than this percentage of
+    /// its bytes has them moved to the newest file and is removed, in the
+    /// background (`docs/tuning.md`, "Large values"). Higher: less disk,
+    /// more rewriting. 0 turns value garbage collection off. At most 100.
+    pub value_file_min_live_percent: u32,
+    /// A value file takes no more records once it is this long, and the
+    /// next one is started. Smaller files are collected sooner and in
+    /// smaller steps; larger ones mean fewer files. At least 4 KiB.
+    pub value_file_size_bytes: u64,
 }
 
 /// How leaf and buffer-segment chunks are compressed (`docs/format.md`,
@@ -262,9 +282,18 @@ impl Default for Options {
             wal_segment_size_bytes: 64 * MIB,
             wal_recovery: WalRecovery::Strict,
             compression: Compression::Lz4,
+            value_separation_threshold_bytes: DEFAULT_VALUE_SEPARATION_THRESHOLD_BYTES,
+            value_file_min_live_percent: 50,
+            value_file_size_bytes: 64 * MIB,
         }
     }
 }
+
+/// `Options::value_separation_threshold_bytes` by default.
+pub const DEFAULT_VALUE_SEPARATION_THRESHOLD_BYTES: u64 = 4 * KIB;
+/// Shorter separated values would cost more in pointers and reads than
+/// they save.
+const MIN_VALUE_SEPARATION_THRESHOLD_BYTES: u64 = 64;
 
 impl Options {
     /// Checks every field; [`crate::Db::open`] calls this before touching disk.
@@ -326,6 +355,24 @@ impl Options {
             return invalid(format!(
                 "wal_segment_size_bytes = {} must be in 64 KiB..=4 GiB",
                 self.wal_segment_size_bytes
+            ));
+        }
+        if self.value_separation_threshold_bytes < MIN_VALUE_SEPARATION_THRESHOLD_BYTES {
+            return invalid(format!(
+                "value_separation_threshold_bytes = {} must be at least {MIN_VALUE_SEPARATION_THRESHOLD_BYTES}",
+                self.value_separation_threshold_bytes
+            ));
+        }
+        if self.value_file_size_bytes < 4 * KIB {
+            return invalid(format!(
+                "value_file_size_bytes = {} must be at least 4096",
+                self.value_file_size_bytes
+            ));
+        }
+        if self.value_file_min_live_percent > 100 {
+            return invalid(format!(
+                "value_file_min_live_percent = {} must be in 0..=100",
+                self.value_file_min_live_percent
             ));
         }
         self.compression.validate()
@@ -551,4 +598,7 @@ setters! {
     wal_segment_size_bytes: u64,
     wal_recovery: WalRecovery,
     compression: Compression,
+    value_separation_threshold_bytes: u64,
+    value_file_min_live_percent: u32,
+    value_file_size_bytes: u64,
 }

@@ -183,8 +183,27 @@ pub struct Stats {
     /// keep included.
     pub tree_segment_page_bytes: u64,
 
+    /// Value files (`Options::value_separation_threshold_bytes`).
+    pub value_files: u64,
+    /// Bytes of the value files: headers, and records live or not.
+    pub value_file_bytes: u64,
+    /// Separated values written since open, and their records' bytes.
+    pub value_records_written: u64,
+    pub value_bytes_written: u64,
+    /// Separated values read from value files since open.
+    pub value_reads: u64,
+    /// Value garbage collection since open: files judged (their records
+    /// looked up), files whose live records were all moved, the bytes of
+    /// the records moved, files removed, and moves given up (a damaged
+    /// record, or keys written again and again meanwhile).
+    pub value_files_judged: u64,
+    pub value_files_moved: u64,
+    pub value_bytes_moved: u64,
+    pub value_files_removed: u64,
+    pub value_moves_abandoned: u64,
+
     /// Bytes the database directory occupies on disk (allocated blocks of
-    /// the WAL, page and superblock files; holes cost nothing).
+    /// the WAL, page, value and superblock files; holes cost nothing).
     pub space_allocated_bytes: u64,
     /// Estimated live bytes of the newest checkpoint's tree, as stored:
     /// its leaf pages, and what its buffers hold above them that shadows
@@ -324,6 +343,11 @@ pub(crate) struct Counters {
     pub get_disk_reads: AtomicU64,
     pub read_pressure_checkpoints: AtomicU64,
     pub record_cache_resizes: AtomicU64,
+    pub value_files_judged: AtomicU64,
+    pub value_files_moved: AtomicU64,
+    pub value_bytes_moved: AtomicU64,
+    pub value_files_removed: AtomicU64,
+    pub value_moves_abandoned: AtomicU64,
 }
 
 /// Adds to a counter; relaxed because counters order nothing.
@@ -366,6 +390,11 @@ impl Counters {
             get_disk_reads: read(&self.get_disk_reads),
             read_pressure_checkpoints: read(&self.read_pressure_checkpoints),
             record_cache_resizes: read(&self.record_cache_resizes),
+            value_files_judged: read(&self.value_files_judged),
+            value_files_moved: read(&self.value_files_moved),
+            value_bytes_moved: read(&self.value_bytes_moved),
+            value_files_removed: read(&self.value_files_removed),
+            value_moves_abandoned: read(&self.value_moves_abandoned),
             ..Stats::default()
         }
     }

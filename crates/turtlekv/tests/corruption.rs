@@ -1,6 +1,6 @@
 //! Promise 4 through the public API: random bit flips and overwritten
 //! blocks in every file of a checkpointed database (superblock, node and
-//! leaf page files, WAL segments). After each, opening, every `get`, a full
+//! leaf page files, WAL segments, value files). After each, opening, every `get`, a full
 //! scan and `check()` return the right data or `Error::Corruption`, never
 //! wrong data and never a panic. The one documented exception is damage to
 //! the last records of the newest WAL segment, which recovery cannot tell
@@ -25,11 +25,17 @@ struct Built {
     checkpointed: usize,
 }
 
+/// The checkpointing options, with values of 128 bytes and more stored in
+/// a value file, so that damage to one is tried too.
+fn options() -> turtlekv::Options {
+    checkpointing_options().value_separation_threshold_bytes(128)
+}
+
 /// 500 batches with checkpoints every few KiB and a forced one after 400;
 /// the last 100 stay in the WAL only. Everything is synced and closed.
 fn build() -> Built {
     let fs = FaultFs::new();
-    let db = open_fault(&fs, checkpointing_options()).unwrap();
+    let db = open_fault(&fs, options()).unwrap();
     let mut rng = Rng(0xDEC0DE);
     let mut history = Vec::new();
     for i in 0..500 {
@@ -93,10 +99,10 @@ fn allowed_states(built: &Built, min: usize) -> Vec<Model> {
 
 fn files(fs: &FaultFs) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for dir in ["/db", "/db/wal"] {
+    for dir in ["/db", "/db/wal", "/db/values"] {
         for name in fs.list_dir(Path::new(dir)).unwrap() {
             let path = Path::new(dir).join(&name);
-            if name != "wal" && name != "LOCK" {
+            if name != "wal" && name != "values" && name != "LOCK" {
                 out.push(path);
             }
         }
@@ -168,7 +174,7 @@ fn is_corruption<T>(r: &turtlekv::Result<T>) -> bool {
 /// Opens the damaged copy and checks every answer; returns what noticed.
 fn judge(fs: &FaultFs, built: &Built, wal_damaged: bool, what: &str, out: &mut Outcomes) {
     out.trials += 1;
-    let db = match open_fault(fs, checkpointing_options()) {
+    let db = match open_fault(fs, options()) {
         Ok(db) => db,
         Err(Error::Corruption { .. }) => {
             out.open_refused += 1;
@@ -252,6 +258,8 @@ fn damage_anywhere_in_a_checkpointed_database_is_corruption_never_wrong_data() {
     for path in &files {
         let kind = if path.starts_with("/db/wal") {
             "wal segment".to_string()
+        } else if path.starts_with("/db/values") {
+            "value file".to_string()
         } else {
             path.display().to_string()
         };
@@ -265,8 +273,9 @@ fn damage_anywhere_in_a_checkpointed_database_is_corruption_never_wrong_data() {
     for (kind, out) in &by_file {
         eprintln!("{kind}: {out:?}");
     }
-    // The damage was noticed somewhere in each page file.
-    for name in ["/db/nodes.pages", "/db/leaves.pages"] {
+    // The damage was noticed somewhere in each page file and value file.
+    assert!(by_file.contains_key("value file"), "{files:?}");
+    for name in ["/db/nodes.pages", "/db/leaves.pages", "value file"] {
         let out = &by_file[name];
         assert!(
             out.open_refused + out.reads_refused + out.check_refused > 0,

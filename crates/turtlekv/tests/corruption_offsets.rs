@@ -392,8 +392,9 @@ fn corruption_reports_name_the_file_and_offset_of_the_damage() {
     flip(&segment, l.tag_at + 1);
     assert_reported(case.open(), &segment, l.record_at, "WAL record checksum");
 
-    // WAL, exact: the record's first entry says it puts an empty key (tag
-    // 1; its checksum recomputed). Open reports the entry's tag.
+    // WAL, exact: the record's first entry starts with the value pointer
+    // marker (tag 1; its checksum recomputed), before what then reads as a
+    // delete's tag. Open reports the entry's tag.
     let case = Case::new(&built);
     let segment = case.path.join(segment_name(&l));
     poke(&segment, l.tag_at, 1);

@@ -503,6 +503,34 @@ fn crash_at_every_write_and_sync_across_reclaiming_checkpoints() {
     );
 }
 
+/// The same with separated values in small value files, which value
+/// garbage collection judges, moves and removes while the workload runs:
+/// crashes land in value-file appends and syncs, in the moves' copies
+/// and commits, and around the removals.
+#[test]
+fn crash_at_every_write_and_sync_across_value_garbage_collection() {
+    let work = workload_over(90, 6, 4000);
+    let options = checkpointing_options()
+        .value_separation_threshold_bytes(512)
+        .value_file_size_bytes(8 * 1024);
+    let fs = FaultFs::new();
+    let db = open_fault(&fs, options.clone()).unwrap();
+    run_until_failure(&db, &work);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while db.stats().value_files_removed < 2 {
+        assert!(Instant::now() < deadline, "no collection: {:?}", db.stats());
+        db.checkpoint_now().unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let stats = db.stats();
+    drop(db);
+    let (total, crash_points) = crash_everywhere(&work[..], &options);
+    eprintln!(
+        "tried {crash_points} crash points ({total} ops x 3 modes); a clean run wrote {} value records, moved {} files",
+        stats.value_records_written, stats.value_files_moved
+    );
+}
+
 /// The same where checkpoints punch the flushed chunks of live segment
 /// pages (64 KiB leaves, so that segments have chunks to spare): crashes
 /// land before, between and after the punches, and every recovered root

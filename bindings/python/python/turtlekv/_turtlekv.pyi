@@ -37,6 +37,9 @@ def open(
     wal_segment_size_bytes: _Size = ...,
     wal_recovery: Literal["strict", "point-in-time"] = ...,
     compression: str = ...,
+    value_separation_threshold_bytes: _Size = ...,
+    value_file_min_live_percent: int = ...,
+    value_file_size_bytes: _Size = ...,
 ) -> Db:
     """Opens (or creates) the database in directory `path`."""
 

@@ -18,6 +18,8 @@ struct Report {
     pages: u64,
     page_bytes: u64,
     log_entries: u64,
+    value_files: u64,
+    value_file_bytes: u64,
 }
 
 pub fn backup(args: &BackupArgs, out: &mut dyn Write) -> Result<()> {
@@ -37,6 +39,8 @@ pub fn backup(args: &BackupArgs, out: &mut dyn Write) -> Result<()> {
         pages: r.pages,
         page_bytes: r.page_bytes,
         log_entries: r.log_entries,
+        value_files: r.value_files,
+        value_file_bytes: r.value_file_bytes,
     };
     if args.json {
         serde_json::to_writer_pretty(&mut *out, &report)?;
@@ -44,13 +48,15 @@ pub fn backup(args: &BackupArgs, out: &mut dyn Write) -> Result<()> {
     } else {
         writeln!(
             out,
-            "backed up {} to {} at sequence number {}: {} pages ({} bytes) and {} logged entries",
+            "backed up {} to {} at sequence number {}: {} pages ({} bytes), {} logged entries and {} value files ({} bytes)",
             report.source,
             report.destination,
             report.sequence,
             report.pages,
             report.page_bytes,
-            report.log_entries
+            report.log_entries,
+            report.value_files,
+            report.value_file_bytes
         )?;
     }
     Ok(())

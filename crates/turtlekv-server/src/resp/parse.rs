@@ -29,9 +29,9 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            // The engine's value limit plus room for the header: an
-            // argument is a key or a value.
-            max_bulk_len_bytes: turtlekv::MAX_VALUE_SIZE,
+            // As `--max-bulk-len` by default; the engine takes values up
+            // to `turtlekv::MAX_VALUE_SIZE`, which the option may allow.
+            max_bulk_len_bytes: 256 * 1024,
             max_multibulk_len: 1024 * 1024,
             max_request_bytes: 64 * 1024 * 1024,
             max_inline_bytes: 64 * 1024,

@@ -35,6 +35,12 @@ pub(crate) struct Pipeline<'a> {
     /// Gives back the WAL storage reserved ahead of the appends if no
     /// writer is at work (once writes have stopped).
     pub release_wal_reserve: &'a dyn Fn() -> Result<()>,
+    /// Makes every value record written so far durable: a checkpoint's
+    /// pages point at them once it commits.
+    pub sync_values: &'a dyn Fn() -> Result<()>,
+    /// One step of value garbage collection between checkpoints; whether
+    /// it did work (`db::value_gc`).
+    pub collect_value_garbage: &'a dyn Fn() -> Result<bool>,
 }
 
 impl Pipeline<'_> {
@@ -65,6 +71,7 @@ impl Pipeline<'_> {
             }
             let result = if self.versions.state().frozen.is_empty() {
                 self.reclaim_between_checkpoints(trees, &mut quiet)
+                    .and_then(|reclaimed| Ok((self.collect_value_garbage)()? || reclaimed))
             } else {
                 self.checkpoint_oldest(trees, &mut retired).map(|()| false)
             };
@@ -180,6 +187,7 @@ impl Pipeline<'_> {
         let reserve = self.reserve_checkpoint_memory(&oldest, trees);
         self.sync_before_range_deletions(&oldest)?;
         self.reclaim_before_checkpoint(trees, oldest.memtable.size_bytes())?;
+        (self.sync_values)()?;
         let version = trees.checkpoint(&*oldest.memtable, coverage, self.checkpoints.workers())?;
         self.versions.install_checkpoint(&oldest, version);
         let covered_seq = oldest.last_seq;

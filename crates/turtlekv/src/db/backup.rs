@@ -32,6 +32,7 @@ use crate::store::ReadView;
 use crate::store::backup::{BackupLog, commit_backup};
 use crate::store::superblock::Identity;
 use crate::util::identity::{checksum_seed, new_database_id};
+use crate::values::{VALUES_DIR, Value};
 use crate::wal::{LogBinding, WAL_DIR, Wal, WalPosition};
 use crate::{Error, Options, Result, WriteBatch};
 
@@ -49,6 +50,9 @@ pub struct BackupReport {
     /// Keys logged into the backup's WAL from the MemTables (newest
     /// versions and deletions the tree does not hold yet).
     pub log_entries: u64,
+    /// Value files copied, and their bytes.
+    pub value_files: u64,
+    pub value_file_bytes: u64,
 }
 
 /// Segment size of a backup's log: it holds at most the MemTables.
@@ -191,6 +195,8 @@ fn write_backup(inner: &DbInner, dest: &Path) -> Result<BackupReport> {
         .copy_pages(&**fs, dest, checksum_seed(id))?
         .ok_or_else(no_pages)?;
     let (replay_from, log_entries) = write_log(fs, &view, dest, id, copied.covered_seq)?;
+    // After the view was taken: every record it points at is in the files.
+    let values = inner.values.copy_for_backup(&**fs, dest, id)?;
     let log = BackupLog {
         identity: Identity {
             id,
@@ -205,6 +211,8 @@ fn write_backup(inner: &DbInner, dest: &Path) -> Result<BackupReport> {
         pages: copied.pages.pages,
         page_bytes: copied.pages.bytes,
         log_entries,
+        value_files: values.files,
+        value_file_bytes: values.bytes,
     })
 }
 
@@ -229,7 +237,7 @@ fn write_log(
         covered_seq,
         &binding,
         BACKUP_SEGMENT_BYTES,
-        &mut |_, _| {},
+        &mut |_, _| Ok(()),
     )?;
     let start = wal.segment_start();
     // The range deletions first: they hide what the backup's tree holds
@@ -245,8 +253,8 @@ fn write_log(
         batch.ops.push(BatchOp::stored_range(start, end));
     }
     for (key, value) in &delta {
-        batch.push_stored(key, value.as_deref());
-        batch_bytes += key.len() + value.as_ref().map_or(0, Bytes::len);
+        batch.ops.push(BatchOp::stored(key.clone(), value.clone()));
+        batch_bytes += key.len() + value.as_ref().map_or(0, Value::stored_len);
         if batch_bytes >= BATCH_BYTES {
             wal.append_group(std::iter::once(&batch), false)?;
             batch = WriteBatch::new();
@@ -275,7 +283,7 @@ fn visible_range_deletions(view: &ReadView) -> Vec<(Bytes, Bytes)> {
 /// Every key the view's MemTables hold, with its newest version at the
 /// view's sequence number (`None`: deleted, by a tombstone or a range
 /// deletion), in key order: what the view holds above its tree.
-fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Bytes>> {
+fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Value>> {
     let mut delta = BTreeMap::new();
     let mut out = Vec::with_capacity(SCAN_KEYS);
     // Newest MemTable first: a key's first version found wins.
@@ -317,12 +325,14 @@ fn memtable_delta(view: &ReadView) -> BTreeMap<Bytes, Option<Bytes>> {
 /// holds no superblock, so no open takes it for a database.
 fn clean_up(fs: &dyn FileSystem, target: &Target) {
     let wal = target.path.join(WAL_DIR);
-    for dir in [&wal, &target.path] {
+    let values = target.path.join(VALUES_DIR);
+    for dir in [&wal, &values, &target.path] {
         for name in fs.list_dir(dir).unwrap_or_default() {
             let _ = fs.remove_file(&dir.join(name));
         }
     }
     let _ = fs.remove_dir(&wal);
+    let _ = fs.remove_dir(&values);
     if !target.existed {
         let _ = fs.remove_dir(&target.path);
     }

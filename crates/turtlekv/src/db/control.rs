@@ -157,13 +157,14 @@ fn parse_request(line: &[u8]) -> Option<PathBuf> {
     dest.is_absolute().then(|| dest.to_path_buf())
 }
 
-/// `ok <sequence> <pages> <page bytes> <log entries>`, or `error <kind>
-/// <message>`, one line (a message's line breaks become spaces).
+/// `ok <sequence> <pages> <page bytes> <log entries> <value files>
+/// <value file bytes>`, or `error <kind> <message>`, one line (a
+/// message's line breaks become spaces).
 fn encode_reply(result: &Result<BackupReport>) -> String {
     match result {
         Ok(r) => format!(
-            "ok {} {} {} {}\n",
-            r.sequence, r.pages, r.page_bytes, r.log_entries
+            "ok {} {} {} {} {} {}\n",
+            r.sequence, r.pages, r.page_bytes, r.log_entries, r.value_files, r.value_file_bytes
         ),
         Err(e) => {
             let kind = match e {
@@ -238,14 +239,20 @@ fn decode_reply(reply: &str, dest: &Path) -> Result<BackupReport> {
             .map(str::parse)
             .collect::<std::result::Result<_, _>>()
             .map_err(|_| bad())?;
-        let [sequence, pages, page_bytes, log_entries] = n[..] else {
-            return Err(bad());
+        // An owner of a build without value files gives four numbers.
+        let (sequence, pages, page_bytes, log_entries, value_files, value_file_bytes) = match n[..]
+        {
+            [a, b, c, d] => (a, b, c, d, 0, 0),
+            [a, b, c, d, e, f] => (a, b, c, d, e, f),
+            _ => return Err(bad()),
         };
         return Ok(BackupReport {
             sequence,
             pages,
             page_bytes,
             log_entries,
+            value_files,
+            value_file_bytes,
         });
     }
     let (kind, message) = reply
@@ -282,6 +289,8 @@ mod tests {
             pages: 7,
             page_bytes: 28_672,
             log_entries: 3,
+            value_files: 2,
+            value_file_bytes: 1 << 20,
         };
         let round_trip = |r: Result<BackupReport>| {
             let line = encode_reply(&r);

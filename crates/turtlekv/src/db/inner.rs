@@ -14,6 +14,7 @@ use crate::policy::MemoryPolicy;
 use crate::record_cache::RecordCache;
 use crate::stats::{Counters, bump};
 use crate::store::{State, TreeStore, VersionSet};
+use crate::values::{Value, ValuePointer, ValueStore};
 use crate::wal::{GroupCommit, Wal};
 use crate::{Error, Result};
 
@@ -33,6 +34,15 @@ pub(crate) struct DbInner {
     pub memory: MemoryPolicy,
     /// Newest values of hot keys read from the tree.
     pub record_cache: RecordCache,
+    /// The value files separated values live in.
+    pub values: Arc<ValueStore>,
+    /// Values at least this long are separated
+    /// (`Options::value_separation_threshold_bytes`).
+    pub value_separation_threshold_bytes: u64,
+    /// `Options::value_file_min_live_percent`.
+    pub value_file_min_live_percent: u32,
+    /// Where value garbage collection stands (`db::value_gc`).
+    pub value_gc: parking_lot::Mutex<crate::db::value_gc::ValueGc>,
     /// The largest keys and entries the tree stores.
     pub limits: EntryLimits,
     /// The keyspaces: names, tags, drops.
@@ -69,7 +79,9 @@ impl EntryLimits {
         }
     }
 
-    /// Refuses an entry the tree could not store.
+    /// Refuses an entry the database could not store: a key longer than
+    /// the tree takes, a value longer than `MAX_VALUE_SIZE` (values too
+    /// long for a leaf are separated).
     pub fn check(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         if key.len() > self.max_key_bytes {
             return Err(Error::KeyTooLarge {
@@ -77,14 +89,26 @@ impl EntryLimits {
                 max_bytes: self.max_key_bytes,
             });
         }
-        let max_bytes = self.max_value_bytes(key.len() + MAX_TAG_BYTES);
         match value {
-            Some(v) if v.len() > max_bytes => Err(Error::ValueTooLarge {
+            Some(v) if v.len() > crate::MAX_VALUE_SIZE => Err(Error::ValueTooLarge {
                 len_bytes: v.len(),
-                max_bytes,
+                max_bytes: crate::MAX_VALUE_SIZE,
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Whether a value of `value_len` bytes beside stored key `key` goes
+    /// to a value file: at or above `threshold_bytes`, or too long for a
+    /// leaf page or the log to hold in place.
+    pub fn separates(&self, key_len: usize, value_len: usize, threshold_bytes: u64) -> bool {
+        if value_len as u64 >= threshold_bytes || value_len > crate::options::MAX_INLINE_VALUE_BYTES
+        {
+            return true;
+        }
+        // An item's header takes at most 16 bytes for these lengths.
+        let surely_fits = key_len + value_len + 16 <= self.max_item_bytes;
+        !surely_fits && value_len > self.max_value_bytes(key_len)
     }
 
     /// Longest value the tree stores beside a key of `key_len` bytes, at
@@ -109,8 +133,28 @@ impl DbInner {
     /// count on the State: point reads are the hot path, and a shared
     /// counter would make concurrent readers contend on one cache line.
     pub fn get_latest(&self, key: &[u8]) -> Result<Option<Bytes>> {
-        self.versions
-            .with_latest(|state, seq| self.get_at(state, seq, key))
+        let read = || {
+            let found = self
+                .versions
+                .with_latest(|state, seq| self.get_stored_at(state, seq, key))?;
+            Ok::<_, Error>((found.clone(), self.resolve_option(key, found)))
+        };
+        let (found, value) = read()?;
+        // Without a view's pin, the read may have raced value garbage
+        // collection, which removes a file only once its records' moved
+        // copies are visible: reading again finds the copy.
+        if value.is_err() && self.names_removed_file(found.as_ref()) {
+            return read()?.1;
+        }
+        value
+    }
+
+    /// Whether `value` points into a value file garbage collection removed.
+    fn names_removed_file(&self, value: Option<&Value>) -> bool {
+        let Some(Value::Pointer(encoded)) = value else {
+            return false;
+        };
+        ValuePointer::decode(encoded).is_ok_and(|p| self.values.was_removed(p.file_id))
     }
 
     /// The value of `key` at `seq` in `state` (a consistent pair): from the
@@ -118,6 +162,12 @@ impl DbInner {
     /// tree, admitting what the tree answered. Counts the page reads it
     /// causes.
     pub fn get_at(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Bytes>> {
+        let found = self.get_stored_at(state, seq, key)?;
+        self.resolve_option(key, found)
+    }
+
+    /// `get_at`, with a separated value's pointer as stored.
+    pub fn get_stored_at(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Value>> {
         if let Some(cached) = self.record_cache.get(key, seq) {
             return Ok(cached);
         }
@@ -135,6 +185,20 @@ impl DbInner {
         seq: u64,
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Bytes>>> {
+        let found = self.multi_get_stored_at(state, seq, keys)?;
+        keys.iter()
+            .zip(found)
+            .map(|(key, value)| self.resolve_option(key, value))
+            .collect()
+    }
+
+    /// `multi_get_at`, with separated values' pointers as stored.
+    fn multi_get_stored_at(
+        &self,
+        state: &State,
+        seq: u64,
+        keys: &[&[u8]],
+    ) -> Result<Vec<Option<Value>>> {
         let mut values = Vec::with_capacity(keys.len());
         let mut to_tree = Vec::new();
         for (i, key) in keys.iter().enumerate() {
@@ -164,7 +228,7 @@ impl DbInner {
 
     /// The tree's answer for `key` under `state`, admitted to the record
     /// cache. Counts the page reads it causes.
-    fn tree_get(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Bytes>> {
+    fn tree_get(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Value>> {
         let Some(tree) = &state.tree else {
             return Ok(None);
         };
@@ -177,6 +241,34 @@ impl DbInner {
         }
         self.record_cache.admit(key, value.as_ref(), seq);
         Ok(value)
+    }
+
+    /// The user's bytes of a stored value of `key` (a stored key): a
+    /// separated value is read from its value file.
+    pub fn resolve(&self, key: &[u8], value: Value) -> Result<Bytes> {
+        match value {
+            Value::Inline(bytes) => Ok(bytes),
+            Value::Pointer(encoded) => {
+                let pointer = ValuePointer::decode(&encoded).map_err(|bad| {
+                    Error::corruption(
+                        self.path.join(crate::values::VALUES_DIR),
+                        0,
+                        format!("a damaged value pointer: {bad}"),
+                    )
+                })?;
+                self.values.read(key, &pointer)
+            }
+        }
+    }
+
+    /// Reads and verifies the record a value pointer names (`Db::check`).
+    pub fn resolve_checked(&self, key: &[u8], value: &Value) -> Result<()> {
+        self.resolve(key, value.clone()).map(drop)
+    }
+
+    /// `resolve` of a value that may be absent.
+    pub fn resolve_option(&self, key: &[u8], value: Option<Value>) -> Result<Option<Bytes>> {
+        value.map(|v| self.resolve(key, v)).transpose()
     }
 
     pub fn report_wal_io(&self, wal: &mut Wal) {
@@ -212,6 +304,8 @@ impl DbInner {
         };
         let freeze_if_idle = || self.freeze_if_idle();
         let release_wal_reserve = || self.release_wal_reserve_if_idle();
+        let sync_values = || self.values.sync().map_err(|e| self.poison.with_io(e));
+        let collect_value_garbage = || self.collect_value_garbage();
         let pipeline = Pipeline {
             versions: &self.versions,
             checkpoints: &self.checkpoints,
@@ -221,6 +315,8 @@ impl DbInner {
             stats: &self.stats,
             freeze_if_idle: &freeze_if_idle,
             release_wal_reserve: &release_wal_reserve,
+            sync_values: &sync_values,
+            collect_value_garbage: &collect_value_garbage,
         };
         pipeline.run(&**trees);
     }

@@ -13,6 +13,7 @@ use crate::key::compare_keys;
 use crate::memtable::{Direction, MemTable, Versioned};
 use crate::store::ReadView;
 use crate::store::{TreeCursor, TreeVersion};
+use crate::values::Value;
 
 /// Keys fetched from one source by its first refill. Small, because the
 /// merge needs from each source only the keys up to where the caller stops:
@@ -64,7 +65,7 @@ pub struct Iter {
     /// Keeps the database open (its `LOCK` held) while the iterator reads
     /// pages its view pins: another handle must not reuse them. Last, so
     /// that it is dropped after the view.
-    _db: std::sync::Arc<crate::db::DbInner>,
+    db: std::sync::Arc<crate::db::DbInner>,
 }
 
 /// Buffered position in one source, for one direction.
@@ -279,7 +280,7 @@ impl Iter {
             sources(&view).count()
         };
         Iter {
-            _db: db,
+            db,
             front: (0..sources).map(|_| Cursor::new(lower.clone())).collect(),
             back: (0..sources).map(|_| Cursor::new(upper.clone())).collect(),
             view,
@@ -451,6 +452,21 @@ fn tighter(bound: &Bound<Bytes>, target: Bound<Bytes>, dir: Direction) -> Bound<
     if keep_bound { bound.clone() } else { target }
 }
 
+impl Iter {
+    /// The pair as the user sees it: the key without its tag, and a
+    /// separated value read from its value file. A failed read ends the
+    /// iteration, as any error does.
+    fn emit(&mut self, key: Bytes, value: Value) -> Result<(Bytes, Bytes)> {
+        match self.db.resolve(&key, value) {
+            Ok(value) => Ok((strip(key, self.tag.len()), value)),
+            Err(e) => {
+                self.fail();
+                Err(e)
+            }
+        }
+    }
+}
+
 impl Iterator for Iter {
     type Item = Result<(Bytes, Bytes)>;
 
@@ -473,7 +489,7 @@ impl Iterator for Iter {
             }
             remember(&mut self.front_last, &key);
             if let Some(value) = value {
-                return Some(Ok((strip(key, self.tag.len()), value)));
+                return Some(self.emit(key, value));
             }
         }
     }
@@ -499,7 +515,7 @@ impl DoubleEndedIterator for Iter {
             }
             remember(&mut self.back_last, &key);
             if let Some(value) = value {
-                return Some(Ok((strip(key, self.tag.len()), value)));
+                return Some(self.emit(key, value));
             }
         }
     }

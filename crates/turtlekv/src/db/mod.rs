@@ -23,6 +23,9 @@ mod snapshot;
 #[cfg(test)]
 mod space_tests;
 pub(crate) mod txn;
+mod value_gc;
+#[cfg(test)]
+mod value_tests;
 mod write;
 
 /// Tiny pages, segments and MemTables, so that a few kilobytes of writes
@@ -60,6 +63,7 @@ use crate::memtable::Direction;
 use crate::options::validate_entry;
 use crate::stats::Stats;
 use crate::store::{PagedTreeStore, StoreStats, TreeStore};
+use crate::values::Value;
 use crate::{Error, Options, Result, WriteBatch, WriteOptions};
 
 /// Name of the lock file that keeps a database to one handle at a time.
@@ -244,7 +248,24 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
+        let (key, value) = (key.as_ref(), value.as_ref());
         let mut batch = WriteBatch::new();
+        let tag = self.inner.keyspaces.default.tag;
+        let threshold = self.inner.value_separation_threshold_bytes;
+        if self
+            .inner
+            .limits
+            .separates(tag.len() + key.len(), value.len(), threshold)
+        {
+            // Straight from the caller's buffer to its value file: a value
+            // of a gigabyte is not copied into the batch first.
+            self.check_entry(key, Some(value))?;
+            let (pointer, pending) = self.inner.write_value(&tag.stored_key(key), value)?;
+            batch.push_value(tag, key, Value::Pointer(pointer.encode()), value.len());
+            let written = self.write(batch, options);
+            drop(pending);
+            return written;
+        }
         batch.put(key, value);
         self.write(batch, options)
     }
@@ -289,9 +310,9 @@ impl Db {
 
     /// Whether this database takes the entry (a put with `Some(value)`, a
     /// delete with `None`): the input error a write of it would return,
-    /// without writing anything. A database with small pages takes less
-    /// than [`crate::MAX_KEY_SIZE`] and [`crate::MAX_VALUE_SIZE`]
-    /// (`Options::node_size_bytes`, `Options::leaf_size_bytes`).
+    /// without writing anything. A database with small node pages takes
+    /// keys shorter than [`crate::MAX_KEY_SIZE`] (`Options::node_size_bytes`);
+    /// every database takes values up to [`crate::MAX_VALUE_SIZE`].
     pub fn check_entry(&self, key: impl AsRef<[u8]>, value: Option<&[u8]>) -> Result<()> {
         let key = key.as_ref();
         self.inner.limits.check(key, value)?;
@@ -317,7 +338,9 @@ impl Db {
         // The database's own limits first: they are the global ones or
         // less, so an error reports what this database takes.
         for op in &batch.ops {
-            inner.limits.check(op.user_key(), op.value.as_deref())?;
+            inner
+                .limits
+                .check(op.user_key(), op.value.as_ref().map(|v| &v.stored()[..]))?;
             if let Some(end) = op.user_end() {
                 inner.limits.check(end, None)?;
             }
@@ -568,6 +591,15 @@ impl Db {
         if let Some(trees) = inner.versions.trees() {
             add_store_stats(&mut stats, &trees.stats());
         }
+        let values = inner.values.stats();
+        stats.value_files = values.files;
+        stats.value_file_bytes = values.bytes;
+        stats.value_records_written = values.records_written;
+        stats.value_bytes_written = values.bytes_written;
+        stats.value_reads = values.reads;
+        // Until value garbage is counted, every value file byte counts as
+        // live.
+        stats.space_live_bytes += values.bytes;
         stats.space_allocated_bytes = allocated_bytes(&*inner.fs, &inner.path);
         let catalog = &inner.keyspaces;
         let named = catalog.named();
@@ -709,7 +741,12 @@ fn add_store_stats(stats: &mut Stats, t: &StoreStats) {
 /// removed while they are summed (a trimmed WAL segment) counts as 0.
 fn allocated_bytes(fs: &dyn FileSystem, dir: &Path) -> u64 {
     let mut total = 0;
-    for sub in [dir.to_path_buf(), dir.join(crate::wal::WAL_DIR)] {
+    let dirs = [
+        dir.to_path_buf(),
+        dir.join(crate::wal::WAL_DIR),
+        dir.join(crate::values::VALUES_DIR),
+    ];
+    for sub in dirs {
         for name in fs.list_dir(&sub).unwrap_or_default() {
             let file = fs.open(&sub.join(&name), crate::io::OpenOptions::read_only());
             total += file.and_then(|f| f.allocated_bytes()).unwrap_or(0);

@@ -4,10 +4,12 @@ use std::io;
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::batch::BatchOp;
 use crate::checkpoint::{Checkpoints, WorkerGuard};
 use crate::db::inner::{DbInner, EntryLimits};
 use crate::db::keyspace::Catalog;
 use crate::db::{Db, LOCK_FILE_NAME, LastHandle};
+use crate::error::DecodeError;
 use crate::error::Poison;
 use crate::io::{FileSystem, OpenOptions, lock_waiting, read_exact_at};
 use crate::memtable::new_memtable;
@@ -17,7 +19,10 @@ use crate::stats::{Counters, bump};
 use crate::store::superblock::{MAGIC as SUPERBLOCK_MAGIC, SUPERBLOCK_FILE_NAME};
 use crate::store::{State, TreeStore, VersionSet};
 use crate::util::identity::new_database_id;
-use crate::wal::{GroupCommit, LogBinding, WAL_DIR, Wal, falls_short, log_identity};
+use crate::values::{Value, ValuePointer, ValueStore};
+use crate::wal::{
+    BeforeSync, GroupCommit, LogBinding, Refused, WAL_DIR, Wal, falls_short, log_identity,
+};
 use crate::{Error, Options, Result};
 
 /// Builds the tree store once the directory is locked.
@@ -158,6 +163,12 @@ pub(super) fn open_as(
         },
     };
     let damage = trees.as_ref().and_then(|t| t.open_damage());
+    let values = Arc::new(ValueStore::open(
+        fs.clone(),
+        &path,
+        binding.database_id,
+        options.value_file_size_bytes,
+    )?);
     let (mut wal, replayed) = Wal::open(
         fs.clone(),
         &wal_dir,
@@ -165,12 +176,14 @@ pub(super) fn open_as(
         &binding,
         options.wal_segment_size_bytes,
         &mut |first_seq, ops| {
+            check_value_pointers(&values, ops)?;
             for (seq, op) in (first_seq..).zip(ops) {
                 match &op.end {
                     Some(end) => memtable.delete_range(op.key.clone(), end.clone(), seq),
                     None => memtable.insert(op.key.clone(), seq, op.value.clone()),
                 }
             }
+            Ok(())
         },
     )
     .map_err(|e| match &damage {
@@ -179,6 +192,8 @@ pub(super) fn open_as(
         Some(damage) if falls_short(&e) => damage.with_wal_error(&e),
         _ => e,
     })?;
+    let sync_values = values.clone();
+    wal.set_before_sync(BeforeSync(Arc::new(move || sync_values.sync())));
     if let Some(trees) = trees.as_ref().filter(|_| !read_only) {
         // The new segment's header is durable: from now on it, or a later
         // one, must exist (`docs/format.md`, "Superblock", "The WAL floor").
@@ -214,11 +229,15 @@ pub(super) fn open_as(
         path,
         fs,
         limits: EntryLimits::of(trees.as_ref()),
-        versions: VersionSet::new(state, replayed.last_seq, wal, trees),
+        versions: VersionSet::new(state, replayed.last_seq, wal, trees, values.clone()),
         commit: GroupCommit::default(),
         checkpoints: Checkpoints::new(covered_seq, &options.checkpoint_config())?,
         memory: MemoryPolicy::new(&memory),
         record_cache: RecordCache::new(MemoryPolicy::initial_record_cache_bytes(&memory)),
+        values,
+        value_separation_threshold_bytes: options.value_separation_threshold_bytes,
+        value_file_min_live_percent: options.value_file_min_live_percent,
+        value_gc: Default::default(),
         poison,
         control: Default::default(),
         stats,
@@ -258,4 +277,27 @@ fn poison(read_only: bool, path: &Path) -> Poison {
         poison.set_read_only(path.to_path_buf());
     }
     poison
+}
+
+/// Refuses a replayed record whose value pointers do not name whole value
+/// records: their values were not durable when the log's bytes were (a
+/// torn tail), unless a later record proves otherwise (`wal::Refused`).
+fn check_value_pointers(values: &ValueStore, ops: &[BatchOp]) -> std::result::Result<(), Refused> {
+    for op in ops {
+        let Some(Value::Pointer(encoded)) = &op.value else {
+            continue;
+        };
+        let pointer = ValuePointer::decode(encoded).map_err(Refused::NotWhole)?;
+        match values.verify_for_replay(&op.key, &pointer) {
+            Ok(()) => {}
+            Err(Error::Corruption { reason, .. }) => {
+                return Err(Refused::NotWhole(DecodeError::new(
+                    0,
+                    format!("the value it points at is not whole: {reason}"),
+                )));
+            }
+            Err(e) => return Err(Refused::Failed(e)),
+        }
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@ use crate::db::inner::DbInner;
 use crate::db::txn::check::{GroupWrites, TxnCheck, Written};
 use crate::memtable::{InsertHint, MemTable};
 use crate::stats::bump;
+use crate::values::{PendingWrite, Value, ValuePointer};
 use crate::wal::{self, MAX_PAYLOAD_BYTES};
 use crate::{Error, Result, WriteBatch};
 
@@ -50,6 +51,11 @@ impl DbInner {
         sync: bool,
         check: Option<Arc<TxnCheck>>,
     ) -> Result<()> {
+        let mut batch = batch;
+        self.poison.check()?;
+        // Held until the batch is applied (or fails): garbage collection
+        // leaves a file with pending records alone.
+        let _pending = self.separate_values(&mut batch)?;
         let len_bytes = wal::encoded_len(&batch.ops);
         if len_bytes > MAX_PAYLOAD_BYTES {
             return Err(Error::BatchTooLarge {
@@ -57,7 +63,6 @@ impl DbInner {
                 max_bytes: MAX_PAYLOAD_BYTES,
             });
         }
-        self.poison.check()?;
         if batch.is_empty() {
             return if sync { self.sync_wal() } else { Ok(()) };
         }
@@ -68,6 +73,37 @@ impl DbInner {
         self.commit.submit(batch, sync, false, prepared, |group| {
             self.commit_group(group)
         })
+    }
+
+    /// Writes the batch's values that belong in value files there and puts
+    /// their pointers in their place, in the writer's thread before it
+    /// queues: the group commit's leader logs only the pointers. The WAL
+    /// syncs the value files before itself, so a synced write's value is
+    /// durable when the write is.
+    fn separate_values(&self, batch: &mut WriteBatch) -> Result<Vec<PendingWrite>> {
+        let threshold = self.value_separation_threshold_bytes;
+        let mut pending = Vec::new();
+        for op in &mut batch.ops {
+            let Some(Value::Inline(value)) = &op.value else {
+                continue;
+            };
+            if !self.limits.separates(op.key.len(), value.len(), threshold) {
+                continue;
+            }
+            let (pointer, written) = self.write_value(&op.key, value)?;
+            op.value = Some(Value::Pointer(pointer.encode()));
+            pending.push(written);
+        }
+        Ok(pending)
+    }
+
+    /// Appends a record of `value` for stored key `key` to the value files;
+    /// a failure poisons the handle, as a failed WAL write does.
+    pub fn write_value(&self, key: &[u8], value: &[u8]) -> Result<(ValuePointer, PendingWrite)> {
+        self.poison.check()?;
+        self.values
+            .append(key, value)
+            .map_err(|e| self.poison.with_io(e))
     }
 
     /// `Db::checkpoint_now`: freezes the active MemTable and waits until

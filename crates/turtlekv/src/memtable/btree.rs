@@ -31,6 +31,7 @@ use super::range_tombstones::RangeTombstones;
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, InsertHint, MemTable, Versioned};
 use crate::mem::MappingPool;
+use crate::values::Value;
 
 /// Levels a tree can have: at least half-full inner nodes of `FANOUT`
 /// children reach 16^15 leaves.
@@ -256,7 +257,7 @@ impl BTreeMemTable {
         &self,
         key: Bytes,
         seq: u64,
-        value: Option<Bytes>,
+        value: Option<Value>,
         hint: Option<(*const Header, u64)>,
     ) {
         // Before the entry: a get that finds the entry must pass the filter.
@@ -267,7 +268,7 @@ impl BTreeMemTable {
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
         let writer = &mut *writer;
-        let new = write_node(&mut writer.entries, 0, &key, seq, value.as_deref());
+        let new = write_node(&mut writer.entries, 0, &key, seq, value.as_ref());
         // SAFETY: just written in this MemTable's entry arena, which lives
         // as long as `self`; published by the insert below.
         let new = unsafe { NodeRef::new(new) };
@@ -358,7 +359,7 @@ impl BTreeMemTable {
 }
 
 impl MemTable for BTreeMemTable {
-    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Value>) {
         self.insert_with(key, seq, value, None);
     }
 
@@ -381,7 +382,7 @@ impl MemTable for BTreeMemTable {
         )
     }
 
-    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Value>, hint: &InsertHint) {
         let leaf = match hint.made_by(self.owner()) {
             Some(&HintAt::Leaf { leaf, version, .. }) => Some((leaf, version)),
             _ => None,
@@ -389,7 +390,7 @@ impl MemTable for BTreeMemTable {
         self.insert_with(key, seq, value, leaf);
     }
 
-    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Value>> {
         self.get_visible(key, seq)
     }
 

@@ -150,7 +150,8 @@ mod tests {
             for i in 0..KEYS {
                 seq += 1;
                 let key = Bytes::from(i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes().to_vec());
-                let value = (i % 7 != round).then(|| Bytes::from(format!("{round}:{i}")));
+                let value = (i % 7 != round)
+                    .then(|| crate::values::Value::Inline(Bytes::from(format!("{round}:{i}"))));
                 memtable.insert(key, seq, value);
             }
         }
@@ -169,12 +170,13 @@ mod tests {
     fn a_range_tombstone_deletes_older_versions_of_its_own_memtable() {
         let memtable = BTreeMemTable::with_capacity(1 << 20);
         let b = |s: &'static str| Bytes::from_static(s.as_bytes());
-        memtable.insert(b("a"), 1, Some(b("old")));
-        memtable.insert(b("b"), 2, Some(b("old")));
-        memtable.insert(b("c"), 3, Some(b("old")));
+        let v = |s: &'static str| crate::values::Value::Inline(b(s));
+        memtable.insert(b("a"), 1, Some(v("old")));
+        memtable.insert(b("b"), 2, Some(v("old")));
+        memtable.insert(b("c"), 3, Some(v("old")));
         memtable.delete_range(b("b"), b("d"), 4);
-        memtable.insert(b("c"), 5, Some(b("new")));
-        memtable.insert(b("e"), 6, Some(b("kept")));
+        memtable.insert(b("c"), 5, Some(v("new")));
+        memtable.insert(b("e"), 6, Some(v("kept")));
         assert!(!memtable.holds_nothing());
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(1)
@@ -182,10 +184,10 @@ mod tests {
             .unwrap();
         let collected = pool.install(|| collect_latest(&memtable));
         let want = vec![
-            (b("a"), Some(b("old"))),
+            (b("a"), Some(v("old"))),
             (b("b"), None),
-            (b("c"), Some(b("new"))),
-            (b("e"), Some(b("kept"))),
+            (b("c"), Some(v("new"))),
+            (b("e"), Some(v("kept"))),
         ];
         assert_eq!(collected, want);
         assert_eq!(memtable.visible_seq(b"c", 4), Some(3));

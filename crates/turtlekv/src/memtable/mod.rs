@@ -29,6 +29,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 
 use crate::mem::MappingPool;
+use crate::values::Value;
 
 pub(crate) use btree::BTreeMemTable;
 pub(crate) use collect::collect_latest;
@@ -37,7 +38,7 @@ pub(crate) use range_tombstones::{RangeTombstones, merge_ranges};
 pub(crate) use skiplist::SkipListMemTable;
 
 /// The newest visible version of one key: `None` is a tombstone.
-pub(crate) type Versioned = (Bytes, Option<Bytes>);
+pub(crate) type Versioned = (Bytes, Option<Value>);
 
 /// Where a version of a key will go, as a search found it before the
 /// writer's turn (`MemTable::prepare_insert`). Only the MemTable that made
@@ -118,7 +119,7 @@ pub(crate) enum Direction {
 /// adaptive radix tree) can be measured against the skiplist.
 pub(crate) trait MemTable: Send + Sync + Debug {
     /// Adds a version. Sequence numbers of one key are unique.
-    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>);
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Value>);
 
     /// Searches now, without the writer's lock, for where the next version
     /// of `key` will go; `insert_prepared` then only checks what was linked
@@ -128,11 +129,11 @@ pub(crate) trait MemTable: Send + Sync + Debug {
 
     /// `insert`, starting from `hint` when this MemTable made it, for a
     /// version newer than every version of `key` already held.
-    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint);
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Value>, hint: &InsertHint);
 
     /// The newest version of `key` visible at `seq`: `None` when there is
     /// none, `Some(None)` for a tombstone.
-    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>>;
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Value>>;
 
     /// Sequence number of the newest version of `key` at or below `seq`
     /// (the version `get` finds), if any: a read compares it with the

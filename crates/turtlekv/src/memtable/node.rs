@@ -3,7 +3,7 @@
 //! ```text
 //! offset 0   seq        u64
 //!        8   key_len    u32
-//!        12  value_len  u32   TOMBSTONE for a delete
+//!        12  value_len  u32   TOMBSTONE for a delete; bit 31 set for a value pointer
 //!        16  height     u32   1..=MAX_HEIGHT in the skiplist, 0 in the B+-tree
 //!        20  chunk      u32   arena chunk holding the node
 //!        24  prefix     u64   first 8 key bytes, big-endian, zero-padded
@@ -31,11 +31,15 @@ use super::arena::{Arena, Place};
 use crate::key::key_prefix;
 #[cfg(any(test, feature = "sim"))]
 use crate::util::prefetch::{Locality, prefetch};
+use crate::values::Value;
 
 /// Tallest tower; with a branching factor of 4 it covers 4^20 entries.
 pub(crate) const MAX_HEIGHT: usize = 20;
 
 const TOMBSTONE: u32 = u32::MAX;
+/// Set in `value_len` when the value is a value pointer (which is far
+/// shorter than this).
+const POINTER: u32 = 1 << 31;
 
 #[repr(C)]
 pub(crate) struct Node {
@@ -106,19 +110,21 @@ pub(crate) fn write_node(
     height: usize,
     key: &[u8],
     seq: u64,
-    value: Option<&[u8]>,
+    value: Option<&Value>,
 ) -> NonNull<Node> {
     // Height 0: an entry of the B+-tree MemTable, which links it from its
     // nodes instead.
     debug_assert!(height <= MAX_HEIGHT);
-    let value_bytes = value.unwrap_or_default();
+    let value_bytes: &[u8] = value.map_or(&[], |v| v.stored());
     let Place { ptr, chunk } = arena.alloc(node_bytes(height, key.len(), value_bytes.len()));
     let node = ptr.cast::<Node>();
     let header = Node {
         seq,
         key_len: u32::try_from(key.len()).expect("keys are at most 512 bytes"),
         value_len: value.map_or(TOMBSTONE, |v| {
-            u32::try_from(v.len()).expect("values are at most 256 KiB")
+            let len = u32::try_from(v.stored_len()).expect("stored values are at most 256 KiB");
+            debug_assert!(len < POINTER);
+            if v.is_pointer() { len | POINTER } else { len }
         }),
         height: height as u32,
         chunk,
@@ -211,7 +217,13 @@ impl<'a> NodeRef<'a> {
     pub fn value_range(self) -> Option<Range<usize>> {
         let start = self.key_range().end;
         let len = self.header().value_len;
-        (len != TOMBSTONE).then(|| start..start + len as usize)
+        (len != TOMBSTONE).then(|| start..start + (len & !POINTER) as usize)
+    }
+
+    /// Whether the value is a value pointer.
+    pub fn is_pointer(self) -> bool {
+        let len = self.header().value_len;
+        len != TOMBSTONE && len & POINTER != 0
     }
 
     fn bytes(self, range: Range<usize>) -> &'a [u8] {

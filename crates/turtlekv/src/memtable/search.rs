@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::node::{KeyParts, NodeRef};
 use super::{Direction, Versioned};
+use crate::values::Value;
 
 /// Versions of one key a forward scan steps over before seeking past the
 /// key instead (a hot key may hold many).
@@ -76,7 +77,10 @@ fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut Vec<Versio
             let chunk = &chunks[n.chunk() as usize];
             let at = n.ptr() as usize - chunk.as_ptr() as usize;
             let slice = |r: std::ops::Range<usize>| chunk.slice(at + r.start..at + r.end);
-            (slice(n.key_range()), n.value_range().map(slice))
+            let value = n
+                .value_range()
+                .map(|r| Value::of_kind(n.is_pointer(), slice(r)));
+            (slice(n.key_range()), value)
         }));
         return;
     }
@@ -97,7 +101,10 @@ fn emit(sealed: Option<&Vec<Bytes>>, found: &[NodeRef<'_>], out: &mut Vec<Versio
     };
     out.extend(found.iter().map(|n| {
         let key = take(n.key().len());
-        (key, n.value().map(|v| take(v.len())))
+        let value = n
+            .value()
+            .map(|v| Value::of_kind(n.is_pointer(), take(v.len())));
+        (key, value)
     }));
 }
 
@@ -183,7 +190,7 @@ pub(super) trait Search: Sized {
     }
 
     /// `MemTable::get` for either structure.
-    fn get_visible(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+    fn get_visible(&self, key: &[u8], seq: u64) -> Option<Option<Value>> {
         if !self.may_contain(key) {
             return None;
         }

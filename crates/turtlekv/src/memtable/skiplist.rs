@@ -20,6 +20,7 @@ use super::range_tombstones::RangeTombstones;
 use super::search::{Edge, Search};
 use super::{Direction, HintAt, HintPreds, InsertHint, MemTable, Versioned};
 use crate::mem::MappingPool;
+use crate::values::Value;
 
 /// Nodes an insert steps over, at one level, from the predecessor an
 /// `InsertHint` found to the one that holds now, before it searches from
@@ -167,13 +168,13 @@ impl SkipListMemTable {
 impl SkipListMemTable {
     /// Links a new version in, from `hint`'s predecessors when it has one
     /// of this MemTable (else with a search from the top).
-    fn insert_with(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: Option<&HintPreds>) {
+    fn insert_with(&self, key: Bytes, seq: u64, value: Option<Value>, hint: Option<&HintPreds>) {
         // Before the entry: a get that finds the entry must pass the filter.
         self.bloom.insert(&key);
         let mut writer = self.writer.lock();
         assert!(self.sealed.get().is_none(), "insert into a sealed MemTable");
         let height = writer.random_height();
-        let node = write_node(&mut writer.arena, height, &key, seq, value.as_deref());
+        let node = write_node(&mut writer.arena, height, &key, seq, value.as_ref());
         // SAFETY: just written in this MemTable's arena; published below.
         let node = unsafe { NodeRef::new(node) };
         let mut preds = [None; MAX_HEIGHT];
@@ -292,7 +293,7 @@ impl SkipListMemTable {
 }
 
 impl MemTable for SkipListMemTable {
-    fn insert(&self, key: Bytes, seq: u64, value: Option<Bytes>) {
+    fn insert(&self, key: Bytes, seq: u64, value: Option<Value>) {
         self.insert_with(key, seq, value, None);
     }
 
@@ -303,14 +304,14 @@ impl MemTable for SkipListMemTable {
         InsertHint::new(self.owner(), HintAt::Preds(preds))
     }
 
-    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Bytes>, hint: &InsertHint) {
+    fn insert_prepared(&self, key: Bytes, seq: u64, value: Option<Value>, hint: &InsertHint) {
         let preds = match hint.made_by(self.owner()) {
             Some(HintAt::Preds(preds)) => Some(preds),
             _ => None,
         };
         self.insert_with(key, seq, value, preds);
     }
-    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+    fn get(&self, key: &[u8], seq: u64) -> Option<Option<Value>> {
         self.get_visible(key, seq)
     }
 

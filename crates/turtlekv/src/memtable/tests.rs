@@ -13,6 +13,7 @@ use super::node::{KeyParts, MAX_HEIGHT, compare};
 use super::search::within;
 use super::{BTreeMemTable, Direction, MemTable, SkipListMemTable, Versioned};
 use crate::mem::MappingPool;
+use crate::values::Value;
 
 /// What the tests need of each MemTable structure.
 trait Table: MemTable + Sized {
@@ -63,25 +64,49 @@ fn b(s: &str) -> Bytes {
     Bytes::copy_from_slice(s.as_bytes())
 }
 
+fn v(s: &str) -> Value {
+    Value::Inline(b(s))
+}
+
 fn table<T: Table>() -> T {
     let t = T::new();
-    t.insert(b("a"), 1, Some(b("a1")));
-    t.insert(b("a"), 5, Some(b("a5")));
+    t.insert(b("a"), 1, Some(v("a1")));
+    t.insert(b("a"), 5, Some(v("a5")));
     t.insert(b("b"), 2, None);
-    t.insert(b("b"), 1, Some(b("b1")));
-    t.insert(b("c"), 7, Some(b("c7")));
+    t.insert(b("b"), 1, Some(v("b1")));
+    t.insert(b("c"), 7, Some(v("c7")));
     t
 }
 
 fn get_sees_the_newest_visible_version<T: Table>() {
     let t = table::<T>();
-    assert_eq!(t.get(b"a", 4), Some(Some(b("a1"))));
-    assert_eq!(t.get(b"a", 5), Some(Some(b("a5"))));
+    assert_eq!(t.get(b"a", 4), Some(Some(v("a1"))));
+    assert_eq!(t.get(b"a", 5), Some(Some(v("a5"))));
     assert_eq!(t.get(b"a", 0), None);
     assert_eq!(t.get(b"b", 9), Some(None));
-    assert_eq!(t.get(b"b", 1), Some(Some(b("b1"))));
+    assert_eq!(t.get(b"b", 1), Some(Some(v("b1"))));
     assert_eq!(t.get(b"c", 6), None);
     assert_eq!(t.get(b"d", 9), None);
+}
+
+/// A value pointer keeps its kind in the entry, before and after the
+/// MemTable is sealed: the same bytes stored in place read back in place.
+fn value_pointers_keep_their_kind<T: Table>() {
+    let t = T::new();
+    let bytes = b("0123456789ab");
+    t.insert(b("p"), 1, Some(Value::Pointer(bytes.clone())));
+    t.insert(b("q"), 2, Some(Value::Inline(bytes.clone())));
+    for sealed in [false, true] {
+        assert_eq!(t.get(b"p", 9), Some(Some(Value::Pointer(bytes.clone()))));
+        assert_eq!(t.get(b"q", 9), Some(Some(Value::Inline(bytes.clone()))));
+        let all = scan(&t, 9, Direction::Forward, 10);
+        let kinds: Vec<bool> = all
+            .iter()
+            .map(|(_, v)| v.as_ref().unwrap().is_pointer())
+            .collect();
+        assert_eq!(kinds, [true, false], "sealed: {sealed}");
+        t.seal();
+    }
 }
 
 fn scan(t: &dyn MemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Versioned> {
@@ -100,11 +125,11 @@ fn scan(t: &dyn MemTable, seq: u64, dir: Direction, limit: usize) -> Vec<Version
 fn scans_resolve_versions_both_ways<T: Table>() {
     let t = table::<T>();
     let fwd = scan(&t, 6, Direction::Forward, 10);
-    assert_eq!(fwd, vec![(b("a"), Some(b("a5"))), (b("b"), None)]);
+    assert_eq!(fwd, vec![(b("a"), Some(v("a5"))), (b("b"), None)]);
     let rev = scan(&t, 6, Direction::Reverse, 10);
-    assert_eq!(rev, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+    assert_eq!(rev, vec![(b("b"), None), (b("a"), Some(v("a5")))]);
     let rev = scan(&t, 1, Direction::Reverse, 1);
-    assert_eq!(rev, vec![(b("b"), Some(b("b1")))]);
+    assert_eq!(rev, vec![(b("b"), Some(v("b1")))]);
 }
 
 fn scan_bounds_cover_all_versions<T: Table>() {
@@ -118,7 +143,7 @@ fn scan_bounds_cover_all_versions<T: Table>() {
         10,
         &mut out,
     );
-    assert_eq!(out, vec![(b("b"), None), (b("c"), Some(b("c7")))]);
+    assert_eq!(out, vec![(b("b"), None), (b("c"), Some(v("c7")))]);
     out.clear();
     t.scan(
         Bound::Included(b"a"),
@@ -128,7 +153,7 @@ fn scan_bounds_cover_all_versions<T: Table>() {
         10,
         &mut out,
     );
-    assert_eq!(out, vec![(b("b"), None), (b("a"), Some(b("a5")))]);
+    assert_eq!(out, vec![(b("b"), None), (b("a"), Some(v("a5")))]);
 }
 
 proptest::proptest! {
@@ -186,7 +211,7 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
     let old = |k: u64| Bytes::from(format!("old {k}"));
     for i in 0..KEYS {
         let k = 2 * (i * 7919 % KEYS);
-        t.insert(key(k), i + 1, Some(old(k)));
+        t.insert(key(k), i + 1, Some(Value::Inline(old(k))));
     }
     // Evens 0, 2, .., 2 * (KEYS - 1), each once: 7919 is prime to KEYS, so
     // the scramble above is a permutation, as is the one below.
@@ -197,7 +222,11 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
         s.spawn(|| {
             for i in 0..2 * KEYS {
                 let k = i * 7919 % (2 * KEYS);
-                t.insert(key(k), snapshot + 1 + i, Some(Bytes::from_static(b"new")));
+                t.insert(
+                    key(k),
+                    snapshot + 1 + i,
+                    Some(Value::Inline(Bytes::from_static(b"new"))),
+                );
             }
             writing.store(false, Ordering::Release);
         });
@@ -213,7 +242,10 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
                     rng ^= rng << 17;
                     let lo = rng % (2 * KEYS);
                     let even = lo & !1;
-                    assert_eq!(t.get(&key(even), snapshot), Some(Some(old(even))));
+                    assert_eq!(
+                        t.get(&key(even), snapshot),
+                        Some(Some(Value::Inline(old(even))))
+                    );
                     assert_eq!(t.get(&key(even | 1), snapshot), None);
                     let mut out = Vec::new();
                     let (lower, limit) = (key(lo), 50);
@@ -228,7 +260,7 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
                     let want: Vec<_> = (lo.div_ceil(2) * 2..2 * KEYS)
                         .step_by(2)
                         .take(limit)
-                        .map(|k| (key(k), Some(old(k))))
+                        .map(|k| (key(k), Some(Value::Inline(old(k)))))
                         .collect();
                     assert_eq!(out, want, "forward from {lo}");
                     out.clear();
@@ -244,7 +276,7 @@ fn btree_readers_at_a_snapshot_see_it_whole_through_splits() {
                         .rev()
                         .step_by(2)
                         .take(limit)
-                        .map(|k| (key(k), Some(old(k))))
+                        .map(|k| (key(k), Some(Value::Inline(old(k)))))
                         .collect();
                     assert_eq!(out, want, "reverse from {lo}");
                 }
@@ -263,7 +295,7 @@ fn sealed_reads_share_the_arena_and_match_copies<T: Table>() {
     assert_eq!(before, after);
     // Zero-copy: two reads of one value point at the same memory.
     let (x, y) = (t.get(b"c", 9), t.get(b"c", 9));
-    let ptr = |v: Option<Option<Bytes>>| v.flatten().expect("a value").as_ptr();
+    let ptr = |v: Option<Option<Value>>| v.flatten().expect("a value").stored().as_ptr();
     assert_eq!(ptr(x), ptr(y));
 }
 
@@ -280,14 +312,17 @@ fn large_values_get_chunks_of_their_own<T: Table>() {
         t.insert(
             Bytes::from(i.to_be_bytes().to_vec()),
             i + 1,
-            Some(big.clone()),
+            Some(Value::Inline(big.clone())),
         );
-        t.insert(Bytes::from(vec![b'k'; 512]), 100 + i, Some(b("small")));
+        t.insert(Bytes::from(vec![b'k'; 512]), 100 + i, Some(v("small")));
     }
     for i in 0..8u64 {
-        assert_eq!(t.get(&i.to_be_bytes(), u64::MAX), Some(Some(big.clone())));
+        assert_eq!(
+            t.get(&i.to_be_bytes(), u64::MAX),
+            Some(Some(Value::Inline(big.clone())))
+        );
     }
-    assert_eq!(t.get(&[b'k'; 512], 103), Some(Some(b("small"))));
+    assert_eq!(t.get(&[b'k'; 512], 103), Some(Some(v("small"))));
     assert_eq!(t.check_structure(), Ok(()));
     let charged = t.size_bytes();
     assert!((8 * (256 << 10)..9 * (256 << 10) + (64 << 10)).contains(&charged));
@@ -341,7 +376,7 @@ fn reads_match_a_model_before_and_after_sealing<T: Table>(
         t.insert(
             Bytes::from(key.clone()),
             seq,
-            value.clone().map(Bytes::from),
+            value.clone().map(|v| Value::Inline(Bytes::from(v))),
         );
         model.insert((key.clone(), Reverse(seq)), value);
     }
@@ -357,7 +392,7 @@ fn reads_match_a_model_before_and_after_sealing<T: Table>(
                 *seq,
                 Direction::Forward,
             );
-            let got = t.get(key, *seq).map(|v| v.map(|v| v.to_vec()));
+            let got = t.get(key, *seq).map(|v| v.map(|v| v.stored().to_vec()));
             proptest::prop_assert_eq!(got, want.first().map(|(_, v)| v.clone()));
             let other = [key[0].wrapping_add(1)];
             let (a, b) = if key.as_slice() <= other.as_slice() {
@@ -373,7 +408,7 @@ fn reads_match_a_model_before_and_after_sealing<T: Table>(
                 t.scan(bounds.0, bounds.1, *seq, direction, *limit, &mut out);
                 let got: Vec<_> = out
                     .into_iter()
-                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+                    .map(|(k, v)| (k.to_vec(), v.map(|v| v.stored().to_vec())))
                     .collect();
                 proptest::prop_assert_eq!(got, want);
             }
@@ -392,7 +427,7 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes<T: Table>() {
     std::thread::scope(|s| {
         s.spawn(|| {
             for i in 0..KEYS {
-                t.insert(key(i), i + 1, Some(key(i)));
+                t.insert(key(i), i + 1, Some(Value::Inline(key(i))));
                 written.store(i + 1, Ordering::Release);
             }
         });
@@ -401,14 +436,17 @@ fn readers_see_a_sorted_prefix_while_one_thread_writes<T: Table>() {
                 while written.load(Ordering::Acquire) < KEYS {
                     let n = written.load(Ordering::Acquire);
                     for i in (0..n).step_by(97) {
-                        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(key(i))));
+                        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(Value::Inline(key(i)))));
                     }
                     let mut out = Vec::new();
                     let all = Bound::Unbounded;
                     t.scan(all, all, u64::MAX, Direction::Forward, usize::MAX, &mut out);
                     assert!(out.len() as u64 >= n);
                     assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
-                    assert!(out.iter().all(|(k, v)| v.as_ref() == Some(k)));
+                    assert!(
+                        out.iter()
+                            .all(|(k, v)| v.as_ref().map(Value::stored) == Some(k))
+                    );
                 }
             });
         }
@@ -448,7 +486,7 @@ fn prepared_inserts_match_a_model<T: Table>(
         t.insert_prepared(
             Bytes::from(key.clone()),
             seq,
-            Some(Bytes::from(vec![i as u8])),
+            Some(Value::Inline(Bytes::from(vec![i as u8]))),
             &hint,
         );
         model.insert((key.clone(), Reverse(seq)), Some(vec![i as u8]));
@@ -461,7 +499,7 @@ fn prepared_inserts_match_a_model<T: Table>(
         t.scan(all.0, all.1, seq, Direction::Forward, usize::MAX, &mut out);
         let got: Vec<_> = out
             .into_iter()
-            .map(|(k, v)| (k.to_vec(), v.map(|v| v.to_vec())))
+            .map(|(k, v)| (k.to_vec(), v.map(|v| v.stored().to_vec())))
             .collect();
         proptest::prop_assert_eq!(got, want);
     }
@@ -486,7 +524,7 @@ fn prepared_inserts_from_two_writers_beside_readers<T: Table>() {
                     let k = key(i * 2 + w);
                     let hint = t.prepare_insert(&k);
                     let mut seq = next_seq.lock();
-                    t.insert_prepared(k.clone(), *seq, Some(k), &hint);
+                    t.insert_prepared(k.clone(), *seq, Some(Value::Inline(k.clone())), &hint);
                     *seq += 1;
                 }
                 done.fetch_add(1, Ordering::Release);
@@ -499,7 +537,10 @@ fn prepared_inserts_from_two_writers_beside_readers<T: Table>() {
                     let all = Bound::Unbounded;
                     t.scan(all, all, u64::MAX, Direction::Forward, usize::MAX, &mut out);
                     assert!(out.windows(2).all(|w| w[0].0 < w[1].0));
-                    assert!(out.iter().all(|(k, v)| v.as_ref() == Some(k)));
+                    assert!(
+                        out.iter()
+                            .all(|(k, v)| v.as_ref().map(Value::stored) == Some(k))
+                    );
                 }
             });
         }
@@ -507,7 +548,7 @@ fn prepared_inserts_from_two_writers_beside_readers<T: Table>() {
     assert_eq!(t.len() as u64, 2 * KEYS_PER_WRITER);
     assert_eq!(t.check_structure(), Ok(()));
     for i in 0..2 * KEYS_PER_WRITER {
-        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(key(i))));
+        assert_eq!(t.get(&key(i), u64::MAX), Some(Some(Value::Inline(key(i)))));
     }
 }
 
@@ -520,9 +561,9 @@ fn a_hint_stale_by_many_inserts_still_lands_right<T: Table>() {
     for i in 0..100u64 {
         t.insert(Bytes::from(format!("l{i:03}")), i + 2, None);
     }
-    t.insert_prepared(b("m"), 200, Some(b("m")), &hint);
+    t.insert_prepared(b("m"), 200, Some(v("m")), &hint);
     assert_eq!(t.check_structure(), Ok(()));
-    assert_eq!(t.get(b"m", u64::MAX), Some(Some(b("m"))));
+    assert_eq!(t.get(b"m", u64::MAX), Some(Some(v("m"))));
     let mut out = Vec::new();
     t.scan(
         Bound::Excluded(b"l099"),
@@ -532,7 +573,7 @@ fn a_hint_stale_by_many_inserts_still_lands_right<T: Table>() {
         5,
         &mut out,
     );
-    assert_eq!(out, vec![(b("m"), Some(b("m")))]);
+    assert_eq!(out, vec![(b("m"), Some(v("m")))]);
 }
 
 /// A MemTable whose arena reuses the chunks of one dropped before it (from
@@ -549,7 +590,11 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     let key = |i: u64| Bytes::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes().to_vec());
     let first = T::with_capacity_in(1 << 20, Some(pool.clone()));
     for i in 0..scaled(6_000, 1_000) {
-        first.insert(key(i), i + 1, Some(Bytes::from(vec![0xFF; 100])));
+        first.insert(
+            key(i),
+            i + 1,
+            Some(Value::Inline(Bytes::from(vec![0xFF; 100]))),
+        );
     }
     drop(first);
     let kept = pool.kept_bytes();
@@ -559,7 +604,7 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     let mut model = BTreeMap::new();
     for i in (0..scaled(3_000, 500)).rev() {
         let value = Bytes::from(vec![i as u8; 1 + (i % 90) as usize]);
-        second.insert(key(i * 7), i + 1, Some(value.clone()));
+        second.insert(key(i * 7), i + 1, Some(Value::Inline(value.clone())));
         model.insert(key(i * 7), value);
     }
     assert!(
@@ -568,7 +613,10 @@ fn a_memtable_on_reused_chunks_holds_only_its_own_entries<T: Table>() {
     );
     second.check_structure().unwrap();
     for (k, v) in &model {
-        assert_eq!(second.get(k, u64::MAX), Some(Some(v.clone())));
+        assert_eq!(
+            second.get(k, u64::MAX),
+            Some(Some(Value::Inline(v.clone())))
+        );
     }
     assert_eq!(second.get(&key(1), u64::MAX), None, "an old entry's key");
     let mut all = Vec::new();
@@ -597,6 +645,11 @@ macro_rules! memtable_tests {
             #[test]
             fn scans_resolve_versions_both_ways() {
                 super::scans_resolve_versions_both_ways::<$table>();
+            }
+
+            #[test]
+            fn value_pointers_keep_their_kind() {
+                super::value_pointers_keep_their_kind::<$table>();
             }
 
             #[test]
@@ -680,7 +733,7 @@ memtable_tests!(btree, BTreeMemTable);
 fn hints_tell_the_newest_version_until_their_leaf_changes() {
     let t: BTreeMemTable = table();
     for i in 0..200u64 {
-        t.insert(Bytes::from(format!("k{i:03}")), i + 1, Some(b("v")));
+        t.insert(Bytes::from(format!("k{i:03}")), i + 1, Some(v("v")));
     }
     let hint = t.prepare_insert(b"k100");
     assert_eq!(t.newest_seq_hinted(b"k100", &hint), Some(Some(101)));

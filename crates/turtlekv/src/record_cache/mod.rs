@@ -33,6 +33,7 @@ use hashbrown::HashTable;
 use parking_lot::RwLock;
 
 use crate::util::ghost::Ghost;
+use crate::values::Value;
 use sketch::FrequencySketch;
 
 const SHARDS: usize = 64;
@@ -56,20 +57,25 @@ struct Entry {
     key_len: u32,
     /// A cached "known absent" (the record holds only the key).
     absent: bool,
+    /// The value is a value pointer: the cache spares the lookup, not the
+    /// value file's read.
+    pointer: bool,
     /// CLOCK bit: set by a hit, cleared by a passing sweep.
     referenced: AtomicBool,
     seq: u64,
 }
 
 impl Entry {
-    fn new(key: &[u8], value: Option<&[u8]>, seq: u64) -> Entry {
-        let mut record = Vec::with_capacity(key.len() + value.map_or(0, <[u8]>::len));
+    fn new(key: &[u8], value: Option<&Value>, seq: u64) -> Entry {
+        let bytes: &[u8] = value.map_or(&[], |v| v.stored());
+        let mut record = Vec::with_capacity(key.len() + bytes.len());
         record.extend_from_slice(key);
-        record.extend_from_slice(value.unwrap_or_default());
+        record.extend_from_slice(bytes);
         Entry {
             record: Bytes::from(record),
             key_len: u32::try_from(key.len()).expect("keys are far shorter than 4 GiB"),
             absent: value.is_none(),
+            pointer: value.is_some_and(Value::is_pointer),
             referenced: AtomicBool::new(false),
             seq,
         }
@@ -79,8 +85,9 @@ impl Entry {
         &self.record[..self.key_len as usize]
     }
 
-    fn value(&self) -> Option<Bytes> {
-        (!self.absent).then(|| self.record.slice(self.key_len as usize..))
+    fn value(&self) -> Option<Value> {
+        (!self.absent)
+            .then(|| Value::of_kind(self.pointer, self.record.slice(self.key_len as usize..)))
     }
 
     fn charge_bytes(&self) -> u64 {
@@ -288,7 +295,7 @@ impl RecordCache {
     /// The newest value of `key` as seen at sequence number `read_seq`:
     /// `Some(None)` for a key known absent, `None` when the cache cannot
     /// answer (not cached, or cached from a write newer than `read_seq`).
-    pub fn get(&self, key: &[u8], read_seq: u64) -> Option<Option<Bytes>> {
+    pub fn get(&self, key: &[u8], read_seq: u64) -> Option<Option<Value>> {
         if self.capacity_bytes.load(Relaxed) == 0 {
             return None;
         }
@@ -317,7 +324,7 @@ impl RecordCache {
     /// Records a write of `key` at `seq` (`None` = delete): raises the
     /// slot's watermark and updates the entry if the key is cached. Called
     /// before the write becomes visible.
-    pub fn record_write(&self, key: &[u8], value: Option<&Bytes>, seq: u64) {
+    pub fn record_write(&self, key: &[u8], value: Option<&Value>, seq: u64) {
         let (s, slot, hash) = place(key);
         let mut shard = self.shards[s].write();
         shard.watermarks[slot] = shard.watermarks[slot].max(seq);
@@ -327,7 +334,7 @@ impl RecordCache {
         let old = shard.remove_at(i);
         // A copy: the write's value is a slice of its batch's arena, which
         // it would otherwise keep alive.
-        let mut entry = Entry::new(key, value.map(|v| &v[..]), old.seq.max(seq));
+        let mut entry = Entry::new(key, value, old.seq.max(seq));
         entry.referenced = old.referenced;
         // A value too large for the shard is simply no longer cached; the
         // raised watermark keeps the old one from being admitted again.
@@ -364,7 +371,7 @@ impl RecordCache {
 
     /// Admits the answer a get read from the tree at `read_seq`, unless a
     /// write to the key's slot came after `read_seq`.
-    pub fn admit(&self, key: &[u8], value: Option<&Bytes>, read_seq: u64) {
+    pub fn admit(&self, key: &[u8], value: Option<&Value>, read_seq: u64) {
         let charge_bytes = charge(key, value);
         let (s, slot, hash) = place(key);
         if charge_bytes > self.shard_capacity() {
@@ -383,7 +390,7 @@ impl RecordCache {
         }
         // A copy: a value read from the tree is a slice of a whole cached
         // block, which it would otherwise keep alive.
-        shard.insert(hash, Entry::new(key, value.map(|v| &v[..]), read_seq));
+        shard.insert(hash, Entry::new(key, value, read_seq));
     }
 
     /// Evicts (CLOCK) until `extra` more bytes fit in the shard's share.
@@ -456,16 +463,16 @@ impl RecordCache {
     }
 }
 
-fn charge(key: &[u8], value: Option<&Bytes>) -> u64 {
-    (key.len() + value.map_or(0, Bytes::len)) as u64 + ENTRY_OVERHEAD_BYTES
+fn charge(key: &[u8], value: Option<&Value>) -> u64 {
+    (key.len() + value.map_or(0, Value::stored_len)) as u64 + ENTRY_OVERHEAD_BYTES
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn v(s: &str) -> Bytes {
-        Bytes::copy_from_slice(s.as_bytes())
+    fn v(s: &str) -> Value {
+        Value::Inline(Bytes::copy_from_slice(s.as_bytes()))
     }
 
     #[test]
@@ -536,7 +543,7 @@ mod tests {
         let cache = RecordCache::new(64 * 1024);
         cache.admit(b"k", Some(&v("small")), 1);
         assert_eq!(cache.get(b"k", 1), Some(Some(v("small"))));
-        let huge = Bytes::from(vec![1u8; 4096]);
+        let huge = Value::Inline(Bytes::from(vec![1u8; 4096]));
         cache.record_write(b"k", Some(&huge), 2);
         assert_eq!(cache.get(b"k", 2), None, "neither cached nor stale");
         assert_eq!(cache.counts().entries, 0);
@@ -563,7 +570,7 @@ mod tests {
         let cache = RecordCache::new(capacity);
         for i in 0..10_000u32 {
             let key = i.to_be_bytes();
-            cache.admit(&key, Some(&Bytes::from(vec![0u8; 100])), 1);
+            cache.admit(&key, Some(&Value::Inline(Bytes::from(vec![0u8; 100]))), 1);
             // Key 0 is hot: read after every admission.
             cache.get(&0u32.to_be_bytes(), 1);
         }
@@ -587,7 +594,7 @@ mod tests {
         if cache.get(&key, 1).is_some() {
             return true;
         }
-        cache.admit(&key, Some(&Bytes::from(vec![0u8; 100])), 1);
+        cache.admit(&key, Some(&Value::Inline(Bytes::from(vec![0u8; 100]))), 1);
         false
     }
 
@@ -652,7 +659,7 @@ mod probe {
         for i in 0..records {
             let key = i.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_be_bytes();
             let at = (i % 30) as usize * 130;
-            cache.admit(&key, Some(&block.slice(at..at + 120)), 1);
+            cache.admit(&key, Some(&Value::Inline(block.slice(at..at + 120))), 1);
             // A hit, as the entries worth caching get.
             assert!(cache.get(&key, 1).is_some());
         }

@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 
 use super::{Coverage, TreeCheck, TreeCursor, TreeScan, TreeStore, TreeVersion};
 use crate::memtable::{Direction, MemTable, Versioned, collect_latest};
+use crate::values::Value;
 use crate::{Error, Result};
 
 #[derive(Debug, Default)]
@@ -37,7 +38,7 @@ pub(crate) struct MemoryTreeStore {
 
 #[derive(Debug, Default)]
 struct MemoryVersion {
-    map: BTreeMap<Bytes, Bytes>,
+    map: BTreeMap<Bytes, Value>,
     covered_seq: u64,
 }
 
@@ -52,13 +53,13 @@ impl TreeScan for MemoryScan {
 }
 
 impl TreeVersion for MemoryVersion {
-    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         Ok(self.map.get(key).cloned())
     }
 
     fn cursor(&self, lower: Bound<Bytes>, upper: Bound<Bytes>, direction: Direction) -> TreeCursor {
         let range = self.map.range::<Bytes, _>((lower, upper));
-        let pair = |(k, v): (&Bytes, &Bytes)| (k.clone(), Some(v.clone()));
+        let pair = |(k, v): (&Bytes, &Value)| (k.clone(), Some(v.clone()));
         let pairs: Vec<Versioned> = match direction {
             Direction::Forward => range.map(pair).collect(),
             Direction::Reverse => range.rev().map(pair).collect(),

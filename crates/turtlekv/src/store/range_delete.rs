@@ -117,9 +117,10 @@ mod tests {
 
     use super::*;
     use crate::store::{TreeCheck, TreeCursor, TreeScan};
+    use crate::values::Value;
 
     #[derive(Debug)]
-    struct MapVersion(BTreeMap<Bytes, Bytes>);
+    struct MapVersion(BTreeMap<Bytes, Value>);
 
     struct Scan(std::vec::IntoIter<Versioned>);
 
@@ -131,7 +132,7 @@ mod tests {
     }
 
     impl TreeVersion for MapVersion {
-        fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+        fn get(&self, key: &[u8]) -> Result<Option<Value>> {
             Ok(self.0.get(key).cloned())
         }
         fn cursor(&self, lo: Bound<Bytes>, hi: Bound<Bytes>, _: Direction) -> TreeCursor {
@@ -160,7 +161,7 @@ mod tests {
     #[test]
     fn chunks_cover_every_key_in_the_ranges_once_within_the_budget() {
         let map = (0..5000)
-            .map(|i| (key(i), Bytes::from_static(b"v")))
+            .map(|i| (key(i), Value::Inline(Bytes::from_static(b"v"))))
             .collect();
         let version = MapVersion(map);
         let ranges = vec![
@@ -199,18 +200,18 @@ mod tests {
     fn merge_keeps_the_memtables_version_and_order() {
         let b = |s: &'static str| Bytes::from_static(s.as_bytes());
         let batch = vec![
-            (b("b"), Some(b("1"))),
+            (b("b"), Some(Value::Inline(b("1")))),
             (b("d"), None),
-            (b("f"), Some(b("2"))),
+            (b("f"), Some(Value::Inline(b("2")))),
         ];
         let deleted = vec![b("a"), b("b"), b("c"), b("g")];
         let merged = merge_tombstones(batch, deleted);
         let want = vec![
             (b("a"), None),
-            (b("b"), Some(b("1"))),
+            (b("b"), Some(Value::Inline(b("1")))),
             (b("c"), None),
             (b("d"), None),
-            (b("f"), Some(b("2"))),
+            (b("f"), Some(Value::Inline(b("2")))),
             (b("g"), None),
         ];
         assert_eq!(merged, want);

@@ -3,10 +3,10 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::TreeVersion;
 use crate::memtable::MemTable;
+use crate::values::Value;
+use crate::values::ValuePin;
 use crate::wal::WalPosition;
 
 /// A MemTable that takes no more writes, waiting for its checkpoint.
@@ -37,7 +37,7 @@ impl State {
     /// The newest version of `key` as of sequence number `seq` above the
     /// tree: `Some(None)` for a tombstone or a version a range tombstone
     /// deletes, `None` when the tree answers.
-    pub fn memtable_get(&self, key: &[u8], seq: u64) -> Option<Option<Bytes>> {
+    pub fn memtable_get(&self, key: &[u8], seq: u64) -> Option<Option<Value>> {
         let ranges = self.holds_range_tombstones();
         for (source, memtable) in self.memtables().enumerate() {
             if let Some(found) = memtable.get(key, seq) {
@@ -97,10 +97,14 @@ impl State {
 pub(crate) struct ReadView {
     pub state: Arc<State>,
     pub seq: u64,
+    /// Keeps the value files the view's pointers name.
+    pub _values: ValuePin,
 }
 
 #[cfg(test)]
 mod tests {
+    use bytes::Bytes;
+
     use super::*;
     use crate::memtable::BTreeMemTable;
 
@@ -108,18 +112,22 @@ mod tests {
         Bytes::from_static(s.as_bytes())
     }
 
+    fn v(s: &'static str) -> crate::values::Value {
+        crate::values::Value::Inline(b(s))
+    }
+
     /// An older MemTable (frozen) and a newer one, each with versions and
     /// range tombstones numbered around each other's.
     fn two_memtables() -> State {
         let older = BTreeMemTable::with_capacity(1 << 16);
-        older.insert(b("a"), 1, Some(b("a1")));
-        older.insert(b("b"), 2, Some(b("b2")));
+        older.insert(b("a"), 1, Some(v("a1")));
+        older.insert(b("b"), 2, Some(v("b2")));
         older.delete_range(b("a"), b("b"), 3);
-        older.insert(b("c"), 4, Some(b("c4")));
+        older.insert(b("c"), 4, Some(v("c4")));
         let newer = BTreeMemTable::with_capacity(1 << 16);
-        newer.insert(b("d"), 5, Some(b("d5")));
+        newer.insert(b("d"), 5, Some(v("d5")));
         newer.delete_range(b("b"), b("e"), 6);
-        newer.insert(b("c"), 7, Some(b("c7")));
+        newer.insert(b("c"), 7, Some(v("c7")));
         let frozen = Frozen {
             memtable: Arc::new(older),
             last_seq: 4,
@@ -137,13 +145,13 @@ mod tests {
     fn a_version_is_deleted_only_by_a_newer_visible_range_tombstone() {
         let state = two_memtables();
         let get = |key: &[u8], seq| state.memtable_get(key, seq).flatten();
-        assert_eq!(get(b"a", 2), Some(b("a1")));
+        assert_eq!(get(b"a", 2), Some(v("a1")));
         assert_eq!(get(b"a", 3), None);
-        assert_eq!(get(b"b", 5), Some(b("b2")), "the end is excluded");
+        assert_eq!(get(b"b", 5), Some(v("b2")), "the end is excluded");
         assert_eq!(get(b"b", 6), None, "a newer MemTable's tombstone");
-        assert_eq!(get(b"c", 5), Some(b("c4")));
+        assert_eq!(get(b"c", 5), Some(v("c4")));
         assert_eq!(get(b"c", 6), None);
-        assert_eq!(get(b"c", 7), Some(b("c7")), "written after the deletion");
+        assert_eq!(get(b"c", 7), Some(v("c7")), "written after the deletion");
         assert_eq!(get(b"d", 6), None, "its own MemTable's older version");
         assert!(state.holds_range_tombstones());
         assert_eq!(state.range_deleted_seq(b"c", u64::MAX), Some(6));

@@ -11,6 +11,7 @@ use crate::Result;
 use crate::memtable::{Direction, Versioned};
 use crate::page::{PageId, PageStore, RootPin};
 use crate::tree::{RootMemo, ScanCursor, Tree, referenced_pages};
+use crate::values::Value;
 
 /// One committed root, pinned for as long as this value lives.
 #[derive(Debug)]
@@ -55,7 +56,7 @@ impl TreeScan for ScanCursor {
 }
 
 impl TreeVersion for StoredVersion {
-    fn get(&self, key: &[u8]) -> Result<Option<Bytes>> {
+    fn get(&self, key: &[u8]) -> Result<Option<Value>> {
         self.tree
             .get_with_root_memo(self.pin.root(), &self.root_memo, key)
     }
@@ -64,7 +65,7 @@ impl TreeVersion for StoredVersion {
         self.tree.approximate_items(self.pin.root(), span)
     }
 
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
         self.tree.get_many(self.pin.root(), &self.root_memo, keys)
     }
 

@@ -7,16 +7,17 @@ use bytes::Bytes;
 
 use crate::Result;
 use crate::memtable::{Direction, Versioned};
+use crate::values::Value;
 
 /// One durable, immutable version of the tree: the result of a checkpoint.
 /// Readers holding it keep its pages from being reused.
 pub(crate) trait TreeVersion: Send + Sync + Debug {
     /// The value of `key` in this version.
-    fn get(&self, key: &[u8]) -> Result<Option<Bytes>>;
+    fn get(&self, key: &[u8]) -> Result<Option<Value>>;
 
     /// The values of `keys` in this version, in order, as `get` gives
     /// them; a version on disk issues the lookups' reads together.
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Bytes>>> {
+    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
         keys.iter().map(|key| self.get(key)).collect()
     }
 

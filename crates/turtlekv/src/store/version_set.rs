@@ -18,6 +18,7 @@ use parking_lot::{Mutex, MutexGuard};
 use super::{Frozen, ReadView, State, TreeStore, TreeVersion};
 use crate::mem::MappingPool;
 use crate::memtable::new_memtable;
+use crate::values::ValueStore;
 use crate::wal::Wal;
 
 #[derive(Debug)]
@@ -34,6 +35,8 @@ pub(crate) struct VersionSet {
     trees: Option<Arc<dyn TreeStore>>,
     /// Where MemTable arenas take their chunks from (the page cache's).
     memtable_pool: Option<Arc<MappingPool>>,
+    /// The value files: a read view pins those it may read.
+    values: Arc<ValueStore>,
 }
 
 impl VersionSet {
@@ -44,6 +47,7 @@ impl VersionSet {
         visible_seq: u64,
         wal: Wal,
         trees: Option<Arc<dyn TreeStore>>,
+        values: Arc<ValueStore>,
     ) -> Self {
         let memtable_pool = trees.as_ref().and_then(|t| t.mapping_pool());
         VersionSet {
@@ -53,6 +57,7 @@ impl VersionSet {
             wal: Mutex::new(wal),
             trees,
             memtable_pool,
+            values,
         }
     }
 
@@ -63,11 +68,18 @@ impl VersionSet {
 
     /// A State and a sequence number that was visible while it was current.
     pub fn read_view(&self) -> ReadView {
+        // Before the sequence number: value files retired after the pin
+        // hold only versions below the numbers visible by then.
+        let values = self.values.pin();
         loop {
             let state = self.state.load_full();
             let seq = self.visible_seq();
             if Arc::ptr_eq(&state, &self.state.load()) {
-                return ReadView { state, seq };
+                return ReadView {
+                    state,
+                    seq,
+                    _values: values,
+                };
             }
         }
     }

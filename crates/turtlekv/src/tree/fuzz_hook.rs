@@ -15,6 +15,7 @@ use crate::tree::format::leaf::{self, HEADER_BYTES as LEAF_HEADER_BYTES, LeafHea
 use crate::tree::format::node::{Child, HEADER_BYTES as NODE_HEADER_BYTES, LeafData, Node};
 use crate::tree::format::node_codec::referenced_pages;
 use crate::tree::read::probe::{NodeIndex, PivotTarget};
+use crate::values::Value;
 
 /// Decodes leaf contents as a lookup and a scan would: filter, head, every
 /// chunk, then a point lookup and a scan seek of each item through its chunk.
@@ -239,7 +240,9 @@ fn to_items(items: &[(Vec<u8>, Option<Vec<u8>>)]) -> Vec<Item> {
         .iter()
         .map(|(k, v)| Item {
             key: Bytes::copy_from_slice(k),
-            value: v.as_deref().map(Bytes::copy_from_slice),
+            value: v
+                .as_deref()
+                .map(|v| Value::Inline(Bytes::copy_from_slice(v))),
         })
         .collect()
 }

@@ -165,7 +165,7 @@ impl TreeConfig {
     /// Largest item (encoded length) a leaf page can hold on its
     /// own: head, one-key filter and block alignment included. The engine
     /// should reject larger writes up front (a 4 KiB leaf holds ~3.7 KiB
-    /// items; 2 MiB leaves hold `MAX_KEY_SIZE + MAX_VALUE_SIZE` easily).
+    /// items; 2 MiB leaves hold `MAX_KEY_SIZE + MAX_INLINE_VALUE_BYTES` easily).
     pub(crate) fn max_item_bytes(&self) -> usize {
         let blocks = self.leaf_max_bytes / self.block_size_bytes;
         let head = leaf::HEADER_BYTES + leaf::INDEX_ENTRY_FIXED_BYTES + 4 * blocks;

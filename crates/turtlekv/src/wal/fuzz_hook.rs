@@ -68,7 +68,8 @@ pub(crate) fn encode_record(
         .map(|(k, v)| {
             crate::batch::BatchOp::stored(
                 bytes::Bytes::copy_from_slice(k),
-                v.as_deref().map(bytes::Bytes::copy_from_slice),
+                v.as_deref()
+                    .map(|v| crate::values::Value::Inline(bytes::Bytes::copy_from_slice(v))),
             )
         })
         .collect();

@@ -39,6 +39,20 @@ pub(crate) struct Request<T = ()> {
     pub prepared: T,
 }
 
+impl<T> Request<T> {
+    /// A request no queue carries: the leader of `try_lead_alone` commits
+    /// it itself.
+    pub fn unqueued(batch: WriteBatch, prepared: T) -> Self {
+        Request {
+            ticket: 0,
+            batch,
+            sync: false,
+            freeze: false,
+            prepared,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Queue<T> {
     next_ticket: u64,

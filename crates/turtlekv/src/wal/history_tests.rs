@@ -53,6 +53,7 @@ fn try_open(
             for (i, op) in ops.iter().enumerate() {
                 seen.push((first + i as u64, op.key.to_vec()));
             }
+            Ok(())
         },
     )?;
     Ok((wal, outcome, seen))

@@ -6,7 +6,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::batch::BatchOp;
 use crate::io::FileSystem;
 use crate::wal::WalPosition;
 use crate::wal::binding::LogBinding;
@@ -106,6 +105,19 @@ pub(crate) struct Wal {
     /// after that: a retried `fsync` can report success for pages the
     /// kernel already dropped.
     failed: bool,
+    /// Run before every sync of the log: makes the value records its
+    /// records point at durable first (`docs/durability.md`).
+    before_sync: Option<BeforeSync>,
+}
+
+/// What the log runs before each of its syncs (`Wal::set_before_sync`).
+#[derive(Clone)]
+pub(crate) struct BeforeSync(pub std::sync::Arc<dyn Fn() -> io::Result<()> + Send + Sync>);
+
+impl std::fmt::Debug for BeforeSync {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BeforeSync")
+    }
 }
 
 impl Wal {
@@ -118,7 +130,7 @@ impl Wal {
         covered_seq: u64,
         binding: &LogBinding,
         segment_size_bytes: u64,
-        apply: &mut dyn FnMut(u64, &[BatchOp]),
+        apply: &mut super::replay::Apply<'_>,
     ) -> Result<(Wal, ReplayOutcome)> {
         let replayed = replay(&*fs, dir, covered_seq, binding, apply)?;
         let next_seq = replayed.last_seq + 1;
@@ -157,6 +169,7 @@ impl Wal {
             unsynced: Vec::new(),
             sealed: true,
             failed: false,
+            before_sync: None,
         };
         // Segments a crash kept from being removed after their checkpoint:
         // a power cut may have torn them, which `Db::check` would report.
@@ -256,9 +269,15 @@ impl Wal {
         self.note_failure(result)
     }
 
+    /// Has every later sync of the log run `hook` first.
+    pub fn set_before_sync(&mut self, hook: BeforeSync) {
+        self.before_sync = Some(hook);
+    }
+
     /// Syncs the rotated segments still unsynced, oldest first, then the
     /// current one.
     fn sync_unchecked(&mut self) -> io::Result<()> {
+        self.run_before_sync()?;
         if !self.unsynced.is_empty() {
             self.sync_predecessors()?;
             // Nothing written since the rotation proves the earlier
@@ -286,7 +305,17 @@ impl Wal {
         self.writer.append(&self.encode_buf)
     }
 
+    fn run_before_sync(&self) -> io::Result<()> {
+        match &self.before_sync {
+            Some(hook) => (hook.0)(),
+            None => Ok(()),
+        }
+    }
+
     fn sync_predecessors(&mut self) -> io::Result<()> {
+        if !self.unsynced.is_empty() {
+            self.run_before_sync()?;
+        }
         for (_, file) in &self.unsynced {
             file.sync_data()?;
             self.writer.count_sync();
@@ -483,7 +512,10 @@ mod tests {
             covered_seq,
             &binding(),
             1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+            &mut |first, ops| {
+                seen.extend(first..first + ops.len() as u64);
+                Ok(())
+            },
         )?;
         Ok((wal, seen, outcome))
     }
@@ -599,7 +631,10 @@ mod tests {
                 covered_seq,
                 &binding(),
                 1 << 20,
-                &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+                &mut |first, ops| {
+                    seen.extend(first..first + ops.len() as u64);
+                    Ok(())
+                },
             )
             .unwrap();
             (wal, outcome, seen)
@@ -840,7 +875,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let fs: Arc<dyn FileSystem> = Arc::new(crate::io::RealFs);
         let (mut wal, _) =
-            Wal::open(fs, dir.path(), 0, &binding(), 64 << 20, &mut |_, _| {}).unwrap();
+            Wal::open(fs, dir.path(), 0, &binding(), 64 << 20, &mut |_, _| Ok(())).unwrap();
         let path = dir.path().join(segment_file_name(wal.writer.segment_id()));
         let file_len = || std::fs::metadata(&path).unwrap().len();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
@@ -1065,7 +1100,10 @@ mod tests {
             covered_seq,
             binding,
             1 << 20,
-            &mut |first, ops| seen.extend(first..first + ops.len() as u64),
+            &mut |first, ops| {
+                seen.extend(first..first + ops.len() as u64);
+                Ok(())
+            },
         )?;
         Ok((seen, outcome))
     }

@@ -21,10 +21,10 @@ mod verify;
 
 pub(crate) use binding::{LogBinding, log_identity};
 pub(crate) use group_commit::{GroupCommit, Request};
-pub(crate) use log::Wal;
+pub(crate) use log::{BeforeSync, Wal};
 pub(crate) use position::WalPosition;
 pub(crate) use record::{MAX_PAYLOAD_BYTES, encoded_len};
-pub(crate) use replay::falls_short;
+pub(crate) use replay::{Refused, falls_short};
 #[cfg(test)]
 pub(crate) use segment::{check_header, list_segments, segment_file_name};
 

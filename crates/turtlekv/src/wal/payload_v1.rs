@@ -5,6 +5,7 @@
 
 use crate::batch::BatchOp;
 use crate::error::DecodeError;
+use crate::values::Value;
 use crate::wal::record::{PayloadReader, Record};
 
 /// first_seq + synced_through + count.
@@ -21,6 +22,8 @@ pub(crate) fn encode(out: &mut Vec<u8>, first_seq: u64, synced_through: u64, ops
         let key_len = op.key.len() as u16;
         match &op.value {
             Some(v) => {
+                debug_assert!(!v.is_pointer(), "version 1 holds no value pointers");
+                let v = v.stored();
                 out.push(OP_PUT);
                 out.extend_from_slice(&key_len.to_le_bytes());
                 out.extend_from_slice(&(v.len() as u32).to_le_bytes());
@@ -69,12 +72,12 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
     if key_len == 0 || key_len > crate::key::MAX_STORED_KEY_BYTES {
         return Err(DecodeError::new(entry_at + 1, "key length out of range"));
     }
-    if value_len.is_some_and(|len| len > crate::MAX_VALUE_SIZE) {
+    if value_len.is_some_and(|len| len > crate::options::MAX_INLINE_VALUE_BYTES) {
         return Err(DecodeError::new(entry_at + 3, "value length out of range"));
     }
     let key = r.field(key_len)?;
     let value = match value_len {
-        Some(len) => Some(r.field(len)?),
+        Some(len) => Some(Value::Inline(r.field(len)?)),
         None => None,
     };
     Ok(BatchOp::stored(key, value))

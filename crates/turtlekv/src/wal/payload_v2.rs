@@ -6,6 +6,7 @@
 use crate::batch::BatchOp;
 use crate::error::DecodeError;
 use crate::util::varint;
+use crate::values::Value;
 use crate::wal::record::{PayloadReader, Record};
 
 /// Low bit of an entry's tag: set for a put, clear for a delete.
@@ -13,6 +14,9 @@ const TAG_PUT: u64 = 1;
 /// The tag of a range deletion: no put or delete has it (their keys hold
 /// at least one byte).
 const TAG_RANGE: u64 = 0;
+/// The tag before a separated put's own (a put with an empty key, which no
+/// entry has otherwise): its value is a value pointer.
+const TAG_POINTER: u64 = 1;
 
 /// Appends the payload; `next_segment` makes a record without updates a
 /// link (`docs/format.md`, "Link").
@@ -35,6 +39,10 @@ pub(crate) fn encode(
         let key_len = op.key.len() as u64;
         match &op.value {
             Some(v) => {
+                if v.is_pointer() {
+                    varint::put(out, TAG_POINTER);
+                }
+                let v = v.stored();
                 varint::put(out, key_len << 1 | TAG_PUT);
                 varint::put(out, v.len() as u64);
                 out.extend_from_slice(&op.key);
@@ -72,10 +80,11 @@ pub(crate) fn max_len(ops: &[BatchOp]) -> usize {
                 return 1 + lens + op.key.len() + end.len();
             }
             let tag = varint::len_bytes((op.key.len() as u64) << 1 | TAG_PUT);
-            let value = op
-                .value
-                .as_ref()
-                .map_or(0, |v| varint::len_bytes(v.len() as u64) + v.len());
+            let value = op.value.as_ref().map_or(0, |v| {
+                usize::from(v.is_pointer())
+                    + varint::len_bytes(v.stored_len() as u64)
+                    + v.stored_len()
+            });
             tag + op.key.len() + value
         })
         .sum();
@@ -115,11 +124,26 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record, DecodeError> {
     Ok(record)
 }
 
+/// The longest encoded value pointer: three LEB128 numbers and a checksum.
+const MAX_POINTER_BYTES: u64 = 3 * varint::MAX_LEN_BYTES as u64 + 4;
+
 fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
-    let tag_at = r.offset();
-    let tag = r.varint()?;
+    let mut tag_at = r.offset();
+    let mut tag = r.varint()?;
     if tag == TAG_RANGE {
         return decode_range(r, tag_at);
+    }
+    let pointer = tag == TAG_POINTER;
+    if pointer {
+        let marker_at = tag_at;
+        tag_at = r.offset();
+        tag = r.varint()?;
+        if tag & TAG_PUT != TAG_PUT {
+            return Err(DecodeError::new(
+                marker_at,
+                "a value pointer's entry is not a put",
+            ));
+        }
     }
     let key_len = tag >> 1;
     if key_len == 0 || key_len > crate::key::MAX_STORED_KEY_BYTES as u64 {
@@ -128,7 +152,9 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
     let value_len = if tag & TAG_PUT == TAG_PUT {
         let len_at = r.offset();
         let len = r.varint()?;
-        if len > crate::MAX_VALUE_SIZE as u64 {
+        if len > crate::options::MAX_INLINE_VALUE_BYTES as u64
+            || (pointer && len > MAX_POINTER_BYTES)
+        {
             return Err(DecodeError::new(len_at, "value length out of range"));
         }
         Some(len as usize)
@@ -137,7 +163,7 @@ fn decode_entry(r: &mut PayloadReader<'_>) -> Result<BatchOp, DecodeError> {
     };
     let key = r.field(key_len as usize)?;
     let value = match value_len {
-        Some(len) => Some(r.field(len)?),
+        Some(len) => Some(Value::of_kind(pointer, r.field(len)?)),
         None => None,
     };
     Ok(BatchOp::stored(key, value))
@@ -179,9 +205,54 @@ mod range_tests {
     }
 
     #[test]
+    fn value_pointers_round_trip_marked_and_malformed_ones_are_refused() {
+        let pointer = crate::values::ValuePointer {
+            file_id: 3,
+            offset: 48,
+            value_len: 5000,
+            crc: 7,
+        }
+        .encode();
+        let ops = vec![
+            BatchOp::stored(
+                Bytes::from_static(b"\0a"),
+                Some(Value::Pointer(pointer.clone())),
+            ),
+            BatchOp::stored(
+                Bytes::from_static(b"\0b"),
+                Some(Value::Inline(pointer.clone())),
+            ),
+        ];
+        let bytes = payload(&ops);
+        assert!(bytes.len() <= max_len(&ops));
+        let record = decode(&bytes).unwrap();
+        assert_eq!(record.ops, ops);
+        let kinds: Vec<bool> = record
+            .ops
+            .iter()
+            .map(|op| op.value.as_ref().unwrap().is_pointer())
+            .collect();
+        assert_eq!(kinds, [true, false], "the same bytes, told apart");
+        // The pointer tag before a delete, or before an overlong pointer.
+        let mut tombstone = payload(&[]);
+        let count_at = tombstone.len() - 1;
+        tombstone[count_at] = 1;
+        tombstone.extend_from_slice(&[1, 2 << 1, 0, b'a']);
+        assert!(decode(&tombstone).is_err());
+        let long = BatchOp::stored(
+            Bytes::from_static(b"\0c"),
+            Some(Value::Pointer(Bytes::from(vec![0u8; 35]))),
+        );
+        assert!(decode(&payload(&[long])).is_err());
+    }
+
+    #[test]
     fn range_deletions_round_trip_among_puts_and_deletes() {
         let ops = vec![
-            BatchOp::stored(Bytes::from_static(b"\0a"), Some(Bytes::from_static(b"v"))),
+            BatchOp::stored(
+                Bytes::from_static(b"\0a"),
+                Some(Value::Inline(Bytes::from_static(b"v"))),
+            ),
             range(b"\0a", b"\0zz"),
             BatchOp::stored(Bytes::from_static(b"\0b"), None),
             range(b"\x05k", b"\x05l"),

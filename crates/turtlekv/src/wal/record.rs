@@ -291,15 +291,19 @@ fn u32_at(buf: &[u8], at: usize) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::values::Value;
 
     fn ops() -> Vec<BatchOp> {
         vec![
             BatchOp::stored(
                 Bytes::from_static(b"alpha"),
-                Some(Bytes::from_static(b"one")),
+                Some(Value::Inline(Bytes::from_static(b"one"))),
             ),
             BatchOp::stored(Bytes::from_static(b"beta"), None),
-            BatchOp::stored(Bytes::from_static(b"gamma"), Some(Bytes::new())),
+            BatchOp::stored(
+                Bytes::from_static(b"gamma"),
+                Some(Value::Inline(Bytes::new())),
+            ),
         ]
     }
 
@@ -329,7 +333,7 @@ mod tests {
         let put = |key_len, value_len| {
             vec![BatchOp::stored(
                 Bytes::from(vec![1; key_len]),
-                Some(Bytes::from(vec![2; value_len])),
+                Some(Value::Inline(Bytes::from(vec![2; value_len]))),
             )]
         };
         // docs/format.md: 12 frame + 20 header + 7 entry header + 4 + 10.
@@ -428,7 +432,7 @@ mod tests {
                 .into_iter()
                 .map(|(mut key, value)| {
                     key.truncate(crate::MAX_KEY_SIZE);
-                    BatchOp::stored(key.into(), value.map(Into::into))
+                    BatchOp::stored(key.into(), value.map(|v| Value::Inline(v.into())))
                 })
                 .collect();
             let mut buf = Vec::new();
@@ -469,12 +473,18 @@ mod tests {
             assert_eq!(error(&bad, format), 0, "checksum");
         }
         // Version 2: first_seq, synced_through and count take a byte each,
-        // the entry's tag follows. A tag of 1 names a put of an empty key
-        // (0 is a range deletion's).
+        // the entry's tag follows. A tag of 1 marks a value pointer's put
+        // (0 is a range deletion's): before a delete's tag, the error is
+        // at the marker.
         let mut bad = encoded(PayloadFormat::V2, 1, &ops()[..1]);
         bad[15] = 1;
+        bad[16] = 5 << 1;
         fix_crc(&mut bad);
-        assert_eq!(error(&bad, PayloadFormat::V2), 15, "tag");
+        assert_eq!(
+            error(&bad, PayloadFormat::V2),
+            15,
+            "a pointer marker before a delete"
+        );
         // Version 1: a 20-byte payload header, then the entry's kind.
         let mut bad = encoded(PayloadFormat::V1, 1, &ops()[..1]);
         bad[32] = 9;

@@ -42,6 +42,22 @@ use crate::wal::segment::{
 };
 use crate::{Error, Result};
 
+/// What replay hands each record's updates to, with the first's sequence
+/// number. It may refuse a record (`Refused`).
+pub(crate) type Apply<'a> = dyn FnMut(u64, &[BatchOp]) -> std::result::Result<(), Refused> + 'a;
+
+/// Why `Apply` did not take a record.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The record is not whole: its value pointers name value records
+    /// that are missing or damaged. Replay judges it as a record that does
+    /// not verify: a torn tail, unless a later record proves it synced.
+    NotWhole(DecodeError),
+    /// Checking it failed (an I/O error): the open fails, and nothing of
+    /// the log is changed.
+    Failed(Error),
+}
+
 /// What replay found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct ReplayOutcome {
@@ -77,6 +93,8 @@ struct Progress {
     /// The last segment read to its end and kept.
     last_kept: Option<u64>,
     outcome: ReplayOutcome,
+    /// `Apply` failed (`Refused::Failed`): replay stops and returns it.
+    failed: Option<Error>,
 }
 
 impl Progress {
@@ -133,7 +151,7 @@ pub(crate) fn replay(
     dir: &Path,
     covered_seq: u64,
     binding: &LogBinding,
-    apply: &mut dyn FnMut(u64, &[BatchOp]),
+    apply: &mut Apply<'_>,
 ) -> Result<ReplayOutcome> {
     let ids = list_segments(fs, dir)?;
     check_identities(fs, dir, &ids, binding)?;
@@ -143,6 +161,7 @@ pub(crate) fn replay(
         recovery: binding.recovery,
         link: None,
         last_kept: None,
+        failed: None,
         outcome: ReplayOutcome {
             last_seq: covered_seq,
             ..ReplayOutcome::default()
@@ -229,7 +248,7 @@ fn replay_segment(
     id: u64,
     later: &[u64],
     progress: &mut Progress,
-    apply: &mut dyn FnMut(u64, &[BatchOp]),
+    apply: &mut Apply<'_>,
 ) -> Result<SegmentEnd> {
     let path = dir.join(segment_file_name(id));
     let buf = read_all(&*fs.open(&path, OpenOptions::read_only())?)?;
@@ -283,7 +302,11 @@ fn replay_segment(
         _ => expected_after(progress),
     };
     progress.outcome.segments.push((id, first_seq));
-    let (mut damage, holds_updates) = match apply_records(&buf, &header, id, progress, apply) {
+    let applied = apply_records(&buf, &header, id, progress, apply);
+    if let Some(e) = progress.failed.take() {
+        return Err(e);
+    }
+    let (mut damage, holds_updates) = match applied {
         Ok(read) => read,
         Err(end) => return Ok(end),
     };
@@ -340,7 +363,7 @@ fn apply_records(
     header: &SegmentHeader,
     id: u64,
     progress: &mut Progress,
-    apply: &mut dyn FnMut(u64, &[BatchOp]),
+    apply: &mut Apply<'_>,
 ) -> std::result::Result<(Option<(usize, DecodeError)>, bool), SegmentEnd> {
     let format = header.format.payload;
     let mut holds_updates = false;
@@ -351,11 +374,16 @@ fn apply_records(
                 holds_updates |= !rec.ops.is_empty();
                 // A link is the last record of its segment; only one read
                 // in order counts.
-                progress.link = rec
+                let link = rec
                     .next_segment
                     .filter(|&to| to > id && header.format.names_database)
                     .map(|to| (id, to));
-                apply_record(progress, rec, offset, apply)?;
+                if let Some(refused) = apply_record(progress, rec, offset, apply)? {
+                    // Values the record points at are not whole: judged
+                    // as a frame that does not verify.
+                    return Ok((Some((offset, refused.within(offset as u64))), holds_updates));
+                }
+                progress.link = link;
                 offset += len;
             }
             Frame::Malformed(e) => {
@@ -589,19 +617,21 @@ fn end_log_at(
     cut_torn_tail(fs, path, at as u64)
 }
 
+/// Applies one record; `Ok(Some(why))` when `apply` refused it (its
+/// value pointers do not verify), which leaves the progress as before it.
 fn apply_record(
     progress: &mut Progress,
     rec: record::Record,
     offset: usize,
-    apply: &mut dyn FnMut(u64, &[BatchOp]),
-) -> std::result::Result<(), SegmentEnd> {
+    apply: &mut Apply<'_>,
+) -> std::result::Result<Option<DecodeError>, SegmentEnd> {
     let first = rec.first_seq;
     let next = first + rec.ops.len() as u64;
     if next <= progress.covered_seq + 1 {
         // Already in the checkpoint. Segments trimmed out of order by a
         // crash may leave gaps among such records; they do not matter.
         progress.expected_next_seq = None;
-        return Ok(());
+        return Ok(None);
     }
     let gap = match progress.expected_next_seq {
         Some(expected) => first != expected,
@@ -616,17 +646,25 @@ fn apply_record(
             reason: format!("{GAP} before record starting at {first}"),
         });
     }
-    progress.expected_next_seq = Some(next);
     if rec.ops.is_empty() {
         // A marker, seal, proof or link: no updates.
-        return Ok(());
+        progress.expected_next_seq = Some(next);
+        return Ok(None);
     }
     // A record straddling the checkpoint cannot occur (a MemTable holds
     // whole batches), so a record is either covered or replayed whole.
-    apply(first, &rec.ops);
+    match apply(first, &rec.ops) {
+        Ok(()) => {}
+        Err(Refused::NotWhole(why)) => return Ok(Some(why)),
+        Err(Refused::Failed(e)) => {
+            progress.failed = Some(e);
+            return Err(SegmentEnd::Read);
+        }
+    }
+    progress.expected_next_seq = Some(next);
     progress.outcome.records_applied += 1;
     progress.outcome.last_seq = next - 1;
-    Ok(())
+    Ok(None)
 }
 
 /// Whether a frame whose checksum holds (its payload parsing or not)

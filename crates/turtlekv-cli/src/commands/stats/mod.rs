@@ -67,6 +67,9 @@ struct Disk {
     files: Vec<FileUsage>,
     wal_segments: u64,
     wal_bytes_on_disk: u64,
+    /// Value files (`values/`: large values stored once).
+    value_files: u64,
+    value_bytes_on_disk: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -333,6 +336,8 @@ fn disk_usage(dir: &Path) -> Result<Disk> {
         files: Vec::new(),
         wal_segments: 0,
         wal_bytes_on_disk: 0,
+        value_files: 0,
+        value_bytes_on_disk: 0,
     };
     let entries = std::fs::read_dir(dir).with_context(|| format!("listing {}", dir.display()))?;
     for entry in entries {
@@ -347,6 +352,10 @@ fn disk_usage(dir: &Path) -> Result<Disk> {
             if name == "wal" {
                 disk.wal_segments += files;
                 disk.wal_bytes_on_disk += bytes;
+            }
+            if name == "values" {
+                disk.value_files += files;
+                disk.value_bytes_on_disk += bytes;
             }
             disk.bytes_on_disk += bytes;
             continue;

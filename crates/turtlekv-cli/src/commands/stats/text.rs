@@ -74,6 +74,15 @@ pub(super) fn write_text(r: &Report, out: &mut dyn Write) -> Result<()> {
             r.disk.wal_segments
         ),
     )?;
+    line(
+        out,
+        "values/",
+        format!(
+            "{} in {} value files",
+            format_size(r.disk.value_bytes_on_disk),
+            r.disk.value_files
+        ),
+    )?;
     writeln!(out, "live data")?;
     match &r.live {
         Some(live) => {

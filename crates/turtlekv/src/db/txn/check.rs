@@ -300,7 +300,10 @@ mod tests {
         group.add(&BatchOp::stored_range(b("b"), b("d")));
         assert!(group.touches(&check(&["c"], vec![]), &[]));
         assert!(!group.touches(&check(&["d", "a"], vec![]), &[]));
-        let written = [BatchOp::stored(b("b"), Some(b("v")))];
+        let written = [BatchOp::stored(
+            b("b"),
+            Some(crate::values::Value::Inline(b("v"))),
+        )];
         assert!(group.touches(&check(&[], vec![]), &written));
         let above = (Bound::Included(b("d")), Bound::Unbounded);
         assert!(!group.touches(&check(&[], vec![above]), &[]));

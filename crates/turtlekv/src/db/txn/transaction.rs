@@ -169,7 +169,7 @@ impl Transaction {
         let stored = core.tag.stored_key(key);
         if let Some(&op) = self.writes.get(&stored) {
             crate::options::validate_entry(key, None)?;
-            return Ok(self.batch.ops[op].value.clone());
+            return Ok(self.batch.ops[op].buffered_value());
         }
         let value = keyspace::get_at(&self.db.inner, &self.view, core, key)?;
         self.reads.lock().keys.push(stored);
@@ -186,7 +186,12 @@ impl Transaction {
         let own: Vec<(Bytes, Option<Bytes>)> = self
             .writes
             .range((stored_lower.clone(), stored_upper.clone()))
-            .map(|(k, &op)| (k.slice(core.tag.len()..), self.batch.ops[op].value.clone()))
+            .map(|(k, &op)| {
+                (
+                    k.slice(core.tag.len()..),
+                    self.batch.ops[op].buffered_value(),
+                )
+            })
             .collect();
         let snapshot = keyspace::range_in(&self.db.inner, self.view.clone(), core, (lower, upper));
         TransactionIter::new(self, snapshot, own, core.tag, (stored_lower, stored_upper))

@@ -13,6 +13,7 @@ use super::item_layout::{ItemLayout, MIN_ITEM_BYTES};
 use crate::error::DecodeError;
 use crate::key::compare_keys;
 use crate::util::prefetch::{Locality, prefetch};
+use crate::values::Value;
 
 /// The CPU's cache line size (x86-64 and most ARM cores).
 const CACHE_LINE_BYTES: usize = 64;
@@ -29,13 +30,16 @@ pub(crate) struct ItemSpan {
     /// End of the value; equal to `key_end` for a tombstone.
     value_end: u32,
     is_put: bool,
+    /// The value is a value pointer.
+    pointer: bool,
 }
 
 /// Parses the item at `at` of `bytes`, laid out as `layout`; `None` if it
 /// is malformed or overruns them.
 #[inline]
 pub(in crate::tree) fn parse_item(bytes: &[u8], at: usize, layout: ItemLayout) -> Option<ItemSpan> {
-    let (key_at, key_len, value_len) = layout.parse_header(bytes, at)?;
+    let header = layout.parse_header(bytes, at)?;
+    let (key_at, key_len, value_len) = (header.key_at, header.key_len, header.value_len);
     let key_end = key_at.checked_add(key_len)?;
     let value_end = key_end.checked_add(value_len.unwrap_or(0))?;
     if key_len == 0 || value_end > bytes.len() {
@@ -48,6 +52,7 @@ pub(in crate::tree) fn parse_item(bytes: &[u8], at: usize, layout: ItemLayout) -
         key_end: narrow(key_end)?,
         value_end: narrow(value_end)?,
         is_put: value_len.is_some(),
+        pointer: header.pointer,
     })
 }
 
@@ -72,9 +77,10 @@ impl ItemSpan {
     #[inline]
     pub(in crate::tree) fn item(&self, bytes: &Bytes) -> Item {
         let key = bytes.slice(self.key_at as usize..self.key_end as usize);
-        let value = self
-            .is_put
-            .then(|| bytes.slice(self.key_end as usize..self.value_end as usize));
+        let value = self.is_put.then(|| {
+            let value = bytes.slice(self.key_end as usize..self.value_end as usize);
+            Value::of_kind(self.pointer, value)
+        });
         Item { key, value }
     }
 }

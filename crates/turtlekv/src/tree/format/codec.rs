@@ -15,7 +15,7 @@ pub(crate) const CHUNK_HEADER_BYTES: usize = 8;
 /// Where `stored_len` lies in a compressed chunk.
 const STORED_LEN_AT: usize = 4;
 /// The most item bytes a compressed chunk may decompress to, in blocks of
-/// its page: room for one item of `MAX_KEY_SIZE + MAX_VALUE_SIZE` in
+/// its page: room for one item of `MAX_KEY_SIZE + MAX_INLINE_VALUE_BYTES` in
 /// 4088-byte blocks (64.3 blocks) with its chunk's other items. A reader
 /// refuses a longer `raw_len` before it allocates anything.
 pub(crate) const MAX_RAW_BLOCKS: usize = 128;

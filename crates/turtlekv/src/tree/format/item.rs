@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::item_layout::ItemLayout;
 use crate::key::{compare_keys, key_prefix};
 use crate::util::prefetch::{Locality, prefetch};
+use crate::values::Value;
 
 /// How many items ahead of its head a merge prefetches each run's key.
 /// Keys lie outside the item array (in pages or MemTable chunks), so the
@@ -23,11 +24,12 @@ fn prefetch_key(run: &[Item], pos: usize) {
     }
 }
 
-/// One update: a put (`value: Some`) or a tombstone (`None`).
+/// One update: a put (`value: Some`: the user's bytes or a value
+/// pointer) or a tombstone (`None`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Item {
     pub key: Bytes,
-    pub value: Option<Bytes>,
+    pub value: Option<Value>,
 }
 
 impl Item {
@@ -35,7 +37,7 @@ impl Item {
     pub(crate) fn put(key: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
         Item {
             key: key.into(),
-            value: Some(value.into()),
+            value: Some(Value::Inline(value.into())),
         }
     }
 

@@ -17,8 +17,12 @@ pub(in crate::tree) const MAGIC: &[u8; 4] = b"TKLF";
 pub(crate) const HEADER_BYTES: usize = 48;
 /// Where version 3 keeps the page's length in the raw layout.
 pub(in crate::tree) const RAW_PAGE_BYTES_AT: usize = 36;
-/// The format version this build writes (`docs/format.md`, "Format versions").
+/// The format version this build writes (`docs/format.md`, "Format
+/// versions"), for pages without value pointers.
 pub(crate) const VERSION: u16 = 3;
+/// The version of pages that hold value pointers: builds before value
+/// files refuse them as a version they do not read.
+pub(crate) const VERSION_WITH_POINTERS: u16 = 4;
 /// Fixed bytes of a chunk index entry in the version written: first item,
 /// first block, codec, separator length.
 pub(crate) const INDEX_ENTRY_FIXED_BYTES: usize = 11;
@@ -31,6 +35,7 @@ pub(crate) fn version_format(version: u16) -> Option<(ItemLayout, bool)> {
         1 => Some((ItemLayout::V1, false)),
         2 => Some((ItemLayout::V2, false)),
         3 => Some((ItemLayout::V2, true)),
+        4 => Some((ItemLayout::Separated, true)),
         _ => None,
     }
 }
@@ -184,8 +189,16 @@ pub(crate) fn serialize_counted(
         }
     };
     let (chunk_raw_bytes, chunk_stored_bytes) = plan.chunk_bytes();
+    let pointers = items
+        .iter()
+        .any(|i| i.value.as_ref().is_some_and(|v| v.is_pointer()));
+    let version = if pointers {
+        VERSION_WITH_POINTERS
+    } else {
+        VERSION
+    };
     let mut bytes = write_page(
-        VERSION,
+        version,
         layout,
         items,
         &plan,

@@ -194,8 +194,8 @@ fn large_items_spanning_blocks_round_trip() {
         round_trip(compression, &items, SMALL_BLOCK, usize::MAX);
     }
     let huge = items_of(6, |i| match i {
-        0 => text(crate::MAX_VALUE_SIZE, 1),
-        2 => random(crate::MAX_VALUE_SIZE, 2),
+        0 => text(crate::options::MAX_INLINE_VALUE_BYTES, 1),
+        2 => random(crate::options::MAX_INLINE_VALUE_BYTES, 2),
         _ => text(70_000, i as u64),
     });
     for compression in CODECS {

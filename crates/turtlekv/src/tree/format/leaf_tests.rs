@@ -74,7 +74,7 @@ fn small_items_roundtrip() {
 fn values_larger_than_a_block_span_blocks() {
     let page = roundtrip(&items(40, |i| if i % 5 == 0 { 3000 } else { 20 }), 512);
     assert!(page.len() > 40 * 512);
-    roundtrip(&items(3, |_| crate::MAX_VALUE_SIZE), 4088);
+    roundtrip(&items(3, |_| crate::options::MAX_INLINE_VALUE_BYTES), 4088);
 }
 
 #[test]
@@ -370,4 +370,26 @@ fn crafted_chunk_indexes_are_corruption() {
     });
     let head = head_of(&page).expect("the index alone is in order");
     assert!(head.decode_all(&page).is_err());
+}
+
+/// Items holding value pointers keep their kind through pages of every
+/// compression, which are then of version 4; pages without them stay
+/// version 3, which builds before value files read.
+#[test]
+fn value_pointers_keep_their_kind_and_mark_the_page_version_4() {
+    use crate::values::Value;
+    let mut with_pointers = items(300, |i| i % 40);
+    for (i, item) in with_pointers.iter_mut().enumerate() {
+        if i % 5 == 1 {
+            let pointer = Bytes::from(vec![i as u8; 12]);
+            item.value = Some(Value::Pointer(pointer));
+        }
+    }
+    let page = roundtrip(&with_pointers, 512);
+    assert_eq!(
+        u16::from_le_bytes([page[4], page[5]]),
+        VERSION_WITH_POINTERS
+    );
+    let page = roundtrip(&items(300, |i| i % 40), 512);
+    assert_eq!(u16::from_le_bytes([page[4], page[5]]), VERSION);
 }

@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use bytes::Bytes;
+use crate::values::Value;
 
 use super::memo::Memo;
 use super::probe::{LeafMemos, NodeIndex, NodeProbe, PivotTarget};
@@ -36,7 +36,7 @@ pub(super) enum Probe {
 /// Where a lookup goes after one node.
 enum Step {
     /// The answer: the value, or `None` for a tombstone or an absent key.
-    Done(Option<Bytes>),
+    Done(Option<Value>),
     /// On into the child node, whose index this is.
     Descend {
         id: PageId,
@@ -46,10 +46,21 @@ enum Step {
 }
 
 impl Tree {
+    /// `get`, with the value as stored (a separated value's pointer), for
+    /// tests that model values as bytes.
+    #[cfg(test)]
+    pub(crate) fn get_bytes(
+        &self,
+        root: Option<PageId>,
+        key: &[u8],
+    ) -> Result<Option<bytes::Bytes>> {
+        Ok(self.get(root, key)?.map(|v| v.stored().clone()))
+    }
+
     /// The value of `key` in the tree at `root`; `None` if absent or deleted.
     /// (Stored versions use `get_with_root_memo`.)
     #[cfg(test)]
-    pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Bytes>> {
+    pub(crate) fn get(&self, root: Option<PageId>, key: &[u8]) -> Result<Option<Value>> {
         self.get_from(root, None, key)
     }
 
@@ -60,7 +71,7 @@ impl Tree {
         root: Option<PageId>,
         root_memo: &Memo<NodeIndex>,
         key: &[u8],
-    ) -> Result<Option<Bytes>> {
+    ) -> Result<Option<Value>> {
         self.get_from(root, Some(root_memo), key)
     }
 
@@ -69,7 +80,7 @@ impl Tree {
         root: Option<PageId>,
         root_memo: Option<&Memo<NodeIndex>>,
         key: &[u8],
-    ) -> Result<Option<Bytes>> {
+    ) -> Result<Option<Value>> {
         let Some(mut id) = root else {
             return Ok(None);
         };

@@ -18,8 +18,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-
 use super::get::Probe;
 use super::memo::Memo;
 use super::probe::{NodeIndex, PivotTarget};
@@ -30,6 +28,7 @@ use crate::page::{CachePriority, PageId, PageRange};
 use crate::tree::Tree;
 use crate::tree::format::leaf::LeafHead;
 use crate::tree::format::node::LeafRef;
+use crate::values::Value;
 
 /// The chunk a lookup reads first, and how to read its answer there.
 struct Planned {
@@ -58,7 +57,7 @@ impl Tree {
         root: Option<PageId>,
         root_memo: &Memo<NodeIndex>,
         keys: &[&[u8]],
-    ) -> Result<Vec<Option<Bytes>>> {
+    ) -> Result<Vec<Option<Value>>> {
         let Some(root_id) = root else {
             return Ok(vec![None; keys.len()]);
         };
@@ -167,7 +166,7 @@ impl Tree {
     /// `Some(value)` when the planned chunk gives `get`'s answer for `key`
     /// (`value` `None`: a tombstone, or absent from a leaf); `None` when
     /// the lookup must go on to the next place on its path.
-    fn answer_in(&self, plan: &Planned, key: &[u8]) -> Result<Option<Option<Bytes>>> {
+    fn answer_in(&self, plan: &Planned, key: &[u8]) -> Result<Option<Option<Value>>> {
         let (_, offset, len) = plan.range();
         let id = plan.leaf.id;
         let blocks = self

@@ -305,13 +305,14 @@ fn below_upper(key: &[u8], upper: &Bound<Bytes>) -> bool {
 impl Iterator for ScanCursor {
     type Item = Result<(Bytes, Bytes)>;
 
-    /// One pair at a time, for checks and tests (`Db::range` takes pairs
-    /// in batches, through `fill`).
+    /// One pair at a time, its value as stored (a separated value's
+    /// pointer), for checks and tests (`Db::range` takes pairs in
+    /// batches, through `fill`).
     fn next(&mut self) -> Option<Self::Item> {
         let mut pair = None;
         let mut emit = |chunk: &Bytes, span: ItemSpan| {
             let item = span.item(chunk);
-            pair = item.value.map(|value| (item.key, value));
+            pair = item.value.map(|value| (item.key, value.stored().clone()));
         };
         match self.next_with(&mut emit) {
             Ok(true) => pair.map(Ok),

@@ -217,7 +217,7 @@ fn a_flushed_key_beyond_its_pivot_is_corruption() {
                     is_corruption(&outcome),
                     "segment {s} pivot {p}: {outcome:?}"
                 );
-                let got = v.tree.get(Some(id), &key(1_000));
+                let got = v.tree.get_bytes(Some(id), &key(1_000));
                 assert!(is_corruption(&got), "segment {s} pivot {p}: {got:?}");
                 cases += 1;
             }

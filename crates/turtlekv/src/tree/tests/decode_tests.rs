@@ -147,7 +147,7 @@ fn exercise(root: PageId, keys: Vec<Bytes>) -> Outcome {
         let gets = keys
             .into_iter()
             .map(|k| {
-                let got = tree.get(root, &k);
+                let got = tree.get_bytes(root, &k);
                 (k, got)
             })
             .collect();

@@ -100,7 +100,7 @@ impl Harness {
             .iter()
             .map(|(key, value)| crate::tree::Item {
                 key: key.clone(),
-                value: value.clone(),
+                value: value.clone().map(crate::values::Value::Inline),
             })
             .collect();
         let outcome = self.tree.apply_items(self.root, items, plan).unwrap();
@@ -159,7 +159,7 @@ impl Harness {
                 key(rng.below(100_000))
             };
             assert_eq!(
-                self.tree.get(self.root, &k).unwrap(),
+                self.tree.get_bytes(self.root, &k).unwrap(),
                 self.model.get(&k).cloned(),
                 "get {k:?}"
             );
@@ -249,7 +249,11 @@ fn filled(cursor: &mut crate::tree::ScanCursor, limit: usize) -> Vec<(Bytes, Byt
         cursor.fill(limit, &mut batch).unwrap();
         let full = batch.len() == limit;
         assert!(batch.len() <= limit, "a batch longer than asked");
-        all.extend(batch.into_iter().map(|(k, v)| (k, v.expect("a live pair"))));
+        all.extend(
+            batch
+                .into_iter()
+                .map(|(k, v)| (k, v.expect("a live pair").stored().clone())),
+        );
         if !full {
             let mut after = Vec::new();
             cursor.fill(limit, &mut after).unwrap();

@@ -50,10 +50,13 @@ fn repeated_lookups_ask_the_cache_only_for_the_root() {
     let absent: Vec<Bytes> = (0..500u64).map(|i| key(i * 2 + 1)).collect();
     let lookup_all = || {
         for k in &present {
-            assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+            assert_eq!(
+                h.tree.get_bytes(h.root, k).unwrap(),
+                h.model.get(k).cloned()
+            );
         }
         for k in &absent {
-            assert_eq!(h.tree.get(h.root, k).unwrap(), None);
+            assert_eq!(h.tree.get_bytes(h.root, k).unwrap(), None);
         }
     };
     // A first visit may read on a miss; the next finds the cached object
@@ -72,7 +75,10 @@ fn repeated_lookups_ask_the_cache_only_for_the_root() {
     let root_memo = crate::tree::RootMemo::default();
     for k in &present {
         let value = h.tree.get_with_root_memo(h.root, &root_memo, k).unwrap();
-        assert_eq!(value, h.model.get(k).cloned());
+        assert_eq!(
+            value,
+            h.model.get(k).cloned().map(crate::values::Value::Inline)
+        );
     }
     assert_eq!(h.io.take_object_lookups(), 1, "the root, once");
 
@@ -98,7 +104,10 @@ fn memos_remember_only_objects_the_cache_holds() {
     let keys: Vec<Bytes> = h.model.keys().step_by(11).cloned().collect();
     let lookup_all = || {
         for k in &keys {
-            assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+            assert_eq!(
+                h.tree.get_bytes(h.root, k).unwrap(),
+                h.model.get(k).cloned()
+            );
         }
     };
     h.io.drop_cache(false);
@@ -161,7 +170,7 @@ fn count_point_lookup_reads(filter_bits_per_key: u32) -> (u64, u64) {
     // Warm the filters (the cache keeps them at high priority), then drop
     // everything else: nodes, leaf heads and leaf blocks are all misses.
     for k in h.model.keys() {
-        h.tree.get(h.root, k).unwrap();
+        h.tree.get_bytes(h.root, k).unwrap();
     }
     h.io.drop_cache(true);
     let (mut worst, mut total, mut filter_misses, mut over) = (0, 0, 0, 0);
@@ -169,7 +178,7 @@ fn count_point_lookup_reads(filter_bits_per_key: u32) -> (u64, u64) {
     for k in h.model.keys().step_by(7) {
         h.io.drop_cache(true);
         h.io.reset_misses();
-        assert!(h.tree.get(h.root, k).unwrap().is_some());
+        assert!(h.tree.get_bytes(h.root, k).unwrap().is_some());
         let m = h.io.misses();
         let reads = m.node_pages + m.leaf_heads + m.leaf_blocks + m.whole_leaves;
         filter_misses += m.filters;
@@ -198,7 +207,7 @@ fn count_point_lookup_reads(filter_bits_per_key: u32) -> (u64, u64) {
         h.io.drop_cache(true);
         h.io.reset_misses();
         let k = key(i * 8 + 1);
-        assert!(h.tree.get(h.root, &k).unwrap().is_none());
+        assert!(h.tree.get_bytes(h.root, &k).unwrap().is_none());
         let m = h.io.misses();
         assert!(m.node_pages <= height);
         let reads = m.leaf_heads + m.leaf_blocks + m.whole_leaves;

@@ -293,7 +293,7 @@ fn corrupt_pages_are_errors() {
                 // page store (`MemPageIo` models it): what they check
                 // themselves must not turn its errors into answers.
                 for k in h.model.keys().step_by(97) {
-                    match h.tree.get(Some(root), k) {
+                    match h.tree.get_bytes(Some(root), k) {
                         Ok(v) => assert_eq!(v.as_ref(), h.model.get(k)),
                         Err(e) => assert!(matches!(e, crate::Error::Corruption { .. }), "{e}"),
                     }
@@ -321,7 +321,7 @@ fn large_values_span_blocks() {
         let batch: Vec<(Bytes, Option<Bytes>)> = (0..12u64)
             .map(|i| {
                 let len = if i % 3 == 0 {
-                    crate::MAX_VALUE_SIZE
+                    crate::options::MAX_INLINE_VALUE_BYTES
                 } else {
                     rng.below(10_000) as usize
                 };
@@ -381,7 +381,10 @@ fn long_keys_with_long_common_prefixes() {
     assert!(h.max_height >= 2, "height {}", h.max_height);
     let keys: Vec<Bytes> = h.model.keys().cloned().collect();
     for k in keys.iter().step_by(5) {
-        assert_eq!(h.tree.get(h.root, k).unwrap(), h.model.get(k).cloned());
+        assert_eq!(
+            h.tree.get_bytes(h.root, k).unwrap(),
+            h.model.get(k).cloned()
+        );
     }
     h.assert_scans_match(&mut rng, 5);
 }
@@ -508,7 +511,10 @@ fn keys_at_the_node_limit_build_a_healthy_tree() {
 #[test]
 fn items_up_to_the_leaf_limit_fit() {
     let default = config(4096, 2 << 20);
-    assert!(default.max_item_bytes() >= 7 + crate::MAX_KEY_SIZE + crate::MAX_VALUE_SIZE);
+    assert!(
+        default.max_item_bytes()
+            >= 7 + crate::MAX_KEY_SIZE + crate::options::MAX_INLINE_VALUE_BYTES
+    );
     for config in [small_config(512), default] {
         let mut h = Harness::new(config);
         let max = config.max_item_bytes();

@@ -173,7 +173,7 @@ fn run_shaped(seed: u64, steps: u64, shape: Shape) {
         let touched: Vec<Bytes> = batch.keys().cloned().collect();
         h.apply(batch.into_iter().collect());
         for k in touched.iter().step_by(7) {
-            let got = h.tree.get(h.root, k).unwrap();
+            let got = h.tree.get_bytes(h.root, k).unwrap();
             assert_eq!(got, h.model.get(k).cloned(), "seed {seed} step {step}");
         }
         if step % 3 == 0 {

@@ -92,7 +92,7 @@ fn tree_on_the_page_store_survives_reopen() {
         assert!(scan_all(&tree, root).into_iter().eq(model.clone()));
         let keys: Vec<Bytes> = model.keys().cloned().collect();
         for k in keys.iter().step_by(50) {
-            assert_eq!(tree.get(root, k).unwrap().as_ref(), model.get(k));
+            assert_eq!(tree.get_bytes(root, k).unwrap().as_ref(), model.get(k));
         }
         assert_eq!(committed.1, root);
     }
@@ -119,7 +119,10 @@ fn cached_heads_and_filters_do_not_pin_whole_pages() {
     // Every get reads its leaves' heads and filters from the whole pages
     // the checkpoint cached as it wrote them.
     for (k, v) in &batch {
-        assert_eq!(tree.get(outcome.root, k).unwrap().as_ref(), v.as_ref());
+        assert_eq!(
+            tree.get_bytes(outcome.root, k).unwrap().as_ref(),
+            v.as_ref()
+        );
     }
     let pages = store.cached_leaf_pages();
     assert!(pages.len() > 3, "the written leaves were cached whole");

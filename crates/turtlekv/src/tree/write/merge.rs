@@ -108,7 +108,8 @@ mod tests {
                 let mut m = BTreeMap::new();
                 for _ in 0..(40_000 >> level) {
                     let key = Bytes::from((next() % 80_000).to_be_bytes().to_vec());
-                    let value = (next() % 5 != 0).then(|| Bytes::from(vec![level as u8; 3]));
+                    let value = (next() % 5 != 0)
+                        .then(|| crate::values::Value::Inline(Bytes::from(vec![level as u8; 3])));
                     m.insert(key.clone(), Item { key, value });
                 }
                 m.into_values().collect()

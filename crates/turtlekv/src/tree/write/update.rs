@@ -296,16 +296,16 @@ impl Tree {
     /// Applies `batch` (sorted by key, unique keys; `None` = delete) to the
     /// tree at `root` and writes the new version. The old version stays
     /// readable; its pages in `dead_pages` may be freed once no reader needs it.
-    pub(crate) fn apply_batch(
+    pub(crate) fn apply_batch<V: Clone + Into<crate::values::Value>>(
         &self,
         root: Option<PageId>,
-        batch: &[(Bytes, Option<Bytes>)],
+        batch: &[(Bytes, Option<V>)],
     ) -> Result<BatchOutcome> {
         let items: Vec<Item> = batch
             .iter()
             .map(|(k, v)| Item {
                 key: k.clone(),
-                value: v.clone(),
+                value: v.clone().map(Into::into),
             })
             .collect();
         self.apply_items(root, items, &ReclaimPlan::default())

@@ -1,0 +1,276 @@
+//! Value garbage collection (`docs/tuning.md`, "Large values";
+//! `docs/durability.md`, "Separated values"), in steps the checkpoint
+//! thread takes between checkpoints:
+//!
+//! 1. *Judge*: once the value files grew by a quarter since they were
+//!    last judged, read each sealed file's records (keys only) and look
+//!    each key up: a record is live while its key's newest version points
+//!    at it. A file whose live records hold less than
+//!    `value_file_min_live_percent` of its bytes is chosen.
+//! 2. *Move*: copy its live records, a batch at a time, to the file
+//!    appends go to, and commit pointers to the copies, each batch as a
+//!    transaction that fails if one of its keys was written meanwhile (a
+//!    key written since needs no move). The batch is led alone
+//!    (`GroupCommit::try_lead_alone`): the checkpoint thread never queues
+//!    behind a writer that may wait for it.
+//! 3. *Retire*: once a checkpoint covers the last move (no WAL record a
+//!    crash would replay points into the file), retire the file; it is
+//!    removed when no read view that could still follow an old pointer is
+//!    left (`values::ValuePin`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use crate::db::inner::DbInner;
+use crate::db::txn::check::TxnCheck;
+use crate::db::write::{Prepared, Request};
+use crate::stats::bump;
+use crate::values::{PendingWrite, RecordInfo, Value, ValuePointer};
+use crate::{Result, WriteBatch};
+
+/// Records moved per committed batch.
+const MOVE_BATCH_RECORDS: usize = 64;
+/// The value files are judged again once their bytes grew by this
+/// fraction (and at the first step after an open).
+const REJUDGE_GROWTH_DIVISOR: u64 = 4;
+/// Conflicting commits after which a file's move is given up until the
+/// next judgement.
+const MAX_MOVE_CONFLICTS: u32 = 8;
+
+/// Where value garbage collection stands between steps.
+#[derive(Debug, Default)]
+pub(crate) struct ValueGc {
+    /// Sealed files not judged yet in this round.
+    to_judge: VecDeque<u64>,
+    /// The file whose live records are being moved, and those not moved.
+    moving: Option<(u64, VecDeque<RecordInfo>)>,
+    conflicts: u32,
+    /// Files whose live records all moved, with the sequence number the
+    /// last move was visible at.
+    moved: Vec<(u64, u64)>,
+    /// Value file bytes written when the last round began; `None` before
+    /// the first.
+    judged_at_written_bytes: Option<u64>,
+    /// Copies made whose commit found a writer at work.
+    ready: Option<ReadyBatch>,
+}
+
+/// Records of the moving file copied, and the pointers to commit.
+#[derive(Debug)]
+struct ReadyBatch {
+    batch: WriteBatch,
+    /// The copies, pending until the batch commits or is given up.
+    _copies: Vec<PendingWrite>,
+    /// Where the records were found live.
+    snapshot_seq: u64,
+    /// Records of the moving file it covers (moved, or no longer live).
+    records: usize,
+    moved_bytes: u64,
+}
+
+impl DbInner {
+    /// One step of value garbage collection; `Ok(true)` if it did some
+    /// work (the caller may take the next at once).
+    pub fn collect_value_garbage(&self) -> Result<bool> {
+        let min_live_percent = self.value_file_min_live_percent;
+        if min_live_percent == 0 {
+            return Ok(false);
+        }
+        let mut gc = self.value_gc.lock();
+        let retired = self.retire_moved_files(&mut gc)?;
+        if let Some((id, pending)) = gc.moving.take() {
+            return self.move_batch(&mut gc, id, pending);
+        }
+        if let Some(id) = gc.to_judge.pop_front() {
+            let live = self.live_records(id)?;
+            let file_bytes = self.values.file_len(id);
+            let live_bytes: u64 = live.iter().map(RecordInfo::len_bytes).sum();
+            bump(&self.stats.value_files_judged, 1);
+            if live_bytes * 100 < file_bytes * u64::from(min_live_percent) {
+                gc.moving = Some((id, live.into()));
+                gc.conflicts = 0;
+            }
+            return Ok(true);
+        }
+        self.start_round(&mut gc);
+        if gc.to_judge.is_empty() && !gc.moved.is_empty() {
+            // Moved files go once a checkpoint covers their moves: with no
+            // writes to fill the MemTable, freeze it for one.
+            return Ok(self.freeze_if_idle()? || retired);
+        }
+        Ok(retired || !gc.to_judge.is_empty())
+    }
+
+    /// Begins a round of judgements if the value files grew enough.
+    fn start_round(&self, gc: &mut ValueGc) {
+        let stats = self.values.stats();
+        let grown = match gc.judged_at_written_bytes {
+            None => stats.files > 0,
+            Some(at) => stats.bytes_written - at >= stats.bytes.max(1) / REJUDGE_GROWTH_DIVISOR,
+        };
+        if !grown {
+            return;
+        }
+        gc.judged_at_written_bytes = Some(stats.bytes_written);
+        let moved: Vec<u64> = gc.moved.iter().map(|&(id, _)| id).collect();
+        gc.to_judge = self
+            .values
+            .sealed_files()
+            .into_iter()
+            .map(|(id, _)| id)
+            .filter(|id| !moved.contains(id))
+            .collect();
+    }
+
+    /// The records of file `id` that are their key's newest version.
+    fn live_records(&self, id: u64) -> Result<Vec<RecordInfo>> {
+        let mut live = Vec::new();
+        for record in self.values.records(id)? {
+            if self.points_at(&record)? {
+                live.push(record);
+            }
+        }
+        Ok(live)
+    }
+
+    /// Whether the newest version of `record`'s key points at it.
+    fn points_at(&self, record: &RecordInfo) -> Result<bool> {
+        let newest = self
+            .versions
+            .with_latest(|state, seq| self.get_stored_at(state, seq, &record.key))?;
+        Ok(match newest {
+            Some(Value::Pointer(encoded)) => {
+                ValuePointer::decode(&encoded).is_ok_and(|p| p == record.pointer)
+            }
+            _ => false,
+        })
+    }
+
+    /// Moves the next batch of `pending` (records of file `id`), or, with
+    /// none left, counts the file as moved. `Ok(false)` when a writer was
+    /// at work: the copied batch waits for a later step.
+    fn move_batch(
+        &self,
+        gc: &mut ValueGc,
+        id: u64,
+        mut pending: VecDeque<RecordInfo>,
+    ) -> Result<bool> {
+        if pending.is_empty() {
+            gc.moved.push((id, self.versions.visible_seq()));
+            bump(&self.stats.value_files_moved, 1);
+            return Ok(true);
+        }
+        let ready = match gc.ready.take() {
+            Some(ready) => ready,
+            None => match self.copy_batch(&pending)? {
+                Some(ready) => ready,
+                None => {
+                    // A damaged record: its reads report it; the file
+                    // stays, so that they go on reporting the damage.
+                    bump(&self.stats.value_moves_abandoned, 1);
+                    return Ok(true);
+                }
+            },
+        };
+        let committed = match ready.batch.is_empty() {
+            true => Some(true),
+            false => self.commit_move(ready.batch.clone(), ready.snapshot_seq)?,
+        };
+        match committed {
+            Some(true) => {
+                pending.drain(..ready.records);
+                bump(&self.stats.value_bytes_moved, ready.moved_bytes);
+            }
+            // A key was written since: copy again from what is live then.
+            Some(false) => gc.conflicts += 1,
+            None => gc.ready = Some(ready),
+        }
+        if gc.conflicts < MAX_MOVE_CONFLICTS {
+            gc.moving = Some((id, pending));
+        } else {
+            gc.ready = None;
+            bump(&self.stats.value_moves_abandoned, 1);
+        }
+        Ok(committed.is_some())
+    }
+
+    /// Copies the next records of `pending` that are still live to the
+    /// file appends go to, as a batch of pointers to the copies; `None`
+    /// if a record is damaged.
+    fn copy_batch(&self, pending: &VecDeque<RecordInfo>) -> Result<Option<ReadyBatch>> {
+        let records = pending.len().min(MOVE_BATCH_RECORDS);
+        // Before the lookups: a write after them is one the check sees.
+        let snapshot_seq = self.versions.visible_seq();
+        let mut batch = WriteBatch::new();
+        let mut copies = Vec::new();
+        let mut moved_bytes = 0;
+        for record in pending.iter().take(records) {
+            // Written since it was judged: nothing to move.
+            if !self.points_at(record)? {
+                continue;
+            }
+            let copy = match self.values.relocate(record) {
+                Ok((copy, written)) => {
+                    copies.push(written);
+                    copy
+                }
+                Err(crate::Error::Corruption { .. }) => return Ok(None),
+                Err(e) => return Err(self.poison.with_error(e)),
+            };
+            moved_bytes += record.len_bytes();
+            batch.ops.push(crate::batch::BatchOp::stored(
+                record.key.clone(),
+                Some(Value::Pointer(copy.encode())),
+            ));
+        }
+        Ok(Some(ReadyBatch {
+            batch,
+            _copies: copies,
+            snapshot_seq,
+            records,
+            moved_bytes,
+        }))
+    }
+
+    /// Commits moved pointers as a transaction read at `snapshot_seq`,
+    /// led alone; `None` if a writer was at work, `Some(false)` if a key
+    /// was written after `snapshot_seq` (or a checkpoint passed it).
+    fn commit_move(&self, batch: WriteBatch, snapshot_seq: u64) -> Result<Option<bool>> {
+        let check = Arc::new(TxnCheck {
+            snapshot_seq,
+            keys: Vec::new(),
+            ranges: Vec::new(),
+            conflict: Default::default(),
+        });
+        let prepared = Prepared {
+            inserts: None,
+            check: Some(check.clone()),
+        };
+        let request = Request::unqueued(batch, prepared);
+        let Some(result) = self.commit.try_lead_alone(|| self.commit_group(&[request])) else {
+            return Ok(None);
+        };
+        result?;
+        Ok(Some(check.conflict.lock().is_none()))
+    }
+
+    /// Retires the moved files a checkpoint now covers, and removes those
+    /// no read view pins any more. Returns whether it did either.
+    fn retire_moved_files(&self, gc: &mut ValueGc) -> Result<bool> {
+        let covered = self.versions.covered_seq();
+        let (ready, waiting): (Vec<_>, Vec<_>) =
+            gc.moved.iter().partition(|&&(_, seq)| seq <= covered);
+        gc.moved = waiting;
+        let retire: Vec<u64> = ready.into_iter().map(|(id, _)| id).collect();
+        let retired = !retire.is_empty();
+        if retired {
+            self.values.retire(retire);
+        }
+        let removed = self
+            .values
+            .remove_unpinned()
+            .map_err(|e| self.poison.with_io(e))?;
+        bump(&self.stats.value_files_removed, removed);
+        Ok(retired || removed > 0)
+    }
+}

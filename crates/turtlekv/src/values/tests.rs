@@ -1,0 +1,148 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use super::*;
+use crate::Error;
+use crate::io::{CrashMode, FaultFs, FileSystem, OpenOptions};
+
+const DB: &str = "/db";
+const IDENTITY: u64 = 0x5eed;
+
+fn open(fs: &FaultFs, file_limit_bytes: u64) -> ValueStore {
+    ValueStore::open(
+        Arc::new(fs.clone()),
+        Path::new(DB),
+        IDENTITY,
+        file_limit_bytes,
+    )
+    .unwrap()
+}
+
+fn value(i: usize) -> Vec<u8> {
+    (0..100 + i * 97).map(|j| (i * 13 + j) as u8).collect()
+}
+
+fn key(i: usize) -> Vec<u8> {
+    format!("key{i:04}").into_bytes()
+}
+
+fn is_corruption<T: std::fmt::Debug>(r: crate::Result<T>) -> bool {
+    matches!(r, Err(Error::Corruption { .. }))
+}
+
+#[test]
+fn records_read_back_across_files_and_reopens() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 8 * 1024);
+    let pointers: Vec<_> = (0..60)
+        .map(|i| store.append(&key(i), &value(i)).unwrap().0)
+        .collect();
+    store.sync().unwrap();
+    assert!(store.stats().files > 5, "{:?}", store.stats());
+    for (i, p) in pointers.iter().enumerate() {
+        assert_eq!(store.read(&key(i), p).unwrap(), value(i));
+        assert_eq!(ValuePointer::decode(&p.encode()).unwrap(), *p);
+    }
+    drop(store);
+    let store = open(&fs, 8 * 1024);
+    for (i, p) in pointers.iter().enumerate() {
+        assert_eq!(store.read(&key(i), p).unwrap(), value(i));
+    }
+    // A new handle appends to a new file, after the last.
+    let next = store.append(b"k", b"v").unwrap().0;
+    assert!(pointers.iter().all(|p| p.file_id < next.file_id));
+}
+
+#[test]
+fn a_record_read_for_another_key_or_through_a_wrong_pointer_is_corruption() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 1 << 20);
+    let p = store.append(b"alpha", &value(3)).unwrap().0;
+    let q = store.append(b"bravo", &value(4)).unwrap().0;
+    assert!(
+        is_corruption(store.read(b"alphb", &p)),
+        "same length, other key"
+    );
+    assert!(is_corruption(store.read(b"alph", &p)), "other length");
+    let wrong_crc = ValuePointer {
+        crc: p.crc ^ 1,
+        ..p
+    };
+    assert!(is_corruption(store.read(b"alpha", &wrong_crc)));
+    let other_record = ValuePointer { crc: p.crc, ..q };
+    assert!(is_corruption(store.read(b"bravo", &other_record)));
+    let past_end = ValuePointer {
+        offset: q.offset + 10_000,
+        ..q
+    };
+    assert!(is_corruption(store.read(b"bravo", &past_end)));
+    let no_file = ValuePointer { file_id: 99, ..p };
+    assert!(is_corruption(store.read(b"alpha", &no_file)));
+    let in_header = ValuePointer { offset: 3, ..p };
+    assert!(is_corruption(store.read(b"alpha", &in_header)));
+    assert_eq!(store.read(b"bravo", &q).unwrap(), value(4));
+}
+
+#[test]
+fn damage_in_a_record_is_corruption_at_its_offset() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 1 << 20);
+    let p = store.append(b"k", &value(20)).unwrap().0;
+    let path = Path::new(DB)
+        .join(VALUES_DIR)
+        .join(store::file_name(p.file_id));
+    fs.flip_bit(&path, (p.offset + 500) * 8).unwrap();
+    match store.read(b"k", &p) {
+        Err(Error::Corruption { file, offset, .. }) => {
+            assert_eq!((file, offset), (path, p.offset));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_file_of_another_database_is_refused_and_a_torn_one_ignored() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 1 << 20);
+    drop(store.append(b"k", b"value").unwrap());
+    store.sync().unwrap();
+    drop(store);
+    let other = ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY + 1, 1 << 20);
+    assert!(
+        matches!(other, Err(Error::Corruption { offset: 16, .. })),
+        "{other:?}"
+    );
+    // A file whose header a crash cut short holds no record.
+    let torn = Path::new(DB).join(VALUES_DIR).join(store::file_name(2));
+    let file = fs.open(&torn, OpenOptions::read_write_create()).unwrap();
+    file.write_at(b"TKVF", 0).unwrap();
+    let store = open(&fs, 1 << 20);
+    assert_eq!(store.append(b"k", b"v").unwrap().0.file_id, 3);
+}
+
+#[test]
+fn sync_makes_appended_records_durable() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 1 << 20);
+    let synced = store.append(b"a", &value(5)).unwrap().0;
+    store.sync().unwrap();
+    let unsynced = store.append(b"b", &value(6)).unwrap().0;
+    let crashed = fs.crash(CrashMode::DropUnsynced);
+    let reopened = open(&crashed, 1 << 20);
+    assert_eq!(reopened.read(b"a", &synced).unwrap(), value(5));
+    assert!(is_corruption(reopened.read(b"b", &unsynced)));
+    assert_eq!(store.read(b"b", &unsynced).unwrap(), value(6));
+}
+
+#[test]
+fn a_value_larger_than_one_write_round_trips() {
+    let fs = FaultFs::new();
+    let store = open(&fs, 64 << 20);
+    let big: Vec<u8> = (0..3 << 20).map(|i: usize| (i * 7 % 251) as u8).collect();
+    let p = store.append(b"big", &big).unwrap().0;
+    assert_eq!(store.read(b"big", &p).unwrap(), big);
+    assert_eq!(
+        store.stats().bytes_written,
+        file::record_len(3, p.value_len)
+    );
+}
