@@ -174,8 +174,8 @@ pub struct YcsbArgs {
     #[arg(long)]
     pub rocksdb_memory_in_cache: bool,
     /// RocksDB and fjall: store values apart from the tree, as TurtleKV
-    /// does from 4 KiB: RocksDB's integrated BlobDB (`enable_blob_files`,
-    /// values of 4 KiB and more, blob garbage collection on) and fjall's
+    /// does from 1 KiB: RocksDB's integrated BlobDB (`enable_blob_files`,
+    /// values of 1 KiB and more, blob garbage collection on) and fjall's
     /// key-value separation (its defaults). Off: both keep values inline.
     #[arg(long)]
     pub peer_kv_separation: bool,

@@ -290,7 +290,7 @@ impl Default for Options {
 }
 
 /// `Options::value_separation_threshold_bytes` by default.
-pub const DEFAULT_VALUE_SEPARATION_THRESHOLD_BYTES: u64 = 4 * KIB;
+pub const DEFAULT_VALUE_SEPARATION_THRESHOLD_BYTES: u64 = KIB;
 /// Shorter separated values would cost more in pointers and reads than
 /// they save.
 const MIN_VALUE_SEPARATION_THRESHOLD_BYTES: u64 = 64;

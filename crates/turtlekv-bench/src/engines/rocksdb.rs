@@ -68,9 +68,9 @@ impl RocksDb {
             DBCompressionType::None
         });
         if config.peer_kv_separation {
-            // As TurtleKV's default: values of 4 KiB and more, stored once.
+            // As TurtleKV's default: values of 1 KiB and more, stored once.
             options.set_enable_blob_files(true);
-            options.set_min_blob_size(4096);
+            options.set_min_blob_size(1024);
             options.set_enable_blob_gc(true);
             options.set_blob_compression_type(if config.compressible_values() {
                 DBCompressionType::Lz4

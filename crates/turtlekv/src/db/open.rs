@@ -168,6 +168,7 @@ pub(super) fn open_as(
         &path,
         binding.database_id,
         options.value_file_size_bytes,
+        options.direct_io,
     )?);
     let (mut wal, replayed) = Wal::open(
         fs.clone(),

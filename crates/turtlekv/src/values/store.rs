@@ -13,7 +13,7 @@ use parking_lot::{Mutex, RwLock};
 use super::epoch::Epoch;
 use super::file::{self, HEADER_BYTES};
 use super::{VALUES_DIR, ValuePointer};
-use crate::io::{File, FileSystem, OpenOptions, read_exact_at};
+use crate::io::{AlignedBuf, DIRECT_IO_ALIGN_BYTES, File, FileSystem, OpenOptions, read_exact_at};
 use crate::{Error, Result};
 
 const SUFFIX: &str = ".values";
@@ -31,6 +31,9 @@ pub(super) struct ValueFile {
     pub(super) id: u64,
     pub(super) path: PathBuf,
     pub(super) file: Arc<dyn File>,
+    /// The same file opened with `O_DIRECT`, for the reads of a store
+    /// that bypasses the OS page cache (`Options::direct_io`).
+    direct: Option<Arc<dyn File>>,
     /// Written since the last sync.
     dirty: AtomicBool,
     /// Bytes appended (records reserved) so far; the length of a file
@@ -82,10 +85,14 @@ pub(crate) struct ValueStore {
     identity: u64,
     /// A file takes no more records once it is this long.
     file_limit_bytes: u64,
+    /// Read records with `O_DIRECT` (`Options::direct_io`).
+    direct_reads: bool,
     pub(super) files: RwLock<BTreeMap<u64, Arc<ValueFile>>>,
     pub(super) appender: Mutex<Option<Appender>>,
     next_file_id: AtomicU64,
     unsynced: Mutex<Vec<Arc<ValueFile>>>,
+    /// Held for the whole of a `sync`.
+    syncing: Mutex<()>,
     /// The epoch new readers pin (`pin`); garbage collection retires files
     /// into it (`retire`).
     pub(super) epoch: Mutex<Arc<Epoch>>,
@@ -110,6 +117,7 @@ impl ValueStore {
         db_dir: &Path,
         identity: u64,
         file_limit_bytes: u64,
+        direct_reads: bool,
     ) -> Result<Self> {
         let dir = db_dir.join(VALUES_DIR);
         let mut files = BTreeMap::new();
@@ -123,10 +131,12 @@ impl ValueStore {
                 file::check_header(&header, id, identity)
                     .map_err(|bad| bad.into_corruption(&path, 0))?;
             }
+            let direct = open_direct(&*fs, &path, direct_reads)?;
             let value_file = ValueFile {
                 id,
                 path,
                 file,
+                direct,
                 dirty: AtomicBool::new(false),
                 len_bytes: AtomicU64::new(len_bytes),
                 pending_writes: AtomicU64::new(0),
@@ -140,10 +150,12 @@ impl ValueStore {
             dir,
             identity,
             file_limit_bytes,
+            direct_reads,
             files: RwLock::new(files),
             appender: Mutex::new(None),
             next_file_id: AtomicU64::new(next_file_id),
             unsynced: Mutex::new(Vec::new()),
+            syncing: Mutex::new(()),
             epoch: Mutex::new(Arc::new(Epoch::new(deletable.clone()))),
             deletable,
             removed: RwLock::new(BTreeSet::new()),
@@ -235,10 +247,12 @@ impl ValueStore {
         if let Some(parent) = self.dir.parent() {
             self.fs.sync_dir(parent)?;
         }
+        let direct = open_direct(&*self.fs, &path, self.direct_reads)?;
         let value_file = Arc::new(ValueFile {
             id,
             path,
             file,
+            direct,
             dirty: AtomicBool::new(false),
             len_bytes: AtomicU64::new(HEADER_BYTES),
             pending_writes: AtomicU64::new(0),
@@ -247,8 +261,12 @@ impl ValueStore {
         Ok(value_file)
     }
 
-    /// Makes every record appended so far durable.
+    /// Makes every record appended so far durable. Syncs run one at a
+    /// time: a sync that found the list empty because another had just
+    /// taken it must not return before that one's files are durable (the
+    /// WAL would then make records durable whose values are not).
     pub fn sync(&self) -> io::Result<()> {
+        let _one_at_a_time = self.syncing.lock();
         let files = std::mem::take(&mut *self.unsynced.lock());
         for (i, f) in files.iter().enumerate() {
             f.dirty.store(false, Ordering::Release);
@@ -256,9 +274,8 @@ impl ValueStore {
                 // Still unsynced: a later sync must not skip them.
                 let mut unsynced = self.unsynced.lock();
                 for g in &files[i..] {
-                    if !g.dirty.swap(true, Ordering::AcqRel) {
-                        unsynced.push(g.clone());
-                    }
+                    g.dirty.store(true, Ordering::Release);
+                    unsynced.push(g.clone());
                 }
                 return Err(e);
             }
@@ -309,10 +326,22 @@ impl ValueStore {
             return Err(corrupt(0, "value pointer out of range".into()));
         }
         let mut record = vec![0u8; len as usize];
-        match read_exact_at(&*value_file.file, &mut record, p.offset) {
+        let read = match &value_file.direct {
+            Some(direct) if len <= MAX_DIRECT_READ_BYTES => {
+                read_direct(&**direct, &mut record, p.offset)
+            }
+            _ => read_exact_at(&*value_file.file, &mut record, p.offset),
+        };
+        match read {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Err(corrupt(0, "value record lies past the file's end".into()));
+                let file_len = value_file.file.len().unwrap_or(0);
+                return Err(corrupt(
+                    0,
+                    format!(
+                        "value record of {len} bytes lies past the file's end ({file_len} bytes)"
+                    ),
+                ));
             }
             Err(e) => return Err(e.into()),
         }
@@ -343,10 +372,12 @@ impl ValueStore {
             .map_err(|_| Error::corruption(&path, 0, "value file header cut short"))?;
         file::check_header(&header, id, self.identity)
             .map_err(|bad| bad.into_corruption(&path, 0))?;
+        let direct = open_direct(&*self.fs, &path, self.direct_reads)?;
         let value_file = Arc::new(ValueFile {
             id,
             path,
             len_bytes: AtomicU64::new(file.len()?),
+            direct,
             file,
             dirty: AtomicBool::new(false),
             pending_writes: AtomicU64::new(0),
@@ -367,6 +398,47 @@ impl ValueStore {
             reads: self.reads.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Records longer than this are read through the OS page cache even by a
+/// store that reads with `O_DIRECT`: the aligned buffer would hold a second
+/// copy of a value that may be as large as the memory budget.
+const MAX_DIRECT_READ_BYTES: u64 = 1 << 20;
+
+/// File `path` opened again for `O_DIRECT` reads, when `direct`.
+fn open_direct(
+    fs: &dyn FileSystem,
+    path: &Path,
+    direct: bool,
+) -> io::Result<Option<Arc<dyn File>>> {
+    if !direct {
+        return Ok(None);
+    }
+    Ok(Some(
+        fs.open(path, OpenOptions::read_only().with_direct(true))?,
+    ))
+}
+
+/// `read_exact_at` through a file opened with `O_DIRECT`: the aligned
+/// blocks that cover `buf.len()` bytes at `offset`, read whole (the last
+/// may end at the file's end), then copied out.
+fn read_direct(file: &dyn File, buf: &mut [u8], offset: u64) -> io::Result<()> {
+    let align = DIRECT_IO_ALIGN_BYTES as u64;
+    let start = offset / align * align;
+    let end = (offset + buf.len() as u64).next_multiple_of(align);
+    let mut blocks = AlignedBuf::zeroed((end - start) as usize);
+    let wanted = (offset - start) as usize + buf.len();
+    let mut done = 0;
+    while done < wanted {
+        let n = file.read_at(&mut blocks[done..], start + done as u64)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        done += n;
+    }
+    let at = (offset - start) as usize;
+    buf.copy_from_slice(&blocks[at..at + buf.len()]);
+    Ok(())
 }
 
 /// A header cut short or all zero: the file was being created when the

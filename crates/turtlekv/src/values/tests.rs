@@ -14,6 +14,7 @@ fn open(fs: &FaultFs, file_limit_bytes: u64) -> ValueStore {
         Path::new(DB),
         IDENTITY,
         file_limit_bytes,
+        false,
     )
     .unwrap()
 }
@@ -107,7 +108,13 @@ fn a_file_of_another_database_is_refused_and_a_torn_one_ignored() {
     drop(store.append(b"k", b"value").unwrap());
     store.sync().unwrap();
     drop(store);
-    let other = ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY + 1, 1 << 20);
+    let other = ValueStore::open(
+        Arc::new(fs.clone()),
+        Path::new(DB),
+        IDENTITY + 1,
+        1 << 20,
+        false,
+    );
     assert!(
         matches!(other, Err(Error::Corruption { offset: 16, .. })),
         "{other:?}"
@@ -145,4 +152,29 @@ fn a_value_larger_than_one_write_round_trips() {
         store.stats().bytes_written,
         file::record_len(3, p.value_len)
     );
+}
+
+/// A store that bypasses the OS page cache reads records through aligned
+/// blocks (`FaultFs` refuses unaligned `O_DIRECT` reads), the last ones
+/// ending at the file's end, and long records through the page cache.
+#[test]
+fn direct_reads_return_the_same_records() {
+    let fs = FaultFs::new();
+    let store =
+        ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY, 1 << 20, true).unwrap();
+    let mut pointers: Vec<_> = (0..40)
+        .map(|i| store.append(&key(i), &value(i * 3)).unwrap().0)
+        .collect();
+    let long: Vec<u8> = (0..(1 << 20) + 5000)
+        .map(|i: usize| (i % 253) as u8)
+        .collect();
+    pointers.push(store.append(&key(40), &long).unwrap().0);
+    for (i, p) in pointers.iter().enumerate().take(40) {
+        assert_eq!(store.read(&key(i), p).unwrap(), value(i * 3));
+    }
+    assert_eq!(store.read(&key(40), &pointers[40]).unwrap(), long);
+    drop(store);
+    let store =
+        ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY, 1 << 20, true).unwrap();
+    assert_eq!(store.read(&key(7), &pointers[7]).unwrap(), value(21));
 }

@@ -36,6 +36,9 @@ pub type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 pub fn small_options() -> Options {
     let mut o = Options::default();
     o.wal_segment_size_bytes = 64 * 1024;
+    // Most of these tests' values (up to a few KiB) stay in the tree,
+    // whose paths they exercise; the largest go to value files.
+    o.value_separation_threshold_bytes = 4096;
     o
 }
 
