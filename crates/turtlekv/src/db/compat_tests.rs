@@ -17,6 +17,8 @@ use crate::{Db, WriteOptions};
 
 const DIR: &str = "/db";
 
+use super::test_contents as contents;
+
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn open(fs: &FaultFs) -> crate::Result<Db> {
@@ -25,15 +27,6 @@ fn open(fs: &FaultFs) -> crate::Result<Db> {
         super::checkpointing_test_options(),
         Arc::new(fs.clone()),
     )
-}
-
-fn contents(db: &Db) -> Model {
-    db.range::<&[u8], _>(..)
-        .map(|kv| {
-            let (k, v) = kv.expect("scan");
-            (k.to_vec(), v.to_vec())
-        })
-        .collect()
 }
 
 /// Puts and deletes over a few checkpoints, the last ones in the WAL only

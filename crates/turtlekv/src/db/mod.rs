@@ -42,6 +42,17 @@ fn checkpointing_test_options() -> Options {
     }
 }
 
+/// Every pair of the default keyspace, as owned bytes (the `db` tests').
+#[cfg(test)]
+fn test_contents(db: &Db) -> std::collections::BTreeMap<Vec<u8>, Vec<u8>> {
+    db.range::<&[u8], _>(..)
+        .map(|kv| {
+            let (k, v) = kv.expect("scan");
+            (k.to_vec(), v.to_vec())
+        })
+        .collect()
+}
+
 use std::ops::RangeBounds;
 use std::path::Path;
 use std::sync::Arc;

@@ -12,6 +12,8 @@ use crate::{Db, Error, Options, WriteBatch, WriteOptions};
 
 const DIR: &str = "/db";
 
+use super::test_contents as contents;
+
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
 fn options() -> Options {
@@ -34,15 +36,6 @@ fn value_of(key: u32, round: u32, len: usize) -> Vec<u8> {
     v[..4].copy_from_slice(&key.to_be_bytes());
     v[4..8].copy_from_slice(&round.to_be_bytes());
     v
-}
-
-fn contents(db: &Db) -> Model {
-    db.range::<&[u8], _>(..)
-        .map(|kv| {
-            let (k, v) = kv.expect("scan");
-            (k.to_vec(), v.to_vec())
-        })
-        .collect()
 }
 
 fn assert_reads(db: &Db, model: &Model) {
