@@ -30,9 +30,15 @@ impl Space {
         }
     }
 
+    /// Keys from `start` (inclusive) on; all of them if `start` is empty.
+    /// Values are not read, so large values' files are not touched.
+    pub fn keys_from(&self, db: &Db, start: &[u8]) -> turtlekv::Keys {
+        self.range_from(db, start).keys()
+    }
+
     /// Keys and values from `start` (inclusive) on; all of them if `start`
     /// is empty.
-    pub fn range_from(&self, db: &Db, start: &[u8]) -> turtlekv::Iter {
+    fn range_from(&self, db: &Db, start: &[u8]) -> turtlekv::Iter {
         if start.is_empty() {
             return match self {
                 Space::Default => db.iter(),

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::ops::Bound;
 
 use anyhow::{Context as _, Result};
-use turtlekv::Bytes;
 
 use crate::cli::ScanArgs;
 use crate::keyspace::Target;
@@ -29,25 +28,39 @@ pub fn scan(args: &ScanArgs, out: &mut dyn Write) -> Result<()> {
             to.map_or(Bound::Unbounded, Bound::Excluded),
         )),
     };
-    let iter: Box<dyn Iterator<Item = turtlekv::Result<(Bytes, Bytes)>>> = if args.reverse {
-        Box::new(iter.rev())
+    // Keys only: the iterator never reads values, so separated values'
+    // files are not touched.
+    let items = if args.keys_only {
+        directed(iter.keys().map(|k| k.map(|k| (k, None))), args.reverse)
     } else {
-        Box::new(iter)
+        directed(iter.map(|kv| kv.map(|(k, v)| (k, Some(v)))), args.reverse)
     };
     let limit = args
         .limit
         .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
-    for item in iter.take(limit) {
+    for item in items.take(limit) {
         let (key, value) = item.context("scan")?;
-        if args.json {
-            writeln!(out, "{}", json_line(&key, &value, encoding))?;
-        } else if args.keys_only {
-            writeln!(out, "{}", encoding.encode(&key, "key")?)?;
-        } else {
-            let key = encoding.encode(&key, "key")?;
-            let value = encoding.encode(&value, &format!("the value of key {key:?}"))?;
-            writeln!(out, "{key}\t{value}")?;
+        match value {
+            None => writeln!(out, "{}", encoding.encode(&key, "key")?)?,
+            Some(value) if args.json => writeln!(out, "{}", json_line(&key, &value, encoding))?,
+            Some(value) => {
+                let key = encoding.encode(&key, "key")?;
+                let value = encoding.encode(&value, &format!("the value of key {key:?}"))?;
+                writeln!(out, "{key}\t{value}")?;
+            }
         }
     }
     Ok(())
+}
+
+/// `iter` forwards, or backwards when `reverse`.
+fn directed<I: DoubleEndedIterator + 'static>(
+    iter: I,
+    reverse: bool,
+) -> Box<dyn Iterator<Item = I::Item>> {
+    if reverse {
+        Box::new(iter.rev())
+    } else {
+        Box::new(iter)
+    }
 }

@@ -79,7 +79,7 @@ pub fn count_keys(space: &Space, db: &turtlekv::Db) -> Result<u64> {
         return Ok(estimate);
     }
     let mut n = 0;
-    for item in space.range_from(db, &[]) {
+    for item in space.keys_from(db, &[]) {
         item?;
         n += 1;
     }

@@ -103,10 +103,10 @@ fn walk(
     limit: Option<usize>,
 ) -> Result<(Vec<Bytes>, Option<Bytes>)> {
     let db = c.exec.db();
-    let iter = c.session.space.range_from(db, start);
+    let iter = c.session.space.keys_from(db, start);
     let mut found = Vec::new();
     for (seen, item) in iter.enumerate() {
-        let (key, _value) = item?;
+        let key = item?;
         if !key.starts_with(prefix) {
             return Ok((found, None));
         }

@@ -410,6 +410,13 @@ impl Iter {
         self.back = self.reopened(&start, (&self.lower, &start));
     }
 
+    /// The same iteration, yielding keys only. Values are not read: a
+    /// separated value's file is never touched, so listing the keys of
+    /// large values costs what listing small ones does.
+    pub fn keys(self) -> super::Keys {
+        super::Keys::new(self)
+    }
+
     /// `key` behind the iterator's keyspace tag.
     fn stored(&self, key: &[u8]) -> Bytes {
         let mut stored = Vec::with_capacity(self.tag.len() + key.len());
@@ -467,15 +474,16 @@ impl Iter {
     }
 }
 
-impl Iterator for Iter {
-    type Item = Result<(Bytes, Bytes)>;
-
-    fn next(&mut self) -> Option<Self::Item> {
+impl Iter {
+    /// The next live entry at the end `dir`: its key still behind the
+    /// keyspace tag, its value not yet read from a value file. `None` when
+    /// the ends have met or the range is done.
+    pub(super) fn advance(&mut self, dir: Direction) -> Option<Result<(Bytes, Value)>> {
         if let Some(e) = self.failed.take() {
             return Some(Err(e));
         }
         loop {
-            let (key, value) = match self.step(Direction::Forward) {
+            let (key, value) = match self.step(dir) {
                 Ok(Some(item)) => item,
                 Ok(None) => return None,
                 Err(e) => {
@@ -483,41 +491,46 @@ impl Iterator for Iter {
                     return Some(Err(e));
                 }
             };
-            if !below_upper(&key, narrowed(&self.upper, self.back_last.as_deref())) {
+            let (inside, last) = match dir {
+                Direction::Forward => (
+                    below_upper(&key, narrowed(&self.upper, self.back_last.as_deref())),
+                    &mut self.front_last,
+                ),
+                Direction::Reverse => (
+                    above_lower(&key, narrowed(&self.lower, self.front_last.as_deref())),
+                    &mut self.back_last,
+                ),
+            };
+            if !inside {
                 self.finish();
                 return None;
             }
-            remember(&mut self.front_last, &key);
+            remember(last, &key);
             if let Some(value) = value {
-                return Some(self.emit(key, value));
+                return Some(Ok((key, value)));
             }
         }
+    }
+
+    /// `key` as the user sees it: without the keyspace tag.
+    pub(super) fn user_key(&self, key: Bytes) -> Bytes {
+        strip(key, self.tag.len())
+    }
+}
+
+impl Iterator for Iter {
+    type Item = Result<(Bytes, Bytes)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let item = self.advance(Direction::Forward)?;
+        Some(item.and_then(|(key, value)| self.emit(key, value)))
     }
 }
 
 impl DoubleEndedIterator for Iter {
     fn next_back(&mut self) -> Option<Self::Item> {
-        if let Some(e) = self.failed.take() {
-            return Some(Err(e));
-        }
-        loop {
-            let (key, value) = match self.step(Direction::Reverse) {
-                Ok(Some(item)) => item,
-                Ok(None) => return None,
-                Err(e) => {
-                    self.fail();
-                    return Some(Err(e));
-                }
-            };
-            if !above_lower(&key, narrowed(&self.lower, self.front_last.as_deref())) {
-                self.finish();
-                return None;
-            }
-            remember(&mut self.back_last, &key);
-            if let Some(value) = value {
-                return Some(self.emit(key, value));
-            }
-        }
+        let item = self.advance(Direction::Reverse)?;
+        Some(item.and_then(|(key, value)| self.emit(key, value)))
     }
 }
 

@@ -11,6 +11,7 @@ mod inner;
 #[cfg(all(test, target_os = "linux"))]
 mod io_priority_tests;
 mod iter;
+mod keys;
 pub(crate) mod keyspace;
 mod open;
 #[cfg(test)]
@@ -64,6 +65,7 @@ pub use check::CheckReport;
 pub use control::CONTROL_SOCKET_NAME;
 pub(crate) use inner::DbInner;
 pub use iter::Iter;
+pub use keys::Keys;
 pub use keyspace::{Keyspace, KeyspaceStats};
 pub use snapshot::Snapshot;
 pub use txn::{CompareAndSwapError, Transaction, TransactionIter};
@@ -259,26 +261,44 @@ impl Db {
         value: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
-        let (key, value) = (key.as_ref(), value.as_ref());
-        let mut batch = WriteBatch::new();
         let tag = self.inner.keyspaces.default.tag;
+        self.put_behind(
+            WriteBatch::new(),
+            tag,
+            (key.as_ref(), value.as_ref()),
+            options,
+        )
+    }
+
+    /// Writes `batch` (empty, or naming the keyspace `tag` belongs to)
+    /// with a put of `key` behind `tag`. A value that will be separated
+    /// goes straight from the caller's buffer to its value file: a value
+    /// of a gigabyte is not copied into the batch first.
+    pub(crate) fn put_behind(
+        &self,
+        mut batch: WriteBatch,
+        tag: keyspace::Tag,
+        (key, value): (&[u8], &[u8]),
+        options: &WriteOptions,
+    ) -> Result<()> {
         let threshold = self.inner.value_separation_threshold_bytes;
-        if self
+        let stored_key_len = tag.len() + key.len();
+        if !self
             .inner
             .limits
-            .separates(tag.len() + key.len(), value.len(), threshold)
+            .separates(stored_key_len, value.len(), threshold)
         {
-            // Straight from the caller's buffer to its value file: a value
-            // of a gigabyte is not copied into the batch first.
-            self.check_entry(key, Some(value))?;
-            let (pointer, pending) = self.inner.write_value(&tag.stored_key(key), value)?;
-            batch.push_value(tag, key, Value::Pointer(pointer.encode()), value.len());
-            let written = self.write(batch, options);
-            drop(pending);
-            return written;
+            batch.push_behind(tag, key, Some(value));
+            return self.write(batch, options);
         }
-        batch.put(key, value);
-        self.write(batch, options)
+        // Bad input is refused before anything is written.
+        self.check_entry(key, Some(value))?;
+        let (pointer, pending) = self.inner.write_value(&tag.stored_key(key), value)?;
+        batch.push_value(tag, key, Value::Pointer(pointer.encode()), value.len());
+        let written = self.write(batch, options);
+        // Only now may the collector judge the file the value went to.
+        drop(pending);
+        written
     }
 
     /// Removes `key` (not synced: see [`WriteOptions`]).

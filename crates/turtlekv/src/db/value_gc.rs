@@ -30,6 +30,9 @@ use crate::{Result, WriteBatch};
 
 /// Records moved per committed batch.
 const MOVE_BATCH_RECORDS: usize = 64;
+/// Keys a judgement looks up together (their tree reads are issued
+/// together, as `multi_get`'s are).
+const JUDGE_LOOKUP_KEYS: usize = 256;
 /// The value files are judged again once their bytes grew by this
 /// fraction (and at the first step after an open).
 const REJUDGE_GROWTH_DIVISOR: u64 = 4;
@@ -124,26 +127,52 @@ impl DbInner {
 
     /// The records of file `id` that are their key's newest version.
     fn live_records(&self, id: u64) -> Result<Vec<RecordInfo>> {
+        let records = self.values.records(id)?;
         let mut live = Vec::new();
-        for record in self.values.records(id)? {
-            if self.points_at(&record)? {
-                live.push(record);
-            }
+        for chunk in records.chunks(JUDGE_LOOKUP_KEYS) {
+            let points = self.point_at(chunk)?;
+            live.extend(
+                chunk
+                    .iter()
+                    .zip(points)
+                    .filter(|(_, p)| *p)
+                    .map(|(r, _)| r.clone()),
+            );
         }
         Ok(live)
     }
 
-    /// Whether the newest version of `record`'s key points at it.
-    fn points_at(&self, record: &RecordInfo) -> Result<bool> {
-        let newest = self
-            .versions
-            .with_latest(|state, seq| self.get_stored_at(state, seq, &record.key))?;
-        Ok(match newest {
+    /// For each record, whether the newest version of its key points at
+    /// it. The lookups skip the record cache and are not counted as the
+    /// user's reads: the collector reads keys no user asked for, and must
+    /// neither evict the user's records nor show up in `get_disk_reads`.
+    fn point_at(&self, records: &[RecordInfo]) -> Result<Vec<bool>> {
+        let keys: Vec<&[u8]> = records.iter().map(|r| &r.key[..]).collect();
+        let newest = self.versions.with_latest(|state, seq| {
+            let mut newest = Vec::with_capacity(keys.len());
+            let mut to_tree = Vec::new();
+            for (i, key) in keys.iter().enumerate() {
+                let found = state.memtable_get(key, seq);
+                if found.is_none() {
+                    to_tree.push(i);
+                }
+                newest.push(found.flatten());
+            }
+            if let Some(tree) = state.tree.as_ref().filter(|_| !to_tree.is_empty()) {
+                let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
+                for (i, value) in to_tree.into_iter().zip(tree.get_many(&pending)?) {
+                    newest[i] = value;
+                }
+            }
+            Ok::<_, crate::Error>(newest)
+        })?;
+        let points = |(record, value): (&RecordInfo, Option<Value>)| match value {
             Some(Value::Pointer(encoded)) => {
                 ValuePointer::decode(&encoded).is_ok_and(|p| p == record.pointer)
             }
             _ => false,
-        })
+        };
+        Ok(records.iter().zip(newest).map(points).collect())
     }
 
     /// Moves the next batch of `pending` (records of file `id`), or, with
@@ -204,11 +233,10 @@ impl DbInner {
         let mut batch = WriteBatch::new();
         let mut copies = Vec::new();
         let mut moved_bytes = 0;
-        for record in pending.iter().take(records) {
-            // Written since it was judged: nothing to move.
-            if !self.points_at(record)? {
-                continue;
-            }
+        let head: Vec<RecordInfo> = pending.iter().take(records).cloned().collect();
+        // A record whose key was written since it was judged needs no move.
+        let live = self.point_at(&head)?;
+        for (record, _) in head.iter().zip(live).filter(|(_, live)| *live) {
             let copy = match self.values.relocate(record) {
                 Ok((copy, written)) => {
                     copies.push(written);
@@ -245,6 +273,7 @@ impl DbInner {
         let prepared = Prepared {
             inserts: None,
             check: Some(check.clone()),
+            internal: true,
         };
         let request = Request::unqueued(batch, prepared);
         let Some(result) = self.commit.try_lead_alone(|| self.commit_group(&[request])) else {

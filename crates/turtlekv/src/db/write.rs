@@ -37,6 +37,9 @@ pub(crate) struct Prepared {
     /// A transaction's commit: the leader checks it for conflicts first,
     /// and leaves the batch out of the group if it fails.
     pub check: Option<Arc<TxnCheck>>,
+    /// The engine's own write (value garbage collection's moves): not
+    /// counted as the user's puts, batches or bytes in `Stats`.
+    pub internal: bool,
 }
 
 /// A writer's request as the group commit carries it.
@@ -69,6 +72,7 @@ impl DbInner {
         let prepared = Prepared {
             inserts: self.prepare_inserts(&batch),
             check,
+            internal: false,
         };
         self.commit.submit(batch, sync, false, prepared, |group| {
             self.commit_group(group)
@@ -242,6 +246,9 @@ impl DbInner {
                     .record_write(&op.key, op.value.as_ref(), seq);
             }
             batch_first_seq += req.batch.len() as u64;
+            if req.prepared.internal {
+                continue;
+            }
             let (puts, deletes) = req.batch.puts_and_deletes();
             bump(&self.stats.puts, puts);
             bump(&self.stats.deletes, deletes);

@@ -125,9 +125,7 @@ impl ValueStore {
             let path = dir.join(file_name(id));
             let file = fs.open(&path, OpenOptions::read_only())?;
             let len_bytes = file.len()?;
-            if !header_torn(&*file, len_bytes)? {
-                let mut header = vec![0u8; HEADER_BYTES as usize];
-                read_exact_at(&*file, &mut header, 0)?;
+            if let Some(header) = whole_header(&*file, len_bytes)? {
                 file::check_header(&header, id, identity)
                     .map_err(|bad| bad.into_corruption(&path, 0))?;
             }
@@ -441,15 +439,15 @@ fn read_direct(file: &dyn File, buf: &mut [u8], offset: u64) -> io::Result<()> {
     Ok(())
 }
 
-/// A header cut short or all zero: the file was being created when the
-/// database stopped, so no durable pointer names it.
-fn header_torn(file: &dyn File, len_bytes: u64) -> io::Result<bool> {
+/// The file's header; `None` if it is cut short or all zero: the file was
+/// being created when the database stopped, so no durable pointer names it.
+fn whole_header(file: &dyn File, len_bytes: u64) -> io::Result<Option<Vec<u8>>> {
     if len_bytes < HEADER_BYTES {
-        return Ok(true);
+        return Ok(None);
     }
     let mut header = vec![0u8; HEADER_BYTES as usize];
     read_exact_at(file, &mut header, 0)?;
-    Ok(header.iter().all(|&b| b == 0))
+    Ok(Some(header).filter(|h| h.iter().any(|&b| b != 0)))
 }
 
 /// Ids of the value files in `dir`, ascending (none when it is missing).

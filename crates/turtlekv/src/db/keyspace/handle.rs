@@ -91,9 +91,12 @@ impl Keyspace {
         value: impl AsRef<[u8]>,
         options: &WriteOptions,
     ) -> Result<()> {
+        // A dropped keyspace is refused before a large value is written.
+        self.core.check_live()?;
         let mut batch = WriteBatch::new();
-        batch.put_in(self, key, value);
-        self.db.write(batch, options)
+        batch.note_keyspace(self);
+        let entry = (key.as_ref(), value.as_ref());
+        self.db.put_behind(batch, self.tag(), entry, options)
     }
 
     /// Removes `key` (not synced: see [`WriteOptions`]).
