@@ -186,10 +186,27 @@ impl DbInner {
         keys: &[&[u8]],
     ) -> Result<Vec<Option<Bytes>>> {
         let found = self.multi_get_stored_at(state, seq, keys)?;
-        keys.iter()
-            .zip(found)
-            .map(|(key, value)| self.resolve_option(key, value))
-            .collect()
+        let mut values = Vec::with_capacity(keys.len());
+        let (mut separated, mut separated_at) = (Vec::new(), Vec::new());
+        for (i, value) in found.into_iter().enumerate() {
+            values.push(match value {
+                Some(Value::Inline(bytes)) => Some(bytes),
+                Some(Value::Pointer(encoded)) => {
+                    separated.push((keys[i], self.decode_pointer(&encoded)?));
+                    separated_at.push(i);
+                    None
+                }
+                None => None,
+            });
+        }
+        // The value files' reads in flight together, as the tree's were.
+        for (i, read) in separated_at
+            .into_iter()
+            .zip(self.values.read_many(&separated))
+        {
+            values[i] = Some(read?);
+        }
+        Ok(values)
     }
 
     /// `multi_get_at`, with separated values' pointers as stored.
@@ -248,17 +265,19 @@ impl DbInner {
     pub fn resolve(&self, key: &[u8], value: Value) -> Result<Bytes> {
         match value {
             Value::Inline(bytes) => Ok(bytes),
-            Value::Pointer(encoded) => {
-                let pointer = ValuePointer::decode(&encoded).map_err(|bad| {
-                    Error::corruption(
-                        self.path.join(crate::values::VALUES_DIR),
-                        0,
-                        format!("a damaged value pointer: {bad}"),
-                    )
-                })?;
-                self.values.read(key, &pointer)
-            }
+            Value::Pointer(encoded) => self.values.read(key, &self.decode_pointer(&encoded)?),
         }
+    }
+
+    /// A stored value pointer, decoded; damage is `Error::Corruption`.
+    fn decode_pointer(&self, encoded: &[u8]) -> Result<ValuePointer> {
+        ValuePointer::decode(encoded).map_err(|bad| {
+            Error::corruption(
+                self.path.join(crate::values::VALUES_DIR),
+                0,
+                format!("a damaged value pointer: {bad}"),
+            )
+        })
     }
 
     /// Reads and verifies the record a value pointer names (`Db::check`).

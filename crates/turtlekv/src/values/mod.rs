@@ -11,6 +11,7 @@ mod collect;
 mod epoch;
 mod file;
 mod pointer;
+mod read;
 mod store;
 #[cfg(test)]
 mod tests;

@@ -7,13 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use bytes::Bytes;
 use parking_lot::{Mutex, RwLock};
 
 use super::epoch::Epoch;
 use super::file::{self, HEADER_BYTES};
 use super::{VALUES_DIR, ValuePointer};
-use crate::io::{AlignedBuf, DIRECT_IO_ALIGN_BYTES, File, FileSystem, OpenOptions, read_exact_at};
+use crate::io::{File, FileSystem, OpenOptions, read_exact_at};
 use crate::{Error, Result};
 
 const SUFFIX: &str = ".values";
@@ -33,7 +32,7 @@ pub(super) struct ValueFile {
     pub(super) file: Arc<dyn File>,
     /// The same file opened with `O_DIRECT`, for the reads of a store
     /// that bypasses the OS page cache (`Options::direct_io`).
-    direct: Option<Arc<dyn File>>,
+    pub(super) direct: Option<Arc<dyn File>>,
     /// Written since the last sync.
     dirty: AtomicBool,
     /// Bytes appended (records reserved) so far; the length of a file
@@ -104,7 +103,7 @@ pub(crate) struct ValueStore {
     synced_at_open: Mutex<BTreeSet<u64>>,
     records_written: AtomicU64,
     bytes_written: AtomicU64,
-    reads: AtomicU64,
+    pub(super) reads: AtomicU64,
 }
 
 impl ValueStore {
@@ -281,15 +280,6 @@ impl ValueStore {
         Ok(())
     }
 
-    /// The value `pointer` names, whose record must hold `key` (a stored
-    /// key). Reads the record with one read and verifies it.
-    pub fn read(&self, key: &[u8], pointer: &ValuePointer) -> Result<Bytes> {
-        let (value_file, record, value_at) = self.read_record(key, pointer)?;
-        drop(value_file);
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        Ok(Bytes::from(record).slice(value_at..))
-    }
-
     /// Checks the record `pointer` names without returning its value, for
     /// WAL replay, and makes its file durable (once per file and open):
     /// after a `kill -9` the record may be only in the OS's cache, and
@@ -303,60 +293,9 @@ impl ValueStore {
         Ok(())
     }
 
-    fn read_record(
-        &self,
-        key: &[u8],
-        p: &ValuePointer,
-    ) -> Result<(Arc<ValueFile>, Vec<u8>, usize)> {
-        let value_file = self.file(p.file_id).map_err(|e| match e {
-            Error::Io(e) if e.kind() == io::ErrorKind::NotFound => Error::corruption(
-                self.dir.join(file_name(p.file_id)),
-                p.offset,
-                "a value pointer names a value file that does not exist",
-            ),
-            e => e,
-        })?;
-        let corrupt = |offset: u64, reason: String| {
-            Error::corruption(&value_file.path, p.offset.saturating_add(offset), reason)
-        };
-        let len = file::record_len(key.len(), p.value_len);
-        if p.offset < HEADER_BYTES || p.value_len > crate::MAX_VALUE_SIZE as u64 {
-            return Err(corrupt(0, "value pointer out of range".into()));
-        }
-        let mut record = vec![0u8; len as usize];
-        let read = match &value_file.direct {
-            Some(direct) if len <= MAX_DIRECT_READ_BYTES => {
-                read_direct(&**direct, &mut record, p.offset)
-            }
-            _ => read_exact_at(&*value_file.file, &mut record, p.offset),
-        };
-        match read {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                let file_len = value_file.file.len().unwrap_or(0);
-                return Err(corrupt(
-                    0,
-                    format!(
-                        "value record of {len} bytes lies past the file's end ({file_len} bytes)"
-                    ),
-                ));
-            }
-            Err(e) => return Err(e.into()),
-        }
-        let checked = file::check_record(&record, p.file_id, p.offset, Some(key), p.value_len)
-            .map_err(|bad| corrupt(bad.offset, bad.what.into_owned()))?;
-        if checked.crc != p.crc {
-            return Err(corrupt(
-                0,
-                "value record is not the one the pointer names".into(),
-            ));
-        }
-        Ok((value_file, record, checked.value_at))
-    }
-
     /// Value file `id`, opened now if another handle created it since
     /// this one opened (a read-only handle of a database in use).
-    fn file(&self, id: u64) -> Result<Arc<ValueFile>> {
+    pub(super) fn file(&self, id: u64) -> Result<Arc<ValueFile>> {
         if let Some(f) = self.files.read().get(&id) {
             return Ok(f.clone());
         }
@@ -398,11 +337,6 @@ impl ValueStore {
     }
 }
 
-/// Records longer than this are read through the OS page cache even by a
-/// store that reads with `O_DIRECT`: the aligned buffer would hold a second
-/// copy of a value that may be as large as the memory budget.
-const MAX_DIRECT_READ_BYTES: u64 = 1 << 20;
-
 /// File `path` opened again for `O_DIRECT` reads, when `direct`.
 fn open_direct(
     fs: &dyn FileSystem,
@@ -415,28 +349,6 @@ fn open_direct(
     Ok(Some(
         fs.open(path, OpenOptions::read_only().with_direct(true))?,
     ))
-}
-
-/// `read_exact_at` through a file opened with `O_DIRECT`: the aligned
-/// blocks that cover `buf.len()` bytes at `offset`, read whole (the last
-/// may end at the file's end), then copied out.
-fn read_direct(file: &dyn File, buf: &mut [u8], offset: u64) -> io::Result<()> {
-    let align = DIRECT_IO_ALIGN_BYTES as u64;
-    let start = offset / align * align;
-    let end = (offset + buf.len() as u64).next_multiple_of(align);
-    let mut blocks = AlignedBuf::zeroed((end - start) as usize);
-    let wanted = (offset - start) as usize + buf.len();
-    let mut done = 0;
-    while done < wanted {
-        let n = file.read_at(&mut blocks[done..], start + done as u64)?;
-        if n == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        done += n;
-    }
-    let at = (offset - start) as usize;
-    buf.copy_from_slice(&blocks[at..at + buf.len()]);
-    Ok(())
 }
 
 /// The file's header; `None` if it is cut short or all zero: the file was

@@ -178,3 +178,64 @@ fn direct_reads_return_the_same_records() {
         ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY, 1 << 20, true).unwrap();
     assert_eq!(store.read(&key(7), &pointers[7]).unwrap(), value(21));
 }
+
+/// `read_many` gives what `read` gives, slot by slot: through `FaultFs`
+/// (which refuses unaligned `O_DIRECT` reads) with direct reads, and
+/// through the real file system's batched reads, with damage and a
+/// missing file reported in their own slots only.
+#[test]
+fn many_reads_at_once_match_reads_one_at_a_time() {
+    let fs = FaultFs::new();
+    let direct =
+        ValueStore::open(Arc::new(fs.clone()), Path::new(DB), IDENTITY, 1 << 16, true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let real = ValueStore::open(
+        Arc::new(crate::io::RealFs),
+        dir.path(),
+        IDENTITY,
+        1 << 16,
+        false,
+    )
+    .unwrap();
+    for store in [&direct, &real] {
+        let keys: Vec<Vec<u8>> = (0..50).map(key).collect();
+        let mut pointers: Vec<_> = (0..50)
+            .map(|i| store.append(&keys[i], &value(i)).unwrap().0)
+            .collect();
+        store.sync().unwrap();
+        // A pointer into a file that does not exist.
+        pointers[31].file_id += 1000;
+        let wanted: Vec<(&[u8], ValuePointer)> = keys
+            .iter()
+            .map(Vec::as_slice)
+            .zip(pointers.iter().copied())
+            .rev()
+            .collect();
+        let got = store.read_many(&wanted);
+        assert_eq!(got.len(), 50);
+        for ((k, p), got) in wanted.iter().zip(got) {
+            let alone = store.read(k, p);
+            match (got, alone) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(Error::Corruption { .. }), Err(Error::Corruption { .. })) => {}
+                (a, b) => panic!("{k:?}: {a:?} against {b:?}"),
+            }
+        }
+        assert_eq!(store.read(&keys[49], &pointers[49]).unwrap(), value(49));
+        assert!(is_corruption(store.read(&keys[31], &pointers[31])));
+    }
+    // Damage in one record: its slot alone is corruption.
+    let p = direct.append(b"hurt", &value(30)).unwrap().0;
+    let q = direct.append(b"whole", &value(31)).unwrap().0;
+    let path = Path::new(DB)
+        .join(VALUES_DIR)
+        .join(store::file_name(p.file_id));
+    fs.flip_bit(&path, (p.offset + 300) * 8).unwrap();
+    let got = direct.read_many(&[(b"hurt", p), (b"whole", q)]);
+    assert!(
+        matches!(got[0], Err(Error::Corruption { .. })),
+        "{:?}",
+        got[0]
+    );
+    assert_eq!(got[1].as_ref().unwrap(), &value(31));
+}
