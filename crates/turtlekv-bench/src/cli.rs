@@ -163,6 +163,12 @@ pub struct YcsbArgs {
     /// engine's own default.
     #[arg(long)]
     pub turtlekv_value_separation_threshold_bytes: Option<u64>,
+    /// TurtleKV only: value files whose live records hold less than this
+    /// percent of their bytes are collected (`Options::
+    /// value_file_min_live_percent`, 0 turns collection off); default:
+    /// the engine's own default.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub turtlekv_value_file_min_live_percent: Option<u8>,
     /// TurtleKV only: threads of the checkpoint pool (`Options::
     /// checkpoint_threads`); default: the engine's own default.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -308,6 +314,9 @@ impl YcsbArgs {
         }
         if let Some(bytes) = self.turtlekv_value_separation_threshold_bytes {
             args.push(format!("--turtlekv-value-separation-threshold-bytes={bytes}").into());
+        }
+        if let Some(percent) = self.turtlekv_value_file_min_live_percent {
+            args.push(format!("--turtlekv-value-file-min-live-percent={percent}").into());
         }
         if let Some(threads) = self.turtlekv_checkpoint_threads {
             args.push(format!("--turtlekv-checkpoint-threads={threads}").into());

@@ -89,6 +89,8 @@ pub struct TurtlekvSettings {
     pub garbage_percent: Option<u32>,
     #[serde(default)]
     pub value_separation_threshold_bytes: Option<u64>,
+    #[serde(default)]
+    pub value_file_min_live_percent: Option<u8>,
 }
 
 /// The machine, as far as Linux tells it cheaply; `None` where it does not.
@@ -135,6 +137,7 @@ impl RunConfig {
                 checkpoint_threads: args.turtlekv_checkpoint_threads,
                 garbage_percent: args.turtlekv_garbage_percent,
                 value_separation_threshold_bytes: args.turtlekv_value_separation_threshold_bytes,
+                value_file_min_live_percent: args.turtlekv_value_file_min_live_percent,
             },
         }
     }

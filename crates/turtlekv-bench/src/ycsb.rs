@@ -70,6 +70,7 @@ pub fn run_all(args: &YcsbArgs) -> Result<Comparison> {
             filter_bits_per_key: args.turtlekv_filter_bits_per_key,
             garbage_percent: args.turtlekv_garbage_percent,
             value_separation_threshold_bytes: args.turtlekv_value_separation_threshold_bytes,
+            value_file_min_live_percent: args.turtlekv_value_file_min_live_percent,
             checkpoint_threads: args.turtlekv_checkpoint_threads.map(usize::from),
             record_cache_auto_split: args.turtlekv_record_cache_auto_split,
             checkpoint_io_idle: args.turtlekv_checkpoint_io_idle,

@@ -86,6 +86,8 @@ pub struct TurtlekvKnobs {
     pub garbage_percent: Option<u32>,
     /// Values at least this long go to value files.
     pub value_separation_threshold_bytes: Option<u64>,
+    /// Live share under which a value file is collected.
+    pub value_file_min_live_percent: Option<u8>,
     /// Threads of the checkpoint pool.
     pub checkpoint_threads: Option<usize>,
     /// Let the engine move memory between its record cache and page cache.

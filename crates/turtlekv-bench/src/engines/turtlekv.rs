@@ -168,6 +168,9 @@ impl TurtleKv {
         if let Some(bytes) = knobs.value_separation_threshold_bytes {
             options.value_separation_threshold_bytes = bytes;
         }
+        if let Some(percent) = knobs.value_file_min_live_percent {
+            options.value_file_min_live_percent = u32::from(percent);
+        }
         let db = Db::open(dir, options).context("opening turtlekv")?;
         Ok(TurtleKv {
             monitor: Monitor::start(&db),

@@ -43,6 +43,9 @@ pub(crate) struct DbInner {
     pub value_file_min_live_percent: u32,
     /// Where value garbage collection stands (`db::value_gc`).
     pub value_gc: parking_lot::Mutex<crate::db::value_gc::ValueGc>,
+    /// What writers' samples tell value garbage collection about the
+    /// garbage their writes make (`db::value_gc`).
+    pub value_garbage: crate::db::value_gc::GarbageEstimate,
     /// The largest keys and entries the tree stores.
     pub limits: EntryLimits,
     /// The keyspaces: names, tags, drops.

@@ -239,6 +239,7 @@ pub(super) fn open_as(
         value_separation_threshold_bytes: options.value_separation_threshold_bytes,
         value_file_min_live_percent: options.value_file_min_live_percent,
         value_gc: Default::default(),
+        value_garbage: Default::default(),
         poison,
         control: Default::default(),
         stats,

@@ -2,11 +2,14 @@
 //! `docs/durability.md`, "Separated values"), in steps the checkpoint
 //! thread takes between checkpoints:
 //!
-//! 1. *Judge*: once the value files grew by a quarter since they were
-//!    last judged, read each sealed file's records (keys only) and look
-//!    each key up: a record is live while its key's newest version points
-//!    at it. A file whose live records hold less than
-//!    `value_file_min_live_percent` of its bytes is chosen.
+//! 1. *Judge*: once the writes since the last round made garbage of an
+//!    eighth of the value files' bytes (as sampled: see
+//!    [`GarbageEstimate`]), or after a range deletion, or at the first
+//!    step after an open, read each sealed file's records (keys only) and
+//!    look each key up: a record is live while its key's newest version
+//!    points at it. A file whose live records hold less than
+//!    `value_file_min_live_percent` of its bytes is chosen. A load of new
+//!    keys makes no garbage, so it reads no value file back.
 //! 2. *Move*: copy its live records, a batch at a time, to the file
 //!    appends go to, and commit pointers to the copies, each batch as a
 //!    transaction that fails if one of its keys was written meanwhile (a
@@ -20,6 +23,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::db::inner::DbInner;
 use crate::db::txn::check::TxnCheck;
@@ -33,9 +37,11 @@ const MOVE_BATCH_RECORDS: usize = 64;
 /// Keys a judgement looks up together (their tree reads are issued
 /// together, as `multi_get`'s are).
 const JUDGE_LOOKUP_KEYS: usize = 256;
-/// The value files are judged again once their bytes grew by this
-/// fraction (and at the first step after an open).
-const REJUDGE_GROWTH_DIVISOR: u64 = 4;
+/// A round of judgements starts once the sampled garbage since the last
+/// one reaches this fraction of the value files' bytes.
+const REJUDGE_GARBAGE_DIVISOR: u64 = 8;
+/// One write in this many is sampled for the version it replaces.
+const SAMPLE_EVERY_OPS: u64 = 64;
 /// Conflicting commits after which a file's move is given up until the
 /// next judgement.
 const MAX_MOVE_CONFLICTS: u32 = 8;
@@ -51,11 +57,35 @@ pub(crate) struct ValueGc {
     /// Files whose live records all moved, with the sequence number the
     /// last move was visible at.
     moved: Vec<(u64, u64)>,
-    /// Value file bytes written when the last round began; `None` before
-    /// the first.
-    judged_at_written_bytes: Option<u64>,
+    /// The garbage estimate and range deletions when the last round
+    /// began; `None` before the first.
+    judged_at: Option<(u64, u64)>,
     /// Copies made whose commit found a writer at work.
     ready: Option<ReadyBatch>,
+}
+
+/// Garbage the user's writes made in the value files, estimated from a
+/// sample: one op in [`SAMPLE_EVERY_OPS`] looks up the version it
+/// replaces, and a separated one counts its record's bytes that many
+/// times. Cheap (a lookup per 64 writes, none while there is no value
+/// file) and blind to no kind of write: overwrites in the MemTable or
+/// the tree, deletes, and small values replacing large ones.
+#[derive(Debug, Default)]
+pub(crate) struct GarbageEstimate {
+    ops: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Whether op number `i` (counted across batches) is sampled: one in
+/// [`SAMPLE_EVERY_OPS`], spread by a hash so that no regular pattern of
+/// writes (batches of 64 whose first op is always an insert) hides
+/// from the sample.
+fn sampled_op(i: u64) -> bool {
+    // splitmix64's finaliser.
+    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    (z ^ (z >> 31)).is_multiple_of(SAMPLE_EVERY_OPS)
 }
 
 /// Records of the moving file copied, and the pointers to commit.
@@ -104,17 +134,61 @@ impl DbInner {
         Ok(retired || !gc.to_judge.is_empty())
     }
 
-    /// Begins a round of judgements if the value files grew enough.
-    fn start_round(&self, gc: &mut ValueGc) {
-        let stats = self.values.stats();
-        let grown = match gc.judged_at_written_bytes {
-            None => stats.files > 0,
-            Some(at) => stats.bytes_written - at >= stats.bytes.max(1) / REJUDGE_GROWTH_DIVISOR,
-        };
-        if !grown {
+    /// Samples `batch`'s ops for the separated values they replace
+    /// (`GarbageEstimate`); runs before the batch is written.
+    pub(super) fn sample_superseded_values(&self, batch: &WriteBatch) {
+        if self.value_file_min_live_percent == 0 || !self.values.has_held_files() {
             return;
         }
-        gc.judged_at_written_bytes = Some(stats.bytes_written);
+        let n = batch.ops.len() as u64;
+        let first = self.value_garbage.ops.fetch_add(n, Ordering::Relaxed);
+        let sampled: Vec<&[u8]> = (first..first + n)
+            .filter(|&i| sampled_op(i))
+            .map(|i| &batch.ops[(i - first) as usize])
+            .filter(|op| op.end.is_none())
+            .map(|op| &op.key[..])
+            .collect();
+        if sampled.is_empty() {
+            return;
+        }
+        // A hint only: a failed lookup leaves the estimate as it is, and
+        // the write goes on (its own reads report any damage).
+        let Ok(replaced) = self.newest_quietly(&sampled) else {
+            return;
+        };
+        let bytes: u64 = sampled
+            .iter()
+            .zip(replaced)
+            .filter_map(|(key, value)| match value? {
+                Value::Pointer(encoded) => {
+                    let p = ValuePointer::decode(&encoded).ok()?;
+                    Some(crate::values::record_len(key.len(), p.value_len))
+                }
+                Value::Inline(_) => None,
+            })
+            .sum();
+        self.value_garbage
+            .bytes
+            .fetch_add(bytes * SAMPLE_EVERY_OPS, Ordering::Relaxed);
+    }
+
+    /// Begins a round of judgements if the writes since the last made
+    /// enough garbage, or deleted a range.
+    fn start_round(&self, gc: &mut ValueGc) {
+        let stats = self.values.stats();
+        let garbage = self.value_garbage.bytes.load(Ordering::Relaxed);
+        let range_deletes = self.stats.range_deletes.load(Ordering::Relaxed);
+        let due = match gc.judged_at {
+            None => stats.files > 0,
+            Some((garbage_at, range_deletes_at)) => {
+                garbage - garbage_at >= stats.bytes / REJUDGE_GARBAGE_DIVISOR
+                    || range_deletes > range_deletes_at
+            }
+        };
+        if !due {
+            return;
+        }
+        gc.judged_at = Some((garbage, range_deletes));
         let moved: Vec<u64> = gc.moved.iter().map(|&(id, _)| id).collect();
         gc.to_judge = self
             .values
@@ -148,7 +222,20 @@ impl DbInner {
     /// neither evict the user's records nor show up in `get_disk_reads`.
     fn point_at(&self, records: &[RecordInfo]) -> Result<Vec<bool>> {
         let keys: Vec<&[u8]> = records.iter().map(|r| &r.key[..]).collect();
-        let newest = self.versions.with_latest(|state, seq| {
+        let newest = self.newest_quietly(&keys)?;
+        let points = |(record, value): (&RecordInfo, Option<Value>)| match value {
+            Some(Value::Pointer(encoded)) => {
+                ValuePointer::decode(&encoded).is_ok_and(|p| p == record.pointer)
+            }
+            _ => false,
+        };
+        Ok(records.iter().zip(newest).map(points).collect())
+    }
+
+    /// The newest stored versions of `keys` (stored keys), looked up
+    /// without the record cache and without counting as the user's reads.
+    fn newest_quietly(&self, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
+        self.versions.with_latest(|state, seq| {
             let mut newest = Vec::with_capacity(keys.len());
             let mut to_tree = Vec::new();
             for (i, key) in keys.iter().enumerate() {
@@ -164,15 +251,8 @@ impl DbInner {
                     newest[i] = value;
                 }
             }
-            Ok::<_, crate::Error>(newest)
-        })?;
-        let points = |(record, value): (&RecordInfo, Option<Value>)| match value {
-            Some(Value::Pointer(encoded)) => {
-                ValuePointer::decode(&encoded).is_ok_and(|p| p == record.pointer)
-            }
-            _ => false,
-        };
-        Ok(records.iter().zip(newest).map(points).collect())
+            Ok(newest)
+        })
     }
 
     /// Moves the next batch of `pending` (records of file `id`), or, with

@@ -415,3 +415,45 @@ fn a_refused_large_put_writes_no_value() {
     ));
     assert_eq!(db.stats().value_records_written, 1, "nothing more written");
 }
+
+/// A load of new keys makes no garbage: after the round an open starts,
+/// the collector reads no value file back. Overwrites then start rounds.
+#[test]
+fn a_load_of_new_keys_judges_no_value_file_until_overwrites_come() {
+    let fs = FaultFs::new();
+    let db = Db::open_with_fs(DIR, gc_options(), Arc::new(fs.clone())).unwrap();
+    let mut model = Model::new();
+    for key in 0..50u32 {
+        let v = value_of(key, 0, 1500);
+        db.put(key.to_be_bytes(), &v).unwrap();
+        model.insert(key.to_be_bytes().to_vec(), v);
+    }
+    // The first round (after the open) judges what is sealed by then.
+    wait_for(&db, "a first round", |s| s.value_files_judged > 0);
+    db.checkpoint_now().unwrap();
+    let first_round = db.stats().value_files_judged;
+    for key in 50..1000u32 {
+        let v = value_of(key, 0, 1500);
+        db.put(key.to_be_bytes(), &v).unwrap();
+        model.insert(key.to_be_bytes().to_vec(), v);
+    }
+    db.checkpoint_now().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let stats = db.stats();
+    assert!(stats.value_files > 50, "{stats:?}");
+    assert_eq!(stats.value_files_judged, first_round, "{stats:?}");
+    // Overwrite every key twice: the sampled garbage starts rounds, and
+    // the files of the load are collected.
+    overwrite_rounds(&db, &mut model, 1000, 2);
+    db.checkpoint_now().unwrap();
+    wait_for(&db, "files removed", |s| s.value_files_removed > 50);
+    assert_reads(&db, &model);
+    // A range deletion starts a round too, however few ops it took.
+    db.delete_range(0u32.to_be_bytes(), 1000u32.to_be_bytes())
+        .unwrap();
+    db.checkpoint_now().unwrap();
+    wait_for(&db, "the deleted range's files removed", |s| {
+        s.value_file_bytes < 64 * 1024
+    });
+    assert!(contents(&db).is_empty());
+}

@@ -85,6 +85,9 @@ impl DbInner {
     /// syncs the value files before itself, so a synced write's value is
     /// durable when the write is.
     fn separate_values(&self, batch: &mut WriteBatch) -> Result<Vec<PendingWrite>> {
+        // Before any of the batch is written: the samples look for the
+        // versions it replaces.
+        self.sample_superseded_values(batch);
         let threshold = self.value_separation_threshold_bytes;
         let mut pending = Vec::new();
         for op in &mut batch.ops {

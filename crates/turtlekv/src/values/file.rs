@@ -64,7 +64,7 @@ pub(super) fn record_head(key_len: usize, value_len: u64) -> Vec<u8> {
 }
 
 /// Bytes a record of these lengths takes.
-pub(super) fn record_len(key_len: usize, value_len: u64) -> u64 {
+pub(crate) fn record_len(key_len: usize, value_len: u64) -> u64 {
     (4 + varint::len_bytes(key_len as u64) + varint::len_bytes(value_len) + key_len) as u64
         + value_len
 }

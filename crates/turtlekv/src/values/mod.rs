@@ -20,6 +20,7 @@ use bytes::Bytes;
 
 pub(crate) use collect::RecordInfo;
 pub(crate) use epoch::ValuePin;
+pub(crate) use file::record_len;
 pub(crate) use pointer::ValuePointer;
 pub(crate) use store::{PendingWrite, ValueStore};
 

@@ -322,6 +322,12 @@ impl ValueStore {
         Ok(self.files.write().entry(id).or_insert(value_file).clone())
     }
 
+    /// Whether a value file existed at open or was created since (one
+    /// atomic load: writers ask it on every batch).
+    pub fn has_held_files(&self) -> bool {
+        self.next_file_id.load(Ordering::Relaxed) > 1
+    }
+
     pub fn stats(&self) -> ValueFileStats {
         let files = self.files.read();
         ValueFileStats {
