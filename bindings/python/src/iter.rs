@@ -34,7 +34,10 @@ pub(crate) enum Kind {
 /// Where the items come from.
 pub(crate) enum Producer {
     /// The engine's iterator over a database, keyspace or snapshot.
-    Engine { iter: turtlekv::Iter, reverse: bool },
+    Engine {
+        iter: Box<EngineIter>,
+        reverse: bool,
+    },
     /// A transaction's view (its snapshot plus its own writes). The
     /// engine's `TransactionIter` borrows the transaction, so each batch
     /// opens one from where the previous batch stopped; writes the
@@ -45,6 +48,33 @@ pub(crate) enum Producer {
         lower: Bound<Bytes>,
         upper: Bound<Bytes>,
     },
+}
+
+/// The engine's iterator: of pairs, or of keys alone for `keys()` (which
+/// then reads no value file: `turtlekv::Iter::keys`).
+pub(crate) enum EngineIter {
+    Pairs(turtlekv::Iter),
+    Keys(turtlekv::Keys),
+}
+
+impl EngineIter {
+    pub(crate) fn new(iter: turtlekv::Iter, kind: Kind) -> Self {
+        match kind {
+            Kind::Keys => EngineIter::Keys(iter.keys()),
+            Kind::Items | Kind::Values => EngineIter::Pairs(iter),
+        }
+    }
+
+    /// The next pair from the front or the back; keys alone come with an
+    /// empty value.
+    fn step(&mut self, reverse: bool) -> Option<turtlekv::Result<(Bytes, Bytes)>> {
+        match (self, reverse) {
+            (EngineIter::Pairs(iter), false) => iter.next(),
+            (EngineIter::Pairs(iter), true) => iter.next_back(),
+            (EngineIter::Keys(keys), false) => Some(keys.next()?.map(|k| (k, Bytes::new()))),
+            (EngineIter::Keys(keys), true) => Some(keys.next_back()?.map(|k| (k, Bytes::new()))),
+        }
+    }
 }
 
 /// Why an iteration ended early, raised after the items before it.
@@ -111,12 +141,7 @@ impl IterState {
         match producer {
             Producer::Engine { iter, reverse } => {
                 for _ in 0..want {
-                    let next = if *reverse {
-                        iter.next_back()
-                    } else {
-                        iter.next()
-                    };
-                    match next {
+                    match iter.step(*reverse) {
                         Some(Ok(kv)) => self.buf.push_back(kv),
                         Some(Err(e)) => {
                             self.failure = Some(Failure::Engine(e));

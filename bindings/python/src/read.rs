@@ -146,11 +146,11 @@ pub(crate) trait Readable: Sync {
 pub(crate) fn open_iter<T: Readable>(
     source: &T,
     bounds: Option<(Bound<Bytes>, Bound<Bytes>)>,
-    reverse: bool,
+    (reverse, kind): (bool, crate::iter::Kind),
 ) -> Result<Arc<Mutex<Option<IterState>>>, Closed> {
     source.read(|reader| {
         let producer = bounds.map(|b| Producer::Engine {
-            iter: reader.range(b),
+            iter: Box::new(crate::iter::EngineIter::new(reader.range(b), kind)),
             reverse,
         });
         let slot = Arc::new(Mutex::new(Some(IterState::new(producer))));
@@ -387,7 +387,7 @@ pub(crate) fn iter_of<T: Readable>(
     kind: crate::iter::Kind,
 ) -> pyo3::PyResult<crate::iter::PyRangeIter> {
     let bounds = crate::iter::range_bounds(args)?;
-    let slot = py.detach(|| open_iter(source, bounds, reverse))?;
+    let slot = py.detach(|| open_iter(source, bounds, (reverse, kind)))?;
     Ok(crate::iter::PyRangeIter::new(slot, kind))
 }
 

@@ -63,6 +63,19 @@ def test_iter_is_keys(filled):
     assert "items" in repr(it)
 
 
+def test_keys_read_no_separated_value(db):
+    big = {b"k%03d" % i: bytes([i]) * 5000 for i in range(40)}
+    for k, v in big.items():
+        db[k] = v
+    db.checkpoint()
+    before = db.stats()["value_reads"]
+    assert list(db.keys()) == sorted(big)
+    assert list(db.keys(reverse=True, prefix=b"k01")) == [b"k%03d" % i for i in range(19, 9, -1)]
+    assert db.stats()["value_reads"] == before
+    assert dict(db.items()) == big
+    assert db.stats()["value_reads"] > before
+
+
 def test_long_scan_crosses_memtable_and_tree(path):
     with turtlekv.open(path, **SMALL) as db:
         for i in range(0, 20000, 2):

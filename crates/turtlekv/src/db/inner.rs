@@ -45,7 +45,7 @@ pub(crate) struct DbInner {
     pub value_gc: parking_lot::Mutex<crate::db::value_gc::ValueGc>,
     /// What writers' samples tell value garbage collection about the
     /// garbage their writes make (`db::value_gc`).
-    pub value_garbage: crate::db::value_gc::GarbageEstimate,
+    pub value_garbage: crate::db::value_garbage::GarbageEstimate,
     /// The largest keys and entries the tree stores.
     pub limits: EntryLimits,
     /// The keyspaces: names, tags, drops.
@@ -131,6 +131,11 @@ impl EntryLimits {
     }
 }
 
+/// Separated values up to this long take the place of their pointer in
+/// the record cache once read (`DbInner::resolve_cached`); longer ones
+/// would displace many small records for one.
+const MAX_CACHED_SEPARATED_VALUE_BYTES: usize = 64 * 1024;
+
 impl DbInner {
     /// Like `get_at` on a fresh read view, without taking a reference
     /// count on the State: point reads are the hot path, and a shared
@@ -140,7 +145,7 @@ impl DbInner {
             let found = self
                 .versions
                 .with_latest(|state, seq| self.get_stored_at(state, seq, key))?;
-            Ok::<_, Error>((found.clone(), self.resolve_option(key, found)))
+            Ok::<_, Error>((found.clone(), self.resolve_cached(key, found)))
         };
         let (found, value) = read()?;
         // Without a view's pin, the read may have raced value garbage
@@ -166,7 +171,22 @@ impl DbInner {
     /// causes.
     pub fn get_at(&self, state: &State, seq: u64, key: &[u8]) -> Result<Option<Bytes>> {
         let found = self.get_stored_at(state, seq, key)?;
-        self.resolve_option(key, found)
+        self.resolve_cached(key, found)
+    }
+
+    /// `resolve_option` for a point read: a separated value read through a
+    /// pointer the record cache holds replaces the pointer there
+    /// (`RecordCache::admit_resolved`), so a hot key's next read skips
+    /// its value file too.
+    fn resolve_cached(&self, key: &[u8], found: Option<Value>) -> Result<Option<Bytes>> {
+        let Some(pointer @ Value::Pointer(_)) = found else {
+            return self.resolve_option(key, found);
+        };
+        let bytes = self.resolve(key, pointer.clone())?;
+        if bytes.len() <= MAX_CACHED_SEPARATED_VALUE_BYTES {
+            self.record_cache.admit_resolved(key, &pointer, &bytes);
+        }
+        Ok(Some(bytes))
     }
 
     /// `get_at`, with a separated value's pointer as stored.
@@ -203,11 +223,14 @@ impl DbInner {
             });
         }
         // The value files' reads in flight together, as the tree's were.
-        for (i, read) in separated_at
-            .into_iter()
-            .zip(self.values.read_many(&separated))
-        {
-            values[i] = Some(read?);
+        let read = self.values.read_many(&separated);
+        for ((i, read), (key, pointer)) in separated_at.into_iter().zip(read).zip(&separated) {
+            let bytes = read?;
+            if bytes.len() <= MAX_CACHED_SEPARATED_VALUE_BYTES {
+                let pointer = Value::Pointer(pointer.encode());
+                self.record_cache.admit_resolved(key, &pointer, &bytes);
+            }
+            values[i] = Some(bytes);
         }
         Ok(values)
     }

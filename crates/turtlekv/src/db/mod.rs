@@ -24,6 +24,7 @@ mod snapshot;
 #[cfg(test)]
 mod space_tests;
 pub(crate) mod txn;
+mod value_garbage;
 mod value_gc;
 #[cfg(test)]
 mod value_tests;

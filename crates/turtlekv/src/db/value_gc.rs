@@ -2,14 +2,16 @@
 //! `docs/durability.md`, "Separated values"), in steps the checkpoint
 //! thread takes between checkpoints:
 //!
-//! 1. *Judge*: once the writes since the last round made garbage of an
-//!    eighth of the value files' bytes (as sampled: see
-//!    [`GarbageEstimate`]), or after a range deletion, or at the first
-//!    step after an open, read each sealed file's records (keys only) and
-//!    look each key up: a record is live while its key's newest version
-//!    points at it. A file whose live records hold less than
-//!    `value_file_min_live_percent` of its bytes is chosen. A load of new
-//!    keys makes no garbage, so it reads no value file back.
+//! 1. *Judge*: read a sealed file's records (keys only) and look each
+//!    key up: a record is live while its key's newest version points at
+//!    it. A file whose live records hold less than
+//!    `value_file_min_live_percent` of its bytes is chosen. Which files
+//!    are judged follows the sampled garbage (`db::value_garbage`): a
+//!    file whose estimated live share came near the bar since it was
+//!    last judged; every sealed file after an open, after a range
+//!    deletion, and once the sampled garbage since the last such round
+//!    reaches half the value files' bytes. A load of new keys makes no
+//!    garbage, so it reads no value file back.
 //! 2. *Move*: copy its live records, a batch at a time, to the file
 //!    appends go to, and commit pointers to the copies, each batch as a
 //!    transaction that fails if one of its keys was written meanwhile (a
@@ -21,9 +23,9 @@
 //!    removed when no read view that could still follow an old pointer is
 //!    left (`values::ValuePin`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::db::inner::DbInner;
 use crate::db::txn::check::TxnCheck;
@@ -37,11 +39,17 @@ const MOVE_BATCH_RECORDS: usize = 64;
 /// Keys a judgement looks up together (their tree reads are issued
 /// together, as `multi_get`'s are).
 const JUDGE_LOOKUP_KEYS: usize = 256;
-/// A round of judgements starts once the sampled garbage since the last
-/// one reaches this fraction of the value files' bytes.
-const REJUDGE_GARBAGE_DIVISOR: u64 = 8;
-/// One write in this many is sampled for the version it replaces.
-const SAMPLE_EVERY_OPS: u64 = 64;
+/// A round that judges every sealed file starts once the sampled garbage
+/// since the last such round reaches the value files' bytes divided by
+/// this (half: as much garbage as live bytes, if none was collected): a
+/// net under the per-file estimates, whose samples are few for small
+/// files.
+const FULL_ROUND_GARBAGE_DIVISOR: u64 = 2;
+/// A file is judged once its estimated live share falls below
+/// `value_file_min_live_percent` plus this many points: the estimate
+/// comes from a sample, and judging a file a little early costs one
+/// read of it, judging it late costs disk.
+const JUDGE_MARGIN_PERCENT: u64 = 10;
 /// Conflicting commits after which a file's move is given up until the
 /// next judgement.
 const MAX_MOVE_CONFLICTS: u32 = 8;
@@ -57,35 +65,13 @@ pub(crate) struct ValueGc {
     /// Files whose live records all moved, with the sequence number the
     /// last move was visible at.
     moved: Vec<(u64, u64)>,
-    /// The garbage estimate and range deletions when the last round
-    /// began; `None` before the first.
-    judged_at: Option<(u64, u64)>,
+    /// The garbage estimate and range deletions when the last full
+    /// round began; `None` before the first.
+    full_round_at: Option<(u64, u64)>,
+    /// Live bytes of each file when it was last judged.
+    judged_live: HashMap<u64, u64>,
     /// Copies made whose commit found a writer at work.
     ready: Option<ReadyBatch>,
-}
-
-/// Garbage the user's writes made in the value files, estimated from a
-/// sample: one op in [`SAMPLE_EVERY_OPS`] looks up the version it
-/// replaces, and a separated one counts its record's bytes that many
-/// times. Cheap (a lookup per 64 writes, none while there is no value
-/// file) and blind to no kind of write: overwrites in the MemTable or
-/// the tree, deletes, and small values replacing large ones.
-#[derive(Debug, Default)]
-pub(crate) struct GarbageEstimate {
-    ops: AtomicU64,
-    bytes: AtomicU64,
-}
-
-/// Whether op number `i` (counted across batches) is sampled: one in
-/// [`SAMPLE_EVERY_OPS`], spread by a hash so that no regular pattern of
-/// writes (batches of 64 whose first op is always an insert) hides
-/// from the sample.
-fn sampled_op(i: u64) -> bool {
-    // splitmix64's finaliser.
-    let mut z = i.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    (z ^ (z >> 31)).is_multiple_of(SAMPLE_EVERY_OPS)
 }
 
 /// Records of the moving file copied, and the pointers to commit.
@@ -115,9 +101,12 @@ impl DbInner {
             return self.move_batch(&mut gc, id, pending);
         }
         if let Some(id) = gc.to_judge.pop_front() {
+            // Garbage sampled from here on is news to the judgement.
+            self.value_garbage.forget(id);
             let live = self.live_records(id)?;
             let file_bytes = self.values.file_len(id);
             let live_bytes: u64 = live.iter().map(RecordInfo::len_bytes).sum();
+            gc.judged_live.insert(id, live_bytes);
             bump(&self.stats.value_files_judged, 1);
             if live_bytes * 100 < file_bytes * u64::from(min_live_percent) {
                 gc.moving = Some((id, live.into()));
@@ -134,68 +123,41 @@ impl DbInner {
         Ok(retired || !gc.to_judge.is_empty())
     }
 
-    /// Samples `batch`'s ops for the separated values they replace
-    /// (`GarbageEstimate`); runs before the batch is written.
-    pub(super) fn sample_superseded_values(&self, batch: &WriteBatch) {
-        if self.value_file_min_live_percent == 0 || !self.values.has_held_files() {
-            return;
-        }
-        let n = batch.ops.len() as u64;
-        let first = self.value_garbage.ops.fetch_add(n, Ordering::Relaxed);
-        let sampled: Vec<&[u8]> = (first..first + n)
-            .filter(|&i| sampled_op(i))
-            .map(|i| &batch.ops[(i - first) as usize])
-            .filter(|op| op.end.is_none())
-            .map(|op| &op.key[..])
-            .collect();
-        if sampled.is_empty() {
-            return;
-        }
-        // A hint only: a failed lookup leaves the estimate as it is, and
-        // the write goes on (its own reads report any damage).
-        let Ok(replaced) = self.newest_quietly(&sampled) else {
-            return;
-        };
-        let bytes: u64 = sampled
-            .iter()
-            .zip(replaced)
-            .filter_map(|(key, value)| match value? {
-                Value::Pointer(encoded) => {
-                    let p = ValuePointer::decode(&encoded).ok()?;
-                    Some(crate::values::record_len(key.len(), p.value_len))
-                }
-                Value::Inline(_) => None,
-            })
-            .sum();
-        self.value_garbage
-            .bytes
-            .fetch_add(bytes * SAMPLE_EVERY_OPS, Ordering::Relaxed);
-    }
-
-    /// Begins a round of judgements if the writes since the last made
-    /// enough garbage, or deleted a range.
+    /// Begins a round of judgements: of every sealed file after an open,
+    /// a range deletion, or once the sampled garbage since the last full
+    /// round reaches half the value files' bytes; otherwise of the files whose
+    /// estimated live share is near `value_file_min_live_percent`.
     fn start_round(&self, gc: &mut ValueGc) {
         let stats = self.values.stats();
-        let garbage = self.value_garbage.bytes.load(Ordering::Relaxed);
+        let garbage = self.value_garbage.total_bytes();
         let range_deletes = self.stats.range_deletes.load(Ordering::Relaxed);
-        let due = match gc.judged_at {
+        let full = match gc.full_round_at {
             None => stats.files > 0,
             Some((garbage_at, range_deletes_at)) => {
-                garbage - garbage_at >= stats.bytes / REJUDGE_GARBAGE_DIVISOR
+                garbage - garbage_at >= stats.bytes / FULL_ROUND_GARBAGE_DIVISOR
                     || range_deletes > range_deletes_at
             }
         };
-        if !due {
-            return;
+        if full {
+            gc.full_round_at = Some((garbage, range_deletes));
         }
-        gc.judged_at = Some((garbage, range_deletes));
         let moved: Vec<u64> = gc.moved.iter().map(|&(id, _)| id).collect();
+        let bar_percent =
+            (u64::from(self.value_file_min_live_percent) + JUDGE_MARGIN_PERCENT).min(100);
         gc.to_judge = self
             .values
             .sealed_files()
             .into_iter()
+            .filter(|(id, _)| !moved.contains(id))
+            .filter(|&(id, len)| {
+                // Only garbage sampled since its last judgement makes a
+                // file worth judging again.
+                let garbage = self.value_garbage.of_file(id);
+                let live = gc.judged_live.get(&id).copied().unwrap_or(len);
+                let estimated_live = live.saturating_sub(garbage);
+                full || (garbage > 0 && estimated_live * 100 < len * bar_percent)
+            })
             .map(|(id, _)| id)
-            .filter(|id| !moved.contains(id))
             .collect();
     }
 
@@ -230,29 +192,6 @@ impl DbInner {
             _ => false,
         };
         Ok(records.iter().zip(newest).map(points).collect())
-    }
-
-    /// The newest stored versions of `keys` (stored keys), looked up
-    /// without the record cache and without counting as the user's reads.
-    fn newest_quietly(&self, keys: &[&[u8]]) -> Result<Vec<Option<Value>>> {
-        self.versions.with_latest(|state, seq| {
-            let mut newest = Vec::with_capacity(keys.len());
-            let mut to_tree = Vec::new();
-            for (i, key) in keys.iter().enumerate() {
-                let found = state.memtable_get(key, seq);
-                if found.is_none() {
-                    to_tree.push(i);
-                }
-                newest.push(found.flatten());
-            }
-            if let Some(tree) = state.tree.as_ref().filter(|_| !to_tree.is_empty()) {
-                let pending: Vec<&[u8]> = to_tree.iter().map(|&i| keys[i]).collect();
-                for (i, value) in to_tree.into_iter().zip(tree.get_many(&pending)?) {
-                    newest[i] = value;
-                }
-            }
-            Ok(newest)
-        })
     }
 
     /// Moves the next batch of `pending` (records of file `id`), or, with
@@ -372,6 +311,10 @@ impl DbInner {
         gc.moved = waiting;
         let retire: Vec<u64> = ready.into_iter().map(|(id, _)| id).collect();
         let retired = !retire.is_empty();
+        for id in &retire {
+            gc.judged_live.remove(id);
+            self.value_garbage.forget(*id);
+        }
         if retired {
             self.values.retire(retire);
         }

@@ -442,11 +442,12 @@ fn a_load_of_new_keys_judges_no_value_file_until_overwrites_come() {
     let stats = db.stats();
     assert!(stats.value_files > 50, "{stats:?}");
     assert_eq!(stats.value_files_judged, first_round, "{stats:?}");
-    // Overwrite every key twice: the sampled garbage starts rounds, and
-    // the files of the load are collected.
-    overwrite_rounds(&db, &mut model, 1000, 2);
+    // Overwrite every key three times: the sampled garbage starts
+    // rounds, and the files of the load are collected.
+    overwrite_rounds(&db, &mut model, 1000, 3);
     db.checkpoint_now().unwrap();
-    wait_for(&db, "files removed", |s| s.value_files_removed > 50);
+    let live: u64 = model.values().map(|v| v.len() as u64).sum();
+    wait_for(&db, "garbage collected", |s| s.value_file_bytes < 3 * live);
     assert_reads(&db, &model);
     // A range deletion starts a round too, however few ops it took.
     db.delete_range(0u32.to_be_bytes(), 1000u32.to_be_bytes())
@@ -456,4 +457,34 @@ fn a_load_of_new_keys_judges_no_value_file_until_overwrites_come() {
         s.value_file_bytes < 64 * 1024
     });
     assert!(contents(&db).is_empty());
+}
+
+/// A hot separated value is read from its file once: the record cache
+/// then holds the value in place of its pointer.
+#[test]
+fn a_hot_separated_value_is_read_from_its_file_once() {
+    let fs = FaultFs::new();
+    let options = Options {
+        cache_capacity_bytes: 8 << 20,
+        ..options()
+    };
+    let db = Db::open_with_fs(DIR, options, Arc::new(fs.clone())).unwrap();
+    db.set_record_cache_capacity(1 << 20);
+    let v = value_of(1, 0, 3000);
+    db.put(b"hot", &v).unwrap();
+    db.checkpoint_now().unwrap();
+    let reads = |db: &Db| db.stats().value_reads;
+    let before = reads(&db);
+    for _ in 0..5 {
+        assert_eq!(db.get(b"hot").unwrap().unwrap(), v);
+    }
+    assert_eq!(reads(&db), before + 1, "{:?}", db.stats());
+    // A new write replaces the cached value.
+    let newer = value_of(1, 1, 3000);
+    db.put(b"hot", &newer).unwrap();
+    assert_eq!(db.get(b"hot").unwrap().unwrap(), newer);
+    assert_eq!(
+        db.multi_get([b"hot"]).unwrap()[0].as_deref(),
+        Some(&newer[..])
+    );
 }

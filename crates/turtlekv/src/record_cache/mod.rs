@@ -393,6 +393,37 @@ impl RecordCache {
         shard.insert(hash, Entry::new(key, value, read_seq));
     }
 
+    /// Replaces the cached value pointer `pointer` of `key`, if the entry
+    /// still holds it, by the value `bytes` read through it, so that the
+    /// next hit skips the value file's read too. The same pointer names
+    /// the same record (a new write, or a garbage-collection move, makes a
+    /// new one), so the entry's version and sequence number stay true.
+    /// Admitted by frequency as `admit` is; a refusal keeps the pointer.
+    pub fn admit_resolved(&self, key: &[u8], pointer: &Value, bytes: &Bytes) {
+        let (s, _, hash) = place(key);
+        let mut shard = self.shards[s].write();
+        let Some(i) = shard.find(hash, key) else {
+            return;
+        };
+        let old = entry_at(&shard.entries, i);
+        if old.value().as_ref() != Some(pointer) {
+            return;
+        }
+        let resolved = Entry::new(key, Some(&Value::Inline(bytes.clone())), old.seq);
+        if resolved.charge_bytes() > self.shard_capacity() {
+            return;
+        }
+        let old = shard.remove_at(i);
+        resolved
+            .referenced
+            .store(old.referenced.load(Relaxed), Relaxed);
+        if self.make_room_for(&mut shard, hash, resolved.charge_bytes()) {
+            shard.insert(hash, resolved);
+        } else {
+            shard.insert(hash, old);
+        }
+    }
+
     /// Evicts (CLOCK) until `extra` more bytes fit in the shard's share.
     fn evict_to_fit(&self, shard: &mut Shard, extra: u64) {
         let capacity = self.shard_capacity();
@@ -486,6 +517,37 @@ mod tests {
         assert_eq!(cache.get(b"k", 12), Some(Some(v("new"))));
         cache.record_write(b"k", None, 13);
         assert_eq!(cache.get(b"k", 20), Some(None));
+    }
+
+    /// A separated value read through a cached pointer takes the pointer's
+    /// place, and only while the entry still holds that pointer.
+    #[test]
+    fn a_resolved_value_replaces_only_its_own_pointer() {
+        let cache = RecordCache::new(1 << 20);
+        let pointer = |s: &str| Value::Pointer(Bytes::copy_from_slice(s.as_bytes()));
+        let bytes = Bytes::from_static(b"the separated value");
+        cache.admit(b"k", Some(&pointer("p1")), 10);
+        cache.admit_resolved(b"k", &pointer("p0"), &bytes);
+        assert_eq!(
+            cache.get(b"k", 10),
+            Some(Some(pointer("p1"))),
+            "another pointer"
+        );
+        cache.admit_resolved(b"k", &pointer("p1"), &bytes);
+        assert_eq!(cache.get(b"k", 9), None, "its sequence number stays");
+        assert_eq!(
+            cache.get(b"k", 10),
+            Some(Some(Value::Inline(bytes.clone())))
+        );
+        cache.record_write(b"k", Some(&pointer("p2")), 12);
+        cache.admit_resolved(b"k", &pointer("p1"), &bytes);
+        assert_eq!(
+            cache.get(b"k", 12),
+            Some(Some(pointer("p2"))),
+            "a newer write"
+        );
+        cache.admit_resolved(b"absent", &pointer("p1"), &bytes);
+        assert_eq!(cache.get(b"absent", 20), None, "nothing is admitted");
     }
 
     /// The frequency counters are charged to the capacity, so a cache too
