@@ -2,9 +2,10 @@
 //! `docs/durability.md`, "Separated values"), in steps the checkpoint
 //! thread takes between checkpoints:
 //!
-//! 1. *Judge*: read a sealed file's records (keys only) and look each
-//!    key up: a record is live while its key's newest version points at
-//!    it. A file whose live records hold less than
+//! 1. *Judge*: read a sealed file's records (keys only) and look their
+//!    keys up (all of them, or an even sample of 4096 in a larger file):
+//!    a record is live while its key's newest version points at it. A
+//!    file whose live records hold less than
 //!    `value_file_min_live_percent` of its bytes is chosen. Which files
 //!    are judged follows the sampled garbage (`db::value_garbage`): a
 //!    file whose estimated live share came near the bar since it was
@@ -36,6 +37,10 @@ use crate::{Result, WriteBatch};
 
 /// Records moved per committed batch.
 const MOVE_BATCH_RECORDS: usize = 64;
+/// Records a judgement looks up at most: a larger file's live share is
+/// estimated from this many (to within about 1.5 points at a 95%
+/// confidence).
+const JUDGE_SAMPLE_RECORDS: usize = 4096;
 /// Keys a judgement looks up together (their tree reads are issued
 /// together, as `multi_get`'s are).
 const JUDGE_LOOKUP_KEYS: usize = 256;
@@ -103,13 +108,14 @@ impl DbInner {
         if let Some(id) = gc.to_judge.pop_front() {
             // Garbage sampled from here on is news to the judgement.
             self.value_garbage.forget(id);
-            let live = self.live_records(id)?;
+            let records = self.values.records(id)?;
+            let live_bytes = self.estimate_live_bytes(id, &records)?;
             let file_bytes = self.values.file_len(id);
-            let live_bytes: u64 = live.iter().map(RecordInfo::len_bytes).sum();
             gc.judged_live.insert(id, live_bytes);
             bump(&self.stats.value_files_judged, 1);
             if live_bytes * 100 < file_bytes * u64::from(min_live_percent) {
-                gc.moving = Some((id, live.into()));
+                // Every record: the moves look each one up again anyway.
+                gc.moving = Some((id, records.into()));
                 gc.conflicts = 0;
             }
             return Ok(true);
@@ -161,21 +167,34 @@ impl DbInner {
             .collect();
     }
 
-    /// The records of file `id` that are their key's newest version.
-    fn live_records(&self, id: u64) -> Result<Vec<RecordInfo>> {
-        let records = self.values.records(id)?;
-        let mut live = Vec::new();
-        for chunk in records.chunks(JUDGE_LOOKUP_KEYS) {
-            let points = self.point_at(chunk)?;
-            live.extend(
-                chunk
-                    .iter()
-                    .zip(points)
-                    .filter(|(_, p)| *p)
-                    .map(|(r, _)| r.clone()),
-            );
+    /// The bytes of `records` (those of file `id`) that are their key's
+    /// newest version: counted exactly in a file of up to
+    /// [`JUDGE_SAMPLE_RECORDS`] records, estimated from that many evenly
+    /// spaced ones in a larger file. The moves look every record of a
+    /// chosen file up again, so a judgement needs only the share.
+    fn estimate_live_bytes(&self, id: u64, records: &[RecordInfo]) -> Result<u64> {
+        let stride = records.len().div_ceil(JUDGE_SAMPLE_RECORDS).max(1);
+        let sample: Vec<RecordInfo> = records
+            .iter()
+            .skip(id as usize % stride)
+            .step_by(stride)
+            .cloned()
+            .collect();
+        let (mut sampled_bytes, mut live_bytes) = (0u64, 0u64);
+        for chunk in sample.chunks(JUDGE_LOOKUP_KEYS) {
+            for (record, live) in chunk.iter().zip(self.point_at(chunk)?) {
+                sampled_bytes += record.len_bytes();
+                live_bytes += if live { record.len_bytes() } else { 0 };
+            }
         }
-        Ok(live)
+        let total_bytes: u64 = records.iter().map(RecordInfo::len_bytes).sum();
+        Ok(match sampled_bytes {
+            0 => 0,
+            _ => {
+                (u128::from(live_bytes) * u128::from(total_bytes) / u128::from(sampled_bytes))
+                    as u64
+            }
+        })
     }
 
     /// For each record, whether the newest version of its key points at

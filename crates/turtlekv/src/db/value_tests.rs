@@ -488,3 +488,41 @@ fn a_hot_separated_value_is_read_from_its_file_once() {
         Some(&newer[..])
     );
 }
+
+/// A file of more records than a judgement looks up is judged from a
+/// sample, and collected whole: its live records all move.
+#[test]
+fn a_large_file_is_judged_from_a_sample_and_collected_whole() {
+    let fs = FaultFs::new();
+    let options = Options {
+        value_separation_threshold_bytes: 64,
+        value_file_size_bytes: 1 << 20,
+        ..gc_options()
+    };
+    let db = Db::open_with_fs(DIR, options.clone(), Arc::new(fs.clone())).unwrap();
+    let mut model = Model::new();
+    let mut put = |key: u32, round: u32, model: &mut Model| {
+        let v = value_of(key, round, 100);
+        db.put(key.to_be_bytes(), &v).unwrap();
+        model.insert(key.to_be_bytes().to_vec(), v);
+    };
+    // 7,000 records of about 120 bytes: the first file holds all of them.
+    for key in 0..7000 {
+        put(key, 0, &mut model);
+    }
+    // Four keys in five overwritten, twice: the first file is a fifth live.
+    for round in 1..3 {
+        for key in (0..7000).filter(|k| k % 5 != 0) {
+            put(key, round, &mut model);
+        }
+    }
+    db.checkpoint_now().unwrap();
+    wait_for(&db, "the first file removed", |s| s.value_files_removed >= 1);
+    let stats = db.stats();
+    assert!(stats.value_bytes_moved > 0, "{stats:?}");
+    assert_reads(&db, &model);
+    db.check().unwrap();
+    drop(db);
+    let db = Db::open_with_fs(DIR, options, Arc::new(fs)).unwrap();
+    assert_reads(&db, &model);
+}
