@@ -501,7 +501,7 @@ fn a_large_file_is_judged_from_a_sample_and_collected_whole() {
     };
     let db = Db::open_with_fs(DIR, options.clone(), Arc::new(fs.clone())).unwrap();
     let mut model = Model::new();
-    let mut put = |key: u32, round: u32, model: &mut Model| {
+    let put = |key: u32, round: u32, model: &mut Model| {
         let v = value_of(key, round, 100);
         db.put(key.to_be_bytes(), &v).unwrap();
         model.insert(key.to_be_bytes().to_vec(), v);
