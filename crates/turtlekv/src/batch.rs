@@ -102,6 +102,12 @@ pub struct WriteBatch {
     /// Bytes of all chunks so far.
     #[cfg(test)]
     reserved_bytes: usize,
+    /// The user's bytes of ops whose value went to a value file, by op
+    /// index, ascending: for the record cache, which then holds the value
+    /// where the write leaves a cached record (a hot key's next read
+    /// skips the value file). Only values up to
+    /// [`Self::CACHED_SEPARATED_VALUE_BYTES`].
+    pub(crate) separated_values: Vec<(usize, Bytes)>,
 }
 
 impl PartialEq for WriteBatch {
@@ -116,6 +122,11 @@ impl Eq for WriteBatch {}
 const ARENA_CHUNK_BYTES: usize = 16 * 1024;
 
 impl WriteBatch {
+    /// Separated values up to this long are kept for the record cache
+    /// (`separated_values`), as reads put them there (`DbInner::
+    /// resolve_cached`); longer ones would displace many small records.
+    pub(crate) const CACHED_SEPARATED_VALUE_BYTES: usize = 64 * 1024;
+
     /// An empty batch.
     pub fn new() -> Self {
         Self::default()
@@ -192,8 +203,13 @@ impl WriteBatch {
         tag: Tag,
         key: &[u8],
         value: Value,
-        user_value_len: usize,
+        user_value: &[u8],
     ) -> &mut Self {
+        let user_value_len = user_value.len();
+        if user_value_len <= Self::CACHED_SEPARATED_VALUE_BYTES {
+            let bytes = Bytes::copy_from_slice(user_value);
+            self.separated_values.push((self.ops.len(), bytes));
+        }
         self.user_bytes += (key.len() + user_value_len) as u64;
         self.reserve(tag.len() + key.len());
         self.arena.extend_from_slice(tag.as_bytes());
@@ -285,6 +301,7 @@ impl WriteBatch {
     pub fn clear(&mut self) {
         self.ops.clear();
         self.keyspaces.clear();
+        self.separated_values.clear();
         self.user_bytes = 0;
         self.arena = BytesMut::new();
         self.chunk_bytes = 0;

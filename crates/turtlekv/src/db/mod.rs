@@ -295,7 +295,7 @@ impl Db {
         // Bad input is refused before anything is written.
         self.check_entry(key, Some(value))?;
         let (pointer, pending) = self.inner.write_value(&tag.stored_key(key), value)?;
-        batch.push_value(tag, key, Value::Pointer(pointer.encode()), value.len());
+        batch.push_value(tag, key, Value::Pointer(pointer.encode()), value);
         let written = self.write(batch, options);
         // Only now may the collector judge the file the value went to.
         drop(pending);

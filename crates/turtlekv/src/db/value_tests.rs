@@ -479,14 +479,24 @@ fn a_hot_separated_value_is_read_from_its_file_once() {
         assert_eq!(db.get(b"hot").unwrap().unwrap(), v);
     }
     assert_eq!(reads(&db), before + 1, "{:?}", db.stats());
-    // A new write replaces the cached value.
+    // A new write of a cached key caches its value at once: no read of
+    // its file follows, through `put` or through a batch.
     let newer = value_of(1, 1, 3000);
     db.put(b"hot", &newer).unwrap();
     assert_eq!(db.get(b"hot").unwrap().unwrap(), newer);
-    assert_eq!(
-        db.multi_get([b"hot"]).unwrap()[0].as_deref(),
-        Some(&newer[..])
-    );
+    let snapshot = db.snapshot();
+    let mut batch = WriteBatch::new();
+    let newest = value_of(1, 2, 4000);
+    batch.put(b"other", b"small").put(b"hot", &newest);
+    db.write(batch, &WriteOptions::default()).unwrap();
+    assert_eq!(db.get(b"hot").unwrap().unwrap(), newest);
+    let many = db.multi_get([b"hot"]).unwrap();
+    assert_eq!(many[0].as_deref(), Some(&newest[..]));
+    assert_eq!(reads(&db), before + 1, "{:?}", db.stats());
+    // A snapshot from before still reads what it saw.
+    assert_eq!(snapshot.get(b"hot").unwrap().unwrap(), newer);
+    db.checkpoint_now().unwrap();
+    assert_eq!(db.get(b"hot").unwrap().unwrap(), newest);
 }
 
 /// A file of more records than a judgement looks up is judged from a
@@ -517,7 +527,9 @@ fn a_large_file_is_judged_from_a_sample_and_collected_whole() {
         }
     }
     db.checkpoint_now().unwrap();
-    wait_for(&db, "the first file removed", |s| s.value_files_removed >= 1);
+    wait_for(&db, "the first file removed", |s| {
+        s.value_files_removed >= 1
+    });
     let stats = db.stats();
     assert!(stats.value_bytes_moved > 0, "{stats:?}");
     assert_reads(&db, &model);

@@ -90,7 +90,8 @@ impl DbInner {
         self.sample_superseded_values(batch);
         let threshold = self.value_separation_threshold_bytes;
         let mut pending = Vec::new();
-        for op in &mut batch.ops {
+        let mut separated = Vec::new();
+        for (i, op) in batch.ops.iter_mut().enumerate() {
             let Some(Value::Inline(value)) = &op.value else {
                 continue;
             };
@@ -98,8 +99,15 @@ impl DbInner {
                 continue;
             }
             let (pointer, written) = self.write_value(&op.key, value)?;
+            if value.len() <= WriteBatch::CACHED_SEPARATED_VALUE_BYTES {
+                separated.push((i, value.clone()));
+            }
             op.value = Some(Value::Pointer(pointer.encode()));
             pending.push(written);
+        }
+        if !separated.is_empty() {
+            batch.separated_values.extend(separated);
+            batch.separated_values.sort_unstable_by_key(|&(i, _)| i);
         }
         Ok(pending)
     }
@@ -232,6 +240,7 @@ impl DbInner {
             let hints = req.prepared.inserts.as_ref().map(|p| &p.hints);
             // Numbering must match the WAL record exactly: entry i of the
             // batch gets `batch_first_seq + i`.
+            let mut separated = req.batch.separated_values.iter().peekable();
             for (i, (seq, op)) in (batch_first_seq..).zip(&req.batch.ops).enumerate() {
                 if let Some(end) = &op.end {
                     // Before the write is visible, as for a key below.
@@ -244,9 +253,13 @@ impl DbInner {
                     Some(hints) => state.active.insert_prepared(key, seq, value, &hints[i]),
                     None => state.active.insert(key, seq, value),
                 }
-                // Before the write is visible: see `record_cache`.
+                // Before the write is visible: see `record_cache`. A
+                // separated value is cached as the user's bytes, the same
+                // value its pointer names.
+                let user_value = separated.next_if(|&&(at, _)| at == i);
+                let cached = user_value.map(|(_, bytes)| Value::Inline(bytes.clone()));
                 self.record_cache
-                    .record_write(&op.key, op.value.as_ref(), seq);
+                    .record_write(&op.key, cached.as_ref().or(op.value.as_ref()), seq);
             }
             batch_first_seq += req.batch.len() as u64;
             if req.prepared.internal {
