@@ -129,7 +129,8 @@ pub struct Options {
     /// A value file whose live records hold less than this percentage of
     /// its bytes has them moved to the newest file and is removed, in the
     /// background (`docs/tuning.md`, "Large values"). Higher: less disk,
-    /// more rewriting. 0 turns value garbage collection off. At most 100.
+    /// more rewriting. 0 turns value garbage collection off. At most 100;
+    /// 75 by default.
     pub value_file_min_live_percent: u32,
     /// A value file takes no more records once it is this long, and the
     /// next one is started. Smaller files are collected sooner and in
@@ -283,7 +284,7 @@ impl Default for Options {
             wal_recovery: WalRecovery::Strict,
             compression: Compression::Lz4,
             value_separation_threshold_bytes: DEFAULT_VALUE_SEPARATION_THRESHOLD_BYTES,
-            value_file_min_live_percent: 50,
+            value_file_min_live_percent: 75,
             value_file_size_bytes: 64 * MIB,
         }
     }
