@@ -106,6 +106,7 @@ pub(crate) fn stats<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDi
         keyspaces_dropping,
         value_files,
         value_file_bytes,
+        value_live_bytes,
         value_records_written,
         value_bytes_written,
         value_reads,

@@ -187,6 +187,11 @@ pub struct Stats {
     pub value_files: u64,
     /// Bytes of the value files: headers, and records live or not.
     pub value_file_bytes: u64,
+    /// Estimated live bytes of the value files: per file, what value
+    /// garbage collection last found live in it (all of it, if it was
+    /// not judged yet), less the garbage sampled in it since
+    /// (`docs/tuning.md`, "Large values").
+    pub value_live_bytes: u64,
     /// Separated values written since open, and their records' bytes.
     pub value_records_written: u64,
     pub value_bytes_written: u64,
@@ -207,7 +212,8 @@ pub struct Stats {
     pub space_allocated_bytes: u64,
     /// Estimated live bytes of the newest checkpoint's tree, as stored:
     /// its leaf pages, and what its buffers hold above them that shadows
-    /// nothing below. Data only in the MemTables (and WAL) is not counted.
+    /// nothing below; plus `value_live_bytes`. Data only in the MemTables
+    /// (and WAL) is not counted.
     pub space_live_bytes: u64,
     /// Estimated garbage of the newest checkpoint's tree: flushed items
     /// that segment pages keep, and leaf data that buffered updates and

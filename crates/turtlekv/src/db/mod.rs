@@ -629,9 +629,13 @@ impl Db {
         stats.value_records_written = values.records_written;
         stats.value_bytes_written = values.bytes_written;
         stats.value_reads = values.reads;
-        // Until value garbage is counted, every value file byte counts as
-        // live.
-        stats.space_live_bytes += values.bytes;
+        stats.value_live_bytes = inner
+            .values
+            .file_lens()
+            .into_iter()
+            .map(|(id, len)| inner.value_garbage.live_bytes(id, len))
+            .sum();
+        stats.space_live_bytes += stats.value_live_bytes;
         stats.space_allocated_bytes = allocated_bytes(&*inner.fs, &inner.path);
         let catalog = &inner.keyspaces;
         let named = catalog.named();

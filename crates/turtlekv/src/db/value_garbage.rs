@@ -26,8 +26,16 @@ const SAMPLE_EVERY_OPS: u64 = 64;
 pub(crate) struct GarbageEstimate {
     ops: AtomicU64,
     total_bytes: AtomicU64,
-    /// Per value file, since it was last judged.
-    per_file: Mutex<HashMap<u64, u64>>,
+    per_file: Mutex<HashMap<u64, FileGarbage>>,
+}
+
+/// What is known of one value file's live bytes.
+#[derive(Debug, Default, Clone, Copy)]
+struct FileGarbage {
+    /// Live bytes its last judgement found; `None` if it was not judged.
+    judged_live_bytes: Option<u64>,
+    /// Garbage sampled in it since (or since the open).
+    sampled_bytes: u64,
 }
 
 impl GarbageEstimate {
@@ -38,17 +46,38 @@ impl GarbageEstimate {
 
     /// Sampled garbage in file `id` since it was last judged.
     pub fn of_file(&self, id: u64) -> u64 {
-        self.per_file.lock().get(&id).copied().unwrap_or(0)
+        self.per_file.lock().get(&id).map_or(0, |f| f.sampled_bytes)
     }
 
-    /// Starts file `id`'s estimate over (it is being judged, or is gone).
+    /// Estimated live bytes of file `id`, `len_bytes` long: what its last
+    /// judgement found (all of it, if none did), less the garbage sampled
+    /// in it since.
+    pub fn live_bytes(&self, id: u64, len_bytes: u64) -> u64 {
+        let file = self.per_file.lock().get(&id).copied().unwrap_or_default();
+        let live = file.judged_live_bytes.unwrap_or(len_bytes).min(len_bytes);
+        live.saturating_sub(file.sampled_bytes)
+    }
+
+    /// A judgement of file `id` found `live_bytes` live: its estimate
+    /// starts over from there.
+    pub fn judged(&self, id: u64, live_bytes: u64) {
+        self.per_file.lock().insert(
+            id,
+            FileGarbage {
+                judged_live_bytes: Some(live_bytes),
+                sampled_bytes: 0,
+            },
+        );
+    }
+
+    /// Forgets file `id` (it is gone).
     pub fn forget(&self, id: u64) {
         self.per_file.lock().remove(&id);
     }
 
     fn add(&self, id: u64, bytes: u64) {
         self.total_bytes.fetch_add(bytes, Ordering::Relaxed);
-        *self.per_file.lock().entry(id).or_default() += bytes;
+        self.per_file.lock().entry(id).or_default().sampled_bytes += bytes;
     }
 }
 

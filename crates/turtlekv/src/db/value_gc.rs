@@ -24,7 +24,7 @@
 //!    removed when no read view that could still follow an old pointer is
 //!    left (`values::ValuePin`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -73,8 +73,6 @@ pub(crate) struct ValueGc {
     /// The garbage estimate and range deletions when the last full
     /// round began; `None` before the first.
     full_round_at: Option<(u64, u64)>,
-    /// Live bytes of each file when it was last judged.
-    judged_live: HashMap<u64, u64>,
     /// Copies made whose commit found a writer at work.
     ready: Option<ReadyBatch>,
 }
@@ -106,12 +104,10 @@ impl DbInner {
             return self.move_batch(&mut gc, id, pending);
         }
         if let Some(id) = gc.to_judge.pop_front() {
-            // Garbage sampled from here on is news to the judgement.
-            self.value_garbage.forget(id);
             let records = self.values.records(id)?;
             let live_bytes = self.estimate_live_bytes(id, &records)?;
             let file_bytes = self.values.file_len(id);
-            gc.judged_live.insert(id, live_bytes);
+            self.value_garbage.judged(id, live_bytes);
             bump(&self.stats.value_files_judged, 1);
             if live_bytes * 100 < file_bytes * u64::from(min_live_percent) {
                 // Every record: the moves look each one up again anyway.
@@ -159,8 +155,7 @@ impl DbInner {
                 // Only garbage sampled since its last judgement makes a
                 // file worth judging again.
                 let garbage = self.value_garbage.of_file(id);
-                let live = gc.judged_live.get(&id).copied().unwrap_or(len);
-                let estimated_live = live.saturating_sub(garbage);
+                let estimated_live = self.value_garbage.live_bytes(id, len);
                 full || (garbage > 0 && estimated_live * 100 < len * bar_percent)
             })
             .map(|(id, _)| id)
@@ -331,7 +326,6 @@ impl DbInner {
         let retire: Vec<u64> = ready.into_iter().map(|(id, _)| id).collect();
         let retired = !retire.is_empty();
         for id in &retire {
-            gc.judged_live.remove(id);
             self.value_garbage.forget(*id);
         }
         if retired {

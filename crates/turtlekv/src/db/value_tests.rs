@@ -442,6 +442,16 @@ fn a_load_of_new_keys_judges_no_value_file_until_overwrites_come() {
     let stats = db.stats();
     assert!(stats.value_files > 50, "{stats:?}");
     assert_eq!(stats.value_files_judged, first_round, "{stats:?}");
+    // No garbage: all of every file but its header is live.
+    let headers = 48 * stats.value_files;
+    assert!(
+        stats.value_live_bytes <= stats.value_file_bytes,
+        "{stats:?}"
+    );
+    assert!(
+        stats.value_live_bytes + headers >= stats.value_file_bytes,
+        "{stats:?}"
+    );
     // Overwrite every key three times: the sampled garbage starts
     // rounds, and the files of the load are collected.
     overwrite_rounds(&db, &mut model, 1000, 3);
@@ -456,6 +466,7 @@ fn a_load_of_new_keys_judges_no_value_file_until_overwrites_come() {
     wait_for(&db, "the deleted range's files removed", |s| {
         s.value_file_bytes < 64 * 1024
     });
+    assert!(db.stats().value_live_bytes < 64 * 1024);
     assert!(contents(&db).is_empty());
 }
 

@@ -45,6 +45,15 @@ impl ValueStore {
             .collect()
     }
 
+    /// Every file's id and length, oldest first.
+    pub fn file_lens(&self) -> Vec<(u64, u64)> {
+        self.files
+            .read()
+            .values()
+            .map(|f| (f.id, f.len_bytes.load(Ordering::Acquire)))
+            .collect()
+    }
+
     /// Bytes of file `id` (0 if there is none).
     pub fn file_len(&self, id: u64) -> u64 {
         self.files
