@@ -44,18 +44,19 @@ impl GarbageEstimate {
         self.total_bytes.load(Ordering::Relaxed)
     }
 
-    /// Sampled garbage in file `id` since it was last judged.
-    pub fn of_file(&self, id: u64) -> u64 {
-        self.per_file.lock().get(&id).map_or(0, |f| f.sampled_bytes)
-    }
-
     /// Estimated live bytes of file `id`, `len_bytes` long: what its last
     /// judgement found (all of it, if none did), less the garbage sampled
     /// in it since.
     pub fn live_bytes(&self, id: u64, len_bytes: u64) -> u64 {
+        self.sampled_and_live_bytes(id, len_bytes).1
+    }
+
+    /// The garbage sampled in file `id` since it was last judged, and its
+    /// estimated live bytes (`live_bytes`).
+    pub fn sampled_and_live_bytes(&self, id: u64, len_bytes: u64) -> (u64, u64) {
         let file = self.per_file.lock().get(&id).copied().unwrap_or_default();
         let live = file.judged_live_bytes.unwrap_or(len_bytes).min(len_bytes);
-        live.saturating_sub(file.sampled_bytes)
+        (file.sampled_bytes, live.saturating_sub(file.sampled_bytes))
     }
 
     /// A judgement of file `id` found `live_bytes` live: its estimate

@@ -154,8 +154,7 @@ impl DbInner {
             .filter(|&(id, len)| {
                 // Only garbage sampled since its last judgement makes a
                 // file worth judging again.
-                let garbage = self.value_garbage.of_file(id);
-                let estimated_live = self.value_garbage.live_bytes(id, len);
+                let (garbage, estimated_live) = self.value_garbage.sampled_and_live_bytes(id, len);
                 full || (garbage > 0 && estimated_live * 100 < len * bar_percent)
             })
             .map(|(id, _)| id)
