@@ -128,16 +128,7 @@ impl ValueStore {
                 file::check_header(&header, id, identity)
                     .map_err(|bad| bad.into_corruption(&path, 0))?;
             }
-            let direct = open_direct(&*fs, &path, direct_reads)?;
-            let value_file = ValueFile {
-                id,
-                path,
-                file,
-                direct,
-                dirty: AtomicBool::new(false),
-                len_bytes: AtomicU64::new(len_bytes),
-                pending_writes: AtomicU64::new(0),
-            };
+            let value_file = ValueFile::opened(&*fs, (id, path), file, len_bytes, direct_reads)?;
             files.insert(id, Arc::new(value_file));
         }
         let next_file_id = files.keys().next_back().map_or(1, |id| id + 1);
@@ -244,16 +235,9 @@ impl ValueStore {
         if let Some(parent) = self.dir.parent() {
             self.fs.sync_dir(parent)?;
         }
-        let direct = open_direct(&*self.fs, &path, self.direct_reads)?;
-        let value_file = Arc::new(ValueFile {
-            id,
-            path,
-            file,
-            direct,
-            dirty: AtomicBool::new(false),
-            len_bytes: AtomicU64::new(HEADER_BYTES),
-            pending_writes: AtomicU64::new(0),
-        });
+        let value_file =
+            ValueFile::opened(&*self.fs, (id, path), file, HEADER_BYTES, self.direct_reads)?;
+        let value_file = Arc::new(value_file);
         self.files.write().insert(id, value_file.clone());
         Ok(value_file)
     }
@@ -309,16 +293,10 @@ impl ValueStore {
             .map_err(|_| Error::corruption(&path, 0, "value file header cut short"))?;
         file::check_header(&header, id, self.identity)
             .map_err(|bad| bad.into_corruption(&path, 0))?;
-        let direct = open_direct(&*self.fs, &path, self.direct_reads)?;
-        let value_file = Arc::new(ValueFile {
-            id,
-            path,
-            len_bytes: AtomicU64::new(file.len()?),
-            direct,
-            file,
-            dirty: AtomicBool::new(false),
-            pending_writes: AtomicU64::new(0),
-        });
+        let len_bytes = file.len()?;
+        let value_file =
+            ValueFile::opened(&*self.fs, (id, path), file, len_bytes, self.direct_reads)?;
+        let value_file = Arc::new(value_file);
         Ok(self.files.write().entry(id).or_insert(value_file).clone())
     }
 
@@ -343,18 +321,30 @@ impl ValueStore {
     }
 }
 
-/// File `path` opened again for `O_DIRECT` reads, when `direct`.
-fn open_direct(
-    fs: &dyn FileSystem,
-    path: &Path,
-    direct: bool,
-) -> io::Result<Option<Arc<dyn File>>> {
-    if !direct {
-        return Ok(None);
+impl ValueFile {
+    /// Value file `id` at `path`, open as `file` and `len_bytes` long,
+    /// opened again for `O_DIRECT` reads when `direct_reads`.
+    fn opened(
+        fs: &dyn FileSystem,
+        (id, path): (u64, PathBuf),
+        file: Arc<dyn File>,
+        len_bytes: u64,
+        direct_reads: bool,
+    ) -> io::Result<ValueFile> {
+        let direct = match direct_reads {
+            true => Some(fs.open(&path, OpenOptions::read_only().with_direct(true))?),
+            false => None,
+        };
+        Ok(ValueFile {
+            id,
+            path,
+            file,
+            direct,
+            dirty: AtomicBool::new(false),
+            len_bytes: AtomicU64::new(len_bytes),
+            pending_writes: AtomicU64::new(0),
+        })
     }
-    Ok(Some(
-        fs.open(path, OpenOptions::read_only().with_direct(true))?,
-    ))
 }
 
 /// The file's header; `None` if it is cut short or all zero: the file was
