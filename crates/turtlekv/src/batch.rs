@@ -106,7 +106,7 @@ pub struct WriteBatch {
     /// index, ascending: for the record cache, which then holds the value
     /// where the write leaves a cached record (a hot key's next read
     /// skips the value file). Only values up to
-    /// [`Self::CACHED_SEPARATED_VALUE_BYTES`].
+    /// `record_cache::MAX_SEPARATED_VALUE_BYTES`.
     pub(crate) separated_values: Vec<(usize, Bytes)>,
 }
 
@@ -122,11 +122,6 @@ impl Eq for WriteBatch {}
 const ARENA_CHUNK_BYTES: usize = 16 * 1024;
 
 impl WriteBatch {
-    /// Separated values up to this long are kept for the record cache
-    /// (`separated_values`), as reads put them there (`DbInner::
-    /// resolve_cached`); longer ones would displace many small records.
-    pub(crate) const CACHED_SEPARATED_VALUE_BYTES: usize = 64 * 1024;
-
     /// An empty batch.
     pub fn new() -> Self {
         Self::default()
@@ -206,7 +201,7 @@ impl WriteBatch {
         user_value: &[u8],
     ) -> &mut Self {
         let user_value_len = user_value.len();
-        if user_value_len <= Self::CACHED_SEPARATED_VALUE_BYTES {
+        if user_value_len <= crate::record_cache::MAX_SEPARATED_VALUE_BYTES {
             let bytes = Bytes::copy_from_slice(user_value);
             self.separated_values.push((self.ops.len(), bytes));
         }

@@ -131,11 +131,6 @@ impl EntryLimits {
     }
 }
 
-/// Separated values up to this long take the place of their pointer in
-/// the record cache once read (`DbInner::resolve_cached`); longer ones
-/// would displace many small records for one.
-const MAX_CACHED_SEPARATED_VALUE_BYTES: usize = 64 * 1024;
-
 impl DbInner {
     /// Like `get_at` on a fresh read view, without taking a reference
     /// count on the State: point reads are the hot path, and a shared
@@ -183,10 +178,16 @@ impl DbInner {
             return self.resolve_option(key, found);
         };
         let bytes = self.resolve(key, pointer.clone())?;
-        if bytes.len() <= MAX_CACHED_SEPARATED_VALUE_BYTES {
-            self.record_cache.admit_resolved(key, &pointer, &bytes);
-        }
+        self.cache_resolved(key, &pointer, &bytes);
         Ok(Some(bytes))
+    }
+
+    /// Hands the record cache a separated value read through `pointer`
+    /// (`RecordCache::admit_resolved`), if it is short enough to cache.
+    fn cache_resolved(&self, key: &[u8], pointer: &Value, bytes: &Bytes) {
+        if bytes.len() <= crate::record_cache::MAX_SEPARATED_VALUE_BYTES {
+            self.record_cache.admit_resolved(key, pointer, bytes);
+        }
     }
 
     /// `get_at`, with a separated value's pointer as stored.
@@ -216,7 +217,8 @@ impl DbInner {
                 Some(Value::Inline(bytes)) => Some(bytes),
                 Some(Value::Pointer(encoded)) => {
                     separated.push((keys[i], self.decode_pointer(&encoded)?));
-                    separated_at.push(i);
+                    // Kept encoded, to find the record cache's entry by.
+                    separated_at.push((i, Value::Pointer(encoded)));
                     None
                 }
                 None => None,
@@ -224,12 +226,9 @@ impl DbInner {
         }
         // The value files' reads in flight together, as the tree's were.
         let read = self.values.read_many(&separated);
-        for ((i, read), (key, pointer)) in separated_at.into_iter().zip(read).zip(&separated) {
+        for (((i, pointer), read), (key, _)) in separated_at.into_iter().zip(read).zip(&separated) {
             let bytes = read?;
-            if bytes.len() <= MAX_CACHED_SEPARATED_VALUE_BYTES {
-                let pointer = Value::Pointer(pointer.encode());
-                self.record_cache.admit_resolved(key, &pointer, &bytes);
-            }
+            self.cache_resolved(key, &pointer, &bytes);
             values[i] = Some(bytes);
         }
         Ok(values)

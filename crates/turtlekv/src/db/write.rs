@@ -99,7 +99,7 @@ impl DbInner {
                 continue;
             }
             let (pointer, written) = self.write_value(&op.key, value)?;
-            if value.len() <= WriteBatch::CACHED_SEPARATED_VALUE_BYTES {
+            if value.len() <= crate::record_cache::MAX_SEPARATED_VALUE_BYTES {
                 separated.push((i, value.clone()));
             }
             op.value = Some(Value::Pointer(pointer.encode()));

@@ -36,6 +36,12 @@ use crate::util::ghost::Ghost;
 use crate::values::Value;
 use sketch::FrequencySketch;
 
+/// Separated values up to this long are cached in the place of their
+/// pointer, by reads (`admit_resolved`) and by writes (`record_write`
+/// with the user's bytes); longer ones would displace many small records
+/// for one.
+pub(crate) const MAX_SEPARATED_VALUE_BYTES: usize = 64 * 1024;
+
 const SHARDS: usize = 64;
 /// Watermark slots per shard: writes to keys of other slots do not block
 /// admissions to this one.
